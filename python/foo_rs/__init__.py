@@ -1,0 +1,61 @@
+"""foo_rs: the ``foo`` PyTorch device, whose memory and compute are Rust.
+
+``import foo_rs`` is all a user does; then ``torch.randn(3, device="foo")``,
+``model.to("foo")``, ``torch.save``/``torch.load(map_location="foo")`` and
+``torch.autocast("foo")`` work.
+"""
+
+from __future__ import annotations
+
+import torch  # first: the native module resolves torch's own libc10/libtorch_cpu
+
+from . import _C
+from ._dtypes import SUPPORTED_DTYPES, UNSUPPORTED_DTYPES
+
+torch.utils.rename_privateuse1_backend("foo")
+
+from . import foo as _device_module  # noqa: E402
+
+torch._register_device_module("foo", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True,
+    for_module=True,
+    for_packed_sequence=True,
+    for_storage=True,
+    unsupported_dtype=UNSUPPORTED_DTYPES,
+)
+
+from . import _ops  # noqa: E402  (registers the kernels)
+from ._fallback import (  # noqa: E402  (registers the CPU fallback)
+    FooFallbackWarning,
+    fallback_disabled,
+    fallback_enabled,
+    fallback_stats,
+    reset_fallback_stats,
+    set_fallback_enabled,
+)
+
+
+def live_blocks(device: int | None = None) -> int:
+    """Blocks the Rust allocator has handed out and not yet taken back."""
+    return _C.live_blocks(device)
+
+
+def native_ops() -> frozenset[str]:
+    """The aten overloads with a native foo kernel (Rust behind torch.library)."""
+    return _ops.registered_ops()
+
+
+__version__ = "0.1.0"
+__all__ = [
+    "FooFallbackWarning",
+    "SUPPORTED_DTYPES",
+    "UNSUPPORTED_DTYPES",
+    "fallback_disabled",
+    "fallback_enabled",
+    "fallback_stats",
+    "live_blocks",
+    "native_ops",
+    "reset_fallback_stats",
+    "set_fallback_enabled",
+]

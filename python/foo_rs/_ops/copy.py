@@ -1,0 +1,108 @@
+"""Copies across and within the device, fills, and reading one element."""
+
+from __future__ import annotations
+
+import torch
+
+from ._registry import _C, desc, impl
+
+
+def _is_host_or_foo(t: torch.Tensor) -> bool:
+    return t.device.type in ("cpu", "foo")
+
+
+def _has_internal_overlap(t: torch.Tensor) -> bool:
+    # As ATen's has_internal_overlap: a stride of 0 on a dimension of size > 1.
+    return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride()))
+
+
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """dst[...] = src (broadcast, dtype converted), both in host-addressable memory."""
+    if not (_is_host_or_foo(dst) and _is_host_or_foo(src)):
+        raise RuntimeError(f"foo: copy between {src.device} and {dst.device} is not supported")
+    if dst.numel() == 0:
+        # Still check that the shapes broadcast, as CPU does.
+        torch.broadcast_shapes(src.shape, dst.shape)
+        return dst
+    if _has_internal_overlap(dst):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
+    if _same_memory(dst, src):
+        if (
+            dst.data_ptr() == src.data_ptr()
+            and dst.shape == src.shape
+            and dst.stride() == src.stride()
+            and dst.dtype == src.dtype
+        ):
+            return dst
+        # Overlapping views: read everything before writing anything.
+        tmp = torch.empty(src.shape, dtype=src.dtype, device=src.device)
+        _C.copy_(desc(tmp), desc(src))
+        src = tmp
+    _C.copy_(desc(dst), desc(src))
+    return dst
+
+
+@impl("copy_")
+def copy_(self, src, non_blocking=False):
+    return copy_into(self, src)
+
+
+@impl("_copy_from")
+def _copy_from(self, dst, non_blocking=False):
+    return copy_into(dst, self)
+
+
+@impl("_copy_from_and_resize")
+def _copy_from_and_resize(self, dst):
+    if dst.shape != self.shape:
+        dst.resize_(self.shape)
+    return copy_into(dst, self)
+
+
+@impl("_local_scalar_dense")
+def _local_scalar_dense(self):
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
+        )
+    return _C.local_scalar(desc(self))
+
+
+@impl("fill_.Scalar")
+def fill_scalar(self, value):
+    if _has_internal_overlap(self):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
+    if isinstance(value, complex):
+        raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
+    if not self.dtype.is_floating_point and self.dtype != torch.bool and isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
+    _C.fill_(desc(self), value)
+    return self
+
+
+@impl("fill_.Tensor")
+def fill_tensor(self, value):
+    if value.dim() != 0:
+        raise RuntimeError(
+            f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
+        )
+    return fill_scalar(self, value.item())
+
+
+@impl("zero_")
+def zero_(self):
+    _C.fill_(desc(self), 0)
+    return self

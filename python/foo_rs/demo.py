@@ -1,0 +1,95 @@
+"""Train the same small model on foo and on the CPU, side by side.
+
+    python -m foo_rs.demo [--steps N]
+
+Both runs start from the same weights (one seed) on the same synthetic data,
+generated here; each step prints the loss on both devices and the time the
+step took on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import torch
+
+import foo_rs
+
+
+def make_data(n: int, d_in: int, n_classes: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(n_classes, d_in, generator=g) * 2.0
+    labels = torch.randint(0, n_classes, (n,), generator=g)
+    x = centers[labels] + torch.randn(n, d_in, generator=g)
+    return x, labels
+
+
+def make_model(d_in: int, hidden: int, n_classes: int, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(d_in, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, n_classes),
+    )
+
+
+def train_step(model, opt, x, y) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    d_in, n_classes = 64, 10
+    x, y = make_data(args.batch * 8, d_in, n_classes, args.seed)
+    models = {
+        "cpu": make_model(d_in, args.hidden, n_classes, args.seed),
+        "foo": make_model(d_in, args.hidden, n_classes, args.seed).to("foo"),
+    }
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for k, m in models.items()}
+    data = {"cpu": (x, y), "foo": (x.to("foo"), y.to("foo"))}
+
+    print(f"foo_rs demo: MLP {d_in}-{args.hidden}-{args.hidden}-{n_classes}, batch {args.batch}, "
+          f"SGD momentum, {args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{'step':>4} {'loss cpu':>10} {'loss foo':>10} {'|diff|':>9} {'ms cpu':>8} {'ms foo':>8}")
+    foo_rs.reset_fallback_stats()
+    times = {"cpu": [], "foo": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", foo_rs.FooFallbackWarning)
+        for step in range(args.steps):
+            lo = (step * args.batch) % x.shape[0]
+            losses = {}
+            for dev in ("cpu", "foo"):
+                xb, yb = (t[lo:lo + args.batch] for t in data[dev])
+                t0 = time.perf_counter()
+                losses[dev] = train_step(models[dev], opts[dev], xb, yb)
+                times[dev].append(time.perf_counter() - t0)
+            print(f"{step:4d} {losses['cpu']:10.5f} {losses['foo']:10.5f} "
+                  f"{abs(losses['cpu'] - losses['foo']):9.2e} "
+                  f"{times['cpu'][-1] * 1e3:8.2f} {times['foo'][-1] * 1e3:8.2f}")
+    med = {k: sorted(v)[len(v) // 2] * 1e3 for k, v in times.items()}
+    print(f"median step: cpu {med['cpu']:.2f} ms, foo {med['foo']:.2f} ms "
+          f"(foo/cpu = {med['foo'] / med['cpu']:.2f})")
+    fb = foo_rs.fallback_stats()
+    if fb:
+        print(f"ops that fell back to the CPU ({sum(fb.values())} calls): "
+              + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
+    else:
+        print("every op ran natively on foo")
+
+
+if __name__ == "__main__":
+    main()

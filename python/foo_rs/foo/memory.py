@@ -1,0 +1,71 @@
+"""Memory statistics and control of foo devices (torch.cuda.memory's API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _C
+
+__all__ = [
+    "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+    "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+    "memory_summary", "empty_cache", "mem_get_info", "set_per_process_memory_fraction",
+]
+
+
+def _index(device: Any) -> int:
+    from . import _get_device_index
+
+    return _get_device_index(device, optional=True)
+
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    """Allocator statistics, with torch.cuda.memory_stats's keys."""
+    return dict(sorted(_C.memory_stats(_index(device)).items()))
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes occupied by tensors on a foo device."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Bytes held by the caching allocator (in use or cached)."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    _C.reset_accumulated_memory_stats(_index(device))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    return _C.memory_summary(_index(device))
+
+
+def empty_cache() -> None:
+    """Releases every cached block of every foo device to the system."""
+    _C.empty_cache()
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes of a foo device."""
+    return _C.mem_get_info(_index(device))
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limits a foo device to ``fraction`` of its memory."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    _C.set_per_process_memory_fraction(fraction, _index(device))

@@ -1,0 +1,82 @@
+//! Copy, fill, scalar read and random kernels. Every call releases the GIL.
+
+use super::{device_index, strided, KernelErr, TensorDesc};
+use crate::kernels::random::{blocks_needed, fill_random, Distribution};
+use crate::kernels::{copy, Strided};
+use crate::rng;
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+
+/// Copies `src` (broadcast) into `dst`, converting dtype.
+#[pyfunction]
+fn copy_(py: Python<'_>, dst: TensorDesc, src: TensorDesc) -> PyResult<()> {
+    let (d, s) = (strided(dst)?, strided(src)?);
+    py.detach(|| copy::copy(&d, &s)).map_err(KernelErr::from)?;
+    Ok(())
+}
+
+/// Sets every element of `dst` to `value` (bool, int or float).
+#[pyfunction]
+fn fill_(py: Python<'_>, dst: TensorDesc, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    let d = strided(dst)?;
+    let (f, i, is_int) = if let Ok(b) = value.extract::<bool>() {
+        (b as u8 as f64, b as i64, true)
+    } else if let Ok(i) = value.extract::<i64>() {
+        (i as f64, i, true)
+    } else {
+        let f: f64 = value.extract()?;
+        (f, f as i64, false)
+    };
+    py.detach(|| copy::fill(&d, f, i, is_int)).map_err(KernelErr::from)?;
+    Ok(())
+}
+
+/// Element 0 of `src` as a Python bool, int or float (`.item()`).
+#[pyfunction]
+fn local_scalar(py: Python<'_>, src: TensorDesc) -> PyResult<Py<PyAny>> {
+    let s: Strided = strided(src)?;
+    let (f, i) = copy::read_scalar(&s);
+    if s.dtype == crate::DType::Bool {
+        (i != 0).into_py_any(py)
+    } else if s.dtype.is_floating() {
+        f.into_py_any(py)
+    } else {
+        i.into_py_any(py)
+    }
+}
+
+fn random(py: Python<'_>, dst: TensorDesc, dist: Distribution, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<u64> {
+    let d = strided(dst)?;
+    let blocks = blocks_needed(d.dtype, d.numel());
+    let (seed, offset) = match state {
+        Some(s) => s,
+        None => rng::reserve_offset(rng::default_generator(device_index(device)?), blocks),
+    };
+    py.detach(|| fill_random(&d, seed, offset, dist)).map_err(KernelErr::from)?;
+    Ok(blocks)
+}
+
+/// Fills `dst` with N(mean, std). With `state=(seed, offset)` draws from
+/// that stream; otherwise from `device`'s default generator. Returns the
+/// number of Philox blocks used (the caller advances an explicit generator).
+#[pyfunction]
+#[pyo3(signature = (dst, mean, std, device=None, state=None))]
+fn normal_(py: Python<'_>, dst: TensorDesc, mean: f64, std: f64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<u64> {
+    random(py, dst, Distribution::Normal { mean, std }, device, state)
+}
+
+/// Fills `dst` with U[from, to). See `normal_` for `device` and `state`.
+#[pyfunction]
+#[pyo3(signature = (dst, low, high, device=None, state=None))]
+fn uniform_(py: Python<'_>, dst: TensorDesc, low: f64, high: f64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<u64> {
+    random(py, dst, Distribution::Uniform { from: low, to: high }, device, state)
+}
+
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(copy_, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_, m)?)?;
+    m.add_function(wrap_pyfunction!(local_scalar, m)?)?;
+    m.add_function(wrap_pyfunction!(normal_, m)?)?;
+    m.add_function(wrap_pyfunction!(uniform_, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! Element types foo can hold. The numeric codes are shared with the Python
+//! layer (`foo_rs._dtypes`), which maps them to `torch.dtype`.
+
+use half::{bf16, f16};
+
+/// An element type of a foo tensor.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    Bool = 0,
+    U8 = 1,
+    I8 = 2,
+    I16 = 3,
+    I32 = 4,
+    I64 = 5,
+    F16 = 6,
+    BF16 = 7,
+    F32 = 8,
+    F64 = 9,
+}
+
+impl DType {
+    pub const ALL: [DType; 10] = [
+        DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The dtype with this numeric code, if any.
+    pub fn from_code(code: u8) -> Option<DType> {
+        DType::ALL.get(code as usize).copied()
+    }
+
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    pub fn is_floating(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    pub fn is_integral(self) -> bool {
+        matches!(self, DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+}
+
+/// Maps a Rust element type to its [`DType`].
+pub trait Element: Copy + Send + Sync + 'static {
+    const DTYPE: DType;
+}
+
+macro_rules! element {
+    ($t:ty, $d:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+        }
+    };
+}
+element!(bool, Bool);
+element!(u8, U8);
+element!(i8, I8);
+element!(i16, I16);
+element!(i32, I32);
+element!(i64, I64);
+element!(f16, F16);
+element!(bf16, BF16);
+element!(f32, F32);
+element!(f64, F64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_code(d as u8), Some(d));
+        }
+        assert_eq!(DType::from_code(10), None);
+    }
+
+    #[test]
+    fn sizes_match_rust_types() {
+        assert_eq!(DType::F16.size(), std::mem::size_of::<f16>());
+        assert_eq!(DType::BF16.size(), std::mem::size_of::<bf16>());
+        assert_eq!(DType::I64.size(), std::mem::size_of::<i64>());
+        assert_eq!(DType::Bool.size(), std::mem::size_of::<bool>());
+    }
+}

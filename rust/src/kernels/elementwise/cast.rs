@@ -1,0 +1,623 @@
+//! Element conversions used when the engine loads an operand whose dtype
+//! differs from the kernel's compute dtype, or stores a result into an output
+//! of another dtype (ATen's "common dtype + cast" of TensorIterator).
+//!
+//! Conversions follow torch CPU's `static_cast` semantics where they are
+//! defined: float to integer truncates toward zero (through int64, as c10
+//! does for uint8), integer overflow wraps, anything to bool is `x != 0`,
+//! float64 to float16/bfloat16 rounds through float32 like `c10::Half(double)`.
+
+use crate::dtype::DType;
+use half::{bf16, f16};
+
+/// A Rust scalar operand (a Python number): ATen's `c10::Scalar` without
+/// the complex case.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+}
+
+impl Scalar {
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Bool(b) => b as u8 as f64,
+            Scalar::Int(i) => i as f64,
+            Scalar::Float(f) => f,
+        }
+    }
+
+    pub fn to_i64(self) -> i64 {
+        match self {
+            Scalar::Bool(b) => b as i64,
+            Scalar::Int(i) => i,
+            Scalar::Float(f) => f as i64,
+        }
+    }
+
+    pub fn to_bool(self) -> bool {
+        match self {
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i != 0,
+            Scalar::Float(f) => f != 0.0,
+        }
+    }
+
+    pub fn is_floating(self) -> bool {
+        matches!(self, Scalar::Float(_))
+    }
+
+    /// The value converted to the element type `T` (`Scalar::to<T>()`).
+    #[inline]
+    pub(crate) fn to<T: Num>(self) -> T {
+        match self {
+            Scalar::Bool(b) => T::from_bool(b),
+            Scalar::Int(i) => T::from_i64(i),
+            Scalar::Float(f) => T::from_f64(f),
+        }
+    }
+}
+
+/// An element type the engine can load, store and compute in.
+pub(crate) trait Num: Copy + Default + PartialEq + PartialOrd + Send + Sync + 'static {
+    const DT: DType;
+    fn from_bool(v: bool) -> Self;
+    fn from_i64(v: i64) -> Self;
+    fn from_f32(v: f32) -> Self;
+    fn from_f64(v: f64) -> Self;
+    fn to_bool(self) -> bool;
+    fn to_i64(self) -> i64;
+    fn to_f32(self) -> f32;
+    fn to_f64(self) -> f64;
+}
+
+/// `static_cast<D>(s)` with torch CPU semantics.
+#[inline(always)]
+pub(crate) fn cast<S: Num, D: Num>(s: S) -> D {
+    match S::DT {
+        DType::Bool => D::from_bool(s.to_bool()),
+        DType::F64 => D::from_f64(s.to_f64()),
+        DType::F32 | DType::F16 | DType::BF16 => D::from_f32(s.to_f32()),
+        _ => D::from_i64(s.to_i64()),
+    }
+}
+
+macro_rules! int_num {
+    ($t:ty, $d:ident) => {
+        impl Num for $t {
+            const DT: DType = DType::$d;
+            #[inline(always)]
+            fn from_bool(v: bool) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self {
+                v as i64 as $t
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as i64 as $t
+            }
+            #[inline(always)]
+            fn to_bool(self) -> bool {
+                self != 0
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+        }
+    };
+}
+int_num!(u8, U8);
+int_num!(i8, I8);
+int_num!(i16, I16);
+int_num!(i32, I32);
+int_num!(i64, I64);
+
+impl Num for bool {
+    const DT: DType = DType::Bool;
+    #[inline(always)]
+    fn from_bool(v: bool) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v != 0.0
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        self
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self as u8 as f32
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+}
+
+impl Num for f32 {
+    const DT: DType = DType::F32;
+    #[inline(always)]
+    fn from_bool(v: bool) -> Self {
+        v as u8 as f32
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        self != 0.0
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Num for f64 {
+    const DT: DType = DType::F64;
+    #[inline(always)]
+    fn from_bool(v: bool) -> Self {
+        v as u8 as f64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v as f64
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        self != 0.0
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// float32 -> bfloat16 bits, round to nearest even, NaN kept quiet
+/// (what `c10::BFloat16(float)` does). Branch-free so it vectorizes.
+#[inline(always)]
+pub(crate) fn f32_to_bf16_bits(v: f32) -> u16 {
+    let b = v.to_bits();
+    let rounded = (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16;
+    if v.is_nan() {
+        ((b >> 16) as u16) | 0x0040
+    } else {
+        rounded
+    }
+}
+
+#[inline(always)]
+pub(crate) fn bf16_bits_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// float32 -> float16 bits, round to nearest even (IEEE), branch-free.
+#[inline(always)]
+pub(crate) fn f32_to_f16_bits(v: f32) -> u16 {
+    let x = v.to_bits();
+    let sign = ((x >> 16) & 0x8000) as u16;
+    let a = x & 0x7FFF_FFFF;
+    // NaN / Inf
+    let nan_inf = if a > 0x7F80_0000 { 0x7E00u16 | ((a >> 13) as u16 & 0x3FF) } else { 0x7C00 };
+    // Normal range: rebias and round to nearest even on the 13 dropped bits.
+    let norm = {
+        let r = a.wrapping_sub(0x3800_0000); // exponent 127 -> 15
+        let r = r.wrapping_add(0x0FFF + ((r >> 13) & 1));
+        (r >> 13) as u16
+    };
+    // Subnormal result: scale with a float add (exact round-to-nearest-even).
+    let sub = {
+        let f = f32::from_bits(a) + 0.5;
+        (f.to_bits() - 0x3F00_0000) as u16
+    };
+    let mag = if a >= 0x7F80_0000 {
+        nan_inf
+    } else if a >= 0x4780_0000 {
+        0x7C00 // overflows to infinity (>= 65536 before rounding)
+    } else if a >= 0x3880_0000 {
+        norm // normal half (>= 2^-14); rounding may carry into infinity, as IEEE wants
+    } else {
+        sub
+    };
+    sign | mag
+}
+
+#[inline(always)]
+pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let a = (h & 0x7FFF) as u32;
+    let mag = if a >= 0x7C00 {
+        // Inf / NaN
+        0x7F80_0000 | ((a & 0x3FF) << 13)
+    } else if a >= 0x0400 {
+        (a << 13) + 0x3800_0000
+    } else {
+        // zero or subnormal: exact through a float multiply
+        (a as f32 * f32::from_bits(0x3380_0000)).to_bits() // 2^-24
+    };
+    f32::from_bits(sign | mag)
+}
+
+impl Num for f16 {
+    const DT: DType = DType::F16;
+    #[inline(always)]
+    fn from_bool(v: bool) -> Self {
+        f16::from_bits(if v { 0x3C00 } else { 0 })
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        f16::from_bits(f32_to_f16_bits(v as f32))
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        f16::from_bits(f32_to_f16_bits(v))
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        f16::from_bits(f32_to_f16_bits(v as f32))
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        (self.to_bits() & 0x7FFF) != 0
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        f16_bits_to_f32(self.to_bits()) as i64
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16_bits_to_f32(self.to_bits())
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f16_bits_to_f32(self.to_bits()) as f64
+    }
+}
+
+impl Num for bf16 {
+    const DT: DType = DType::BF16;
+    #[inline(always)]
+    fn from_bool(v: bool) -> Self {
+        bf16::from_bits(if v { 0x3F80 } else { 0 })
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        bf16::from_bits(f32_to_bf16_bits(v as f32))
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        bf16::from_bits(f32_to_bf16_bits(v))
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        bf16::from_bits(f32_to_bf16_bits(v as f32))
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        (self.to_bits() & 0x7FFF) != 0
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        bf16_bits_to_f32(self.to_bits()) as i64
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16_bits_to_f32(self.to_bits())
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        bf16_bits_to_f32(self.to_bits()) as f64
+    }
+}
+
+/// Runs `$body` with `$T` bound to the Rust type of dtype `$dt`.
+macro_rules! with_num {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            DType::Bool => {
+                type $T = bool;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_num;
+
+/// Reads `n` elements of dtype `src_dt` at `src` with `stride` (elements),
+/// converts them to `dst_dt` and writes them contiguously at `dst`.
+///
+/// # Safety
+/// `src` must address `n` readable elements along `stride`, `dst` must have
+/// room for `n` elements of `dst_dt`, and the two must not overlap.
+pub(crate) unsafe fn load(dst: *mut u8, dst_dt: DType, src: *const u8, src_dt: DType, stride: isize, n: usize) {
+    if n == 0 {
+        return;
+    }
+    if dst_dt == src_dt {
+        let es = src_dt.size();
+        if stride == 1 {
+            std::ptr::copy_nonoverlapping(src, dst, n * es);
+        } else {
+            gather_raw(dst, src, es, stride, n);
+        }
+        return;
+    }
+    if dst_dt == DType::F32 && matches!(src_dt, DType::F16 | DType::BF16) {
+        // Gather the 16-bit patterns first, then widen in bulk with SIMD.
+        let mut tmp = [0u16; 1024];
+        let mut done = 0;
+        while done < n {
+            let m = (n - done).min(tmp.len());
+            let s = src.offset(done as isize * stride * 2);
+            let bits: *const u16 = if stride == 1 {
+                s as *const u16
+            } else {
+                gather_raw(tmp.as_mut_ptr() as *mut u8, s, 2, stride, m);
+                tmp.as_ptr()
+            };
+            let d = (dst as *mut f32).add(done);
+            if src_dt == DType::F16 {
+                super::simd::f16_to_f32(bits, d, m);
+            } else {
+                super::simd::bf16_to_f32(bits, d, m);
+            }
+            done += m;
+        }
+        return;
+    }
+    with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, stride, dst as *mut D, 1, n)))
+}
+
+/// Converts `n` contiguous elements of `src_dt` at `src` to `dst_dt` and
+/// writes them at `dst` with `stride` (elements).
+///
+/// # Safety
+/// As for [`load`], with the roles swapped.
+pub(crate) unsafe fn store(src: *const u8, src_dt: DType, dst: *mut u8, dst_dt: DType, stride: isize, n: usize) {
+    if n == 0 {
+        return;
+    }
+    if dst_dt == src_dt {
+        let es = src_dt.size();
+        if stride == 1 {
+            std::ptr::copy_nonoverlapping(src, dst, n * es);
+        } else {
+            scatter_raw(dst, src, es, stride, n);
+        }
+        return;
+    }
+    if src_dt == DType::F32 && matches!(dst_dt, DType::F16 | DType::BF16) {
+        let mut tmp = [0u16; 1024];
+        let mut done = 0;
+        while done < n {
+            let m = (n - done).min(tmp.len());
+            let s = (src as *const f32).add(done);
+            let d = dst.offset(done as isize * stride * 2);
+            let bits: *mut u16 = if stride == 1 { d as *mut u16 } else { tmp.as_mut_ptr() };
+            if dst_dt == DType::F16 {
+                super::simd::f32_to_f16(s, bits, m);
+            } else {
+                super::simd::f32_to_bf16(s, bits, m);
+            }
+            if stride != 1 {
+                scatter_raw(d, tmp.as_ptr() as *const u8, 2, stride, m);
+            }
+            done += m;
+        }
+        return;
+    }
+    with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, 1, dst as *mut D, stride, n)))
+}
+
+#[inline(always)]
+unsafe fn cast_loop<S: Num, D: Num>(src: *const S, ss: isize, dst: *mut D, ds: isize, n: usize) {
+    if ss == 1 && ds == 1 {
+        for i in 0..n {
+            *dst.add(i) = cast::<S, D>(*src.add(i));
+        }
+    } else {
+        for i in 0..n as isize {
+            *dst.offset(i * ds) = cast::<S, D>(*src.offset(i * ss));
+        }
+    }
+}
+
+unsafe fn gather_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n: usize) {
+    match es {
+        1 => strided_copy::<u8>(dst as *mut u8, 1, src as *const u8, stride, n),
+        2 => strided_copy::<u16>(dst as *mut u16, 1, src as *const u16, stride, n),
+        4 => strided_copy::<u32>(dst as *mut u32, 1, src as *const u32, stride, n),
+        _ => strided_copy::<u64>(dst as *mut u64, 1, src as *const u64, stride, n),
+    }
+}
+
+unsafe fn scatter_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n: usize) {
+    match es {
+        1 => strided_copy::<u8>(dst as *mut u8, stride, src as *const u8, 1, n),
+        2 => strided_copy::<u16>(dst as *mut u16, stride, src as *const u16, 1, n),
+        4 => strided_copy::<u32>(dst as *mut u32, stride, src as *const u32, 1, n),
+        _ => strided_copy::<u64>(dst as *mut u64, stride, src as *const u64, 1, n),
+    }
+}
+
+#[inline(always)]
+unsafe fn strided_copy<T: Copy>(dst: *mut T, ds: isize, src: *const T, ss: isize, n: usize) {
+    for i in 0..n as isize {
+        dst.offset(i * ds).write_unaligned(src.offset(i * ss).read_unaligned());
+    }
+}
+
+/// Reads one element of dtype `src_dt` at `src` and returns its bytes
+/// converted to `dst_dt` (little-endian in the low bytes of a `u64`).
+pub(crate) unsafe fn load_one(src: *const u8, src_dt: DType, dst_dt: DType) -> u64 {
+    let mut out = 0u64;
+    load(&mut out as *mut u64 as *mut u8, dst_dt, src, src_dt, 1, 1);
+    out
+}
+
+/// The bytes of `s` converted to `dt`, as [`load_one`] returns them.
+pub(crate) fn scalar_bits(s: Scalar, dt: DType) -> u64 {
+    let mut out = 0u64;
+    let p = &mut out as *mut u64;
+    with_num!(dt, T => unsafe { (p as *mut T).write(s.to::<T>()) });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_conversions_match_half_crate() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            let ours = f16_bits_to_f32(bits);
+            let theirs = h.to_f32();
+            assert!(ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()), "{bits:#x}");
+        }
+        let mut x: u32 = 0;
+        // Every 97th float32 bit pattern plus the boundaries.
+        while x < u32::MAX - 97 {
+            let f = f32::from_bits(x);
+            let ours = f32_to_f16_bits(f);
+            let theirs = f16::from_f32(f).to_bits();
+            if f.is_nan() {
+                assert!(f16::from_bits(ours).is_nan());
+            } else {
+                assert_eq!(ours, theirs, "{f:e} ({x:#x})");
+            }
+            x += 97;
+        }
+        for f in [65504.0f32, 65519.99, 65520.0, 6.1035156e-5, 5.96e-8, 2.98e-8, 2.99e-8, -0.0, f32::INFINITY] {
+            assert_eq!(f32_to_f16_bits(f), f16::from_f32(f).to_bits(), "{f:e}");
+        }
+    }
+
+    #[test]
+    fn bf16_conversions_match_half_crate() {
+        let mut x: u32 = 0;
+        while x < u32::MAX - 89 {
+            let f = f32::from_bits(x);
+            let ours = f32_to_bf16_bits(f);
+            let theirs = bf16::from_f32(f).to_bits();
+            if f.is_nan() {
+                assert!(bf16::from_bits(ours).is_nan());
+            } else {
+                assert_eq!(ours, theirs, "{f:e}");
+            }
+            x += 89;
+        }
+    }
+
+    #[test]
+    fn casts_follow_torch() {
+        assert_eq!(cast::<f32, u8>(-1.0), 255);
+        assert_eq!(cast::<f32, i32>(-2.7), -2);
+        assert_eq!(cast::<i64, i8>(300), 44);
+        assert!(cast::<f32, bool>(f32::NAN));
+        assert!(!cast::<i32, bool>(0));
+        assert_eq!(cast::<bool, f32>(true), 1.0);
+        assert_eq!(cast::<i64, f32>(16777217), 16777216.0);
+        assert_eq!(Scalar::Float(2.5).to::<i64>(), 2);
+        assert_eq!(Scalar::Int(3).to::<f16>(), f16::from_f32(3.0));
+    }
+}

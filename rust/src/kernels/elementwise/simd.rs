@@ -1,0 +1,571 @@
+//! Runtime SIMD dispatch for the elementwise inner loops.
+//!
+//! Every inner loop is written once, as a generic function over contiguous
+//! raw pointers that processes `W` lanes at a time through local arrays (so
+//! LLVM vectorizes it and an output may alias an input exactly), and is
+//! instantiated three times: inside an AVX-512 `#[target_feature]` function,
+//! inside an AVX2+FMA one, and without features. The level is detected once
+//! (`OnceLock`); [`level`] picks the instantiation.
+//!
+//! No level changes results: Rust never contracts or reassociates float
+//! arithmetic, so the vector body, the scalar tail and every level compute
+//! the same bits. That is what makes results independent of how the engine
+//! splits work across threads.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+/// Instruction-set level of the inner loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// Baseline target features only.
+    Portable = 0,
+    /// AVX2 + FMA + F16C.
+    Avx2 = 1,
+    /// AVX-512 F/BW/DQ/VL (+ AVX2, FMA, F16C).
+    Avx512 = 2,
+}
+
+impl SimdLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Portable => "portable",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
+
+    fn from_u8(v: u8) -> SimdLevel {
+        match v {
+            2 => SimdLevel::Avx512,
+            1 => SimdLevel::Avx2,
+            _ => SimdLevel::Portable,
+        }
+    }
+}
+
+static DETECTED: OnceLock<SimdLevel> = OnceLock::new();
+const UNSET: u8 = u8::MAX;
+static ACTIVE: AtomicU8 = AtomicU8::new(UNSET);
+
+fn detect_cpu() -> SimdLevel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx2 = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c");
+        let avx512 = avx2
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl");
+        if avx512 {
+            return SimdLevel::Avx512;
+        }
+        if avx2 {
+            return SimdLevel::Avx2;
+        }
+    }
+    SimdLevel::Portable
+}
+
+/// The best level this CPU supports, capped by the `FOO_RS_SIMD`
+/// environment variable (`portable`, `avx2` or `avx512`) if set.
+pub fn detected() -> SimdLevel {
+    *DETECTED.get_or_init(|| {
+        let cpu = detect_cpu();
+        match std::env::var("FOO_RS_SIMD").ok().as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("portable") | Some("scalar") | Some("none") => SimdLevel::Portable,
+            Some("avx2") => cpu.min(SimdLevel::Avx2),
+            _ => cpu,
+        }
+    })
+}
+
+/// The level the inner loops currently use.
+#[inline]
+pub fn level() -> SimdLevel {
+    let v = ACTIVE.load(Ordering::Relaxed);
+    if v != UNSET {
+        return SimdLevel::from_u8(v);
+    }
+    let d = detected();
+    ACTIVE.store(d as u8, Ordering::Relaxed);
+    d
+}
+
+/// Selects the level used from now on (capped to what the CPU supports) and
+/// returns the level actually set. For tests and benchmarks.
+pub fn set_level(want: SimdLevel) -> SimdLevel {
+    let l = want.min(detected());
+    ACTIVE.store(l as u8, Ordering::Relaxed);
+    l
+}
+
+macro_rules! map_bodies {
+    ($W:expr) => {
+        #[inline(always)]
+        pub(super) unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(
+            n: usize,
+            o: *mut R,
+            a: *const A,
+            f: &F,
+        ) {
+            const W: usize = $W;
+            let mut i = 0;
+            while i + W <= n {
+                let va = (a.add(i) as *const [A; W]).read_unaligned();
+                let mut r = [R::default(); W];
+                for j in 0..W {
+                    r[j] = f(va[j]);
+                }
+                (o.add(i) as *mut [R; W]).write_unaligned(r);
+                i += W;
+            }
+            while i < n {
+                *o.add(i) = f(*a.add(i));
+                i += 1;
+            }
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: Fn(A, B) -> R>(
+            n: usize,
+            o: *mut R,
+            a: *const A,
+            b: *const B,
+            f: &F,
+        ) {
+            const W: usize = $W;
+            let mut i = 0;
+            while i + W <= n {
+                let va = (a.add(i) as *const [A; W]).read_unaligned();
+                let vb = (b.add(i) as *const [B; W]).read_unaligned();
+                let mut r = [R::default(); W];
+                for j in 0..W {
+                    r[j] = f(va[j], vb[j]);
+                }
+                (o.add(i) as *mut [R; W]).write_unaligned(r);
+                i += W;
+            }
+            while i < n {
+                *o.add(i) = f(*a.add(i), *b.add(i));
+                i += 1;
+            }
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn map3<
+            A: Copy + Default,
+            B: Copy + Default,
+            C: Copy + Default,
+            R: Copy + Default,
+            F: Fn(A, B, C) -> R,
+        >(
+            n: usize,
+            o: *mut R,
+            a: *const A,
+            b: *const B,
+            c: *const C,
+            f: &F,
+        ) {
+            const W: usize = $W;
+            let mut i = 0;
+            while i + W <= n {
+                let va = (a.add(i) as *const [A; W]).read_unaligned();
+                let vb = (b.add(i) as *const [B; W]).read_unaligned();
+                let vc = (c.add(i) as *const [C; W]).read_unaligned();
+                let mut r = [R::default(); W];
+                for j in 0..W {
+                    r[j] = f(va[j], vb[j], vc[j]);
+                }
+                (o.add(i) as *mut [R; W]).write_unaligned(r);
+                i += W;
+            }
+            while i < n {
+                *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+                i += 1;
+            }
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn map4<
+            A: Copy + Default,
+            B: Copy + Default,
+            C: Copy + Default,
+            D: Copy + Default,
+            R: Copy + Default,
+            F: Fn(A, B, C, D) -> R,
+        >(
+            n: usize,
+            o: *mut R,
+            a: *const A,
+            b: *const B,
+            c: *const C,
+            d: *const D,
+            f: &F,
+        ) {
+            const W: usize = $W;
+            let mut i = 0;
+            while i + W <= n {
+                let va = (a.add(i) as *const [A; W]).read_unaligned();
+                let vb = (b.add(i) as *const [B; W]).read_unaligned();
+                let vc = (c.add(i) as *const [C; W]).read_unaligned();
+                let vd = (d.add(i) as *const [D; W]).read_unaligned();
+                let mut r = [R::default(); W];
+                for j in 0..W {
+                    r[j] = f(va[j], vb[j], vc[j], vd[j]);
+                }
+                (o.add(i) as *mut [R; W]).write_unaligned(r);
+                i += W;
+            }
+            while i < n {
+                *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i), *d.add(i));
+                i += 1;
+            }
+        }
+    };
+}
+
+mod body_wide {
+    map_bodies!(32);
+}
+mod body_narrow {
+    map_bodies!(8);
+}
+
+macro_rules! level_fns {
+    ($modname:ident, $body:ident $(, $feat:literal)?) => {
+        mod $modname {
+            use super::$body as b;
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(
+                n: usize, o: *mut R, a: *const A, f: &F,
+            ) {
+                b::map1(n, o, a, f)
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: Fn(A, B) -> R>(
+                n: usize, o: *mut R, a: *const A, bb: *const B, f: &F,
+            ) {
+                b::map2(n, o, a, bb, f)
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn map3<
+                A: Copy + Default, B: Copy + Default, C: Copy + Default, R: Copy + Default, F: Fn(A, B, C) -> R,
+            >(
+                n: usize, o: *mut R, a: *const A, bb: *const B, c: *const C, f: &F,
+            ) {
+                b::map3(n, o, a, bb, c, f)
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn map4<
+                A: Copy + Default, B: Copy + Default, C: Copy + Default, D: Copy + Default, R: Copy + Default,
+                F: Fn(A, B, C, D) -> R,
+            >(
+                n: usize, o: *mut R, a: *const A, bb: *const B, c: *const C, d: *const D, f: &F,
+            ) {
+                b::map4(n, o, a, bb, c, d, f)
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+level_fns!(avx512, body_wide, "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt");
+#[cfg(target_arch = "x86_64")]
+level_fns!(avx2, body_wide, "avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt");
+level_fns!(portable, body_narrow);
+
+macro_rules! dispatch {
+    ($f:ident($($arg:expr),*)) => {
+        match level() {
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => avx512::$f($($arg),*),
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2 => avx2::$f($($arg),*),
+            _ => portable::$f($($arg),*),
+        }
+    };
+}
+
+/// `o[i] = f(a[i])` for `i < n`.
+///
+/// # Safety
+/// The pointers must address `n` valid elements; `o` may equal `a` exactly
+/// but must not otherwise overlap it.
+#[inline]
+pub unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(n: usize, o: *mut R, a: *const A, f: &F) {
+    dispatch!(map1(n, o, a, f))
+}
+
+/// `o[i] = f(a[i], b[i])`; see [`map1`].
+///
+/// # Safety
+/// As for [`map1`], for every input.
+#[inline]
+pub unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: Fn(A, B) -> R>(
+    n: usize,
+    o: *mut R,
+    a: *const A,
+    b: *const B,
+    f: &F,
+) {
+    dispatch!(map2(n, o, a, b, f))
+}
+
+/// `o[i] = f(a[i], b[i], c[i])`; see [`map1`].
+///
+/// # Safety
+/// As for [`map1`], for every input.
+#[inline]
+pub unsafe fn map3<A: Copy + Default, B: Copy + Default, C: Copy + Default, R: Copy + Default, F: Fn(A, B, C) -> R>(
+    n: usize,
+    o: *mut R,
+    a: *const A,
+    b: *const B,
+    c: *const C,
+    f: &F,
+) {
+    dispatch!(map3(n, o, a, b, c, f))
+}
+
+/// `o[i] = f(a[i], b[i], c[i], d[i])`; see [`map1`].
+///
+/// # Safety
+/// As for [`map1`], for every input.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn map4<
+    A: Copy + Default,
+    B: Copy + Default,
+    C: Copy + Default,
+    D: Copy + Default,
+    R: Copy + Default,
+    F: Fn(A, B, C, D) -> R,
+>(
+    n: usize,
+    o: *mut R,
+    a: *const A,
+    b: *const B,
+    c: *const C,
+    d: *const D,
+    f: &F,
+) {
+    dispatch!(map4(n, o, a, b, c, d, f))
+}
+
+// ---- bulk float16 / bfloat16 <-> float32 conversions -----------------------
+
+use super::cast::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+
+/// The conversion routines for one level, chosen once.
+struct ConvTable {
+    f16_to_f32: unsafe fn(*const u16, *mut f32, usize),
+    f32_to_f16: unsafe fn(*const f32, *mut u16, usize),
+    bf16_to_f32: unsafe fn(*const u16, *mut f32, usize),
+    f32_to_bf16: unsafe fn(*const f32, *mut u16, usize),
+}
+
+unsafe fn f16_to_f32_portable(s: *const u16, d: *mut f32, n: usize) {
+    portable::map1(n, d, s, &|h: u16| f16_bits_to_f32(h))
+}
+unsafe fn f32_to_f16_portable(s: *const f32, d: *mut u16, n: usize) {
+    portable::map1(n, d, s, &|v: f32| f32_to_f16_bits(v))
+}
+unsafe fn bf16_to_f32_portable(s: *const u16, d: *mut f32, n: usize) {
+    portable::map1(n, d, s, &|h: u16| bf16_bits_to_f32(h))
+}
+unsafe fn f32_to_bf16_portable(s: *const f32, d: *mut u16, n: usize) {
+    portable::map1(n, d, s, &|v: f32| f32_to_bf16_bits(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86conv {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn f16_to_f32_f16c(s: *const u16, d: *mut f32, n: usize) {
+        let mut i = 0;
+        while i + 8 <= n {
+            let h = _mm_loadu_si128(s.add(i) as *const __m128i);
+            _mm256_storeu_ps(d.add(i), _mm256_cvtph_ps(h));
+            i += 8;
+        }
+        while i < n {
+            *d.add(i) = f16_bits_to_f32(*s.add(i));
+            i += 1;
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn f32_to_f16_f16c(s: *const f32, d: *mut u16, n: usize) {
+        let mut i = 0;
+        while i + 8 <= n {
+            let v = _mm256_loadu_ps(s.add(i));
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+            _mm_storeu_si128(d.add(i) as *mut __m128i, h);
+            i += 8;
+        }
+        while i < n {
+            *d.add(i) = f32_to_f16_bits(*s.add(i));
+            i += 1;
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn bf16_to_f32_avx2(s: *const u16, d: *mut f32, n: usize) {
+        super::avx2::map1(n, d, s, &|h: u16| bf16_bits_to_f32(h))
+    }
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn f32_to_bf16_avx2(s: *const f32, d: *mut u16, n: usize) {
+        super::avx2::map1(n, d, s, &|v: f32| f32_to_bf16_bits(v))
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    pub(super) unsafe fn f16_to_f32_avx512(s: *const u16, d: *mut f32, n: usize) {
+        let mut i = 0;
+        while i + 16 <= n {
+            let h = _mm256_loadu_si256(s.add(i) as *const __m256i);
+            _mm512_storeu_ps(d.add(i), _mm512_cvtph_ps(h));
+            i += 16;
+        }
+        f16_to_f32_f16c(s.add(i), d.add(i), n - i)
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    pub(super) unsafe fn f32_to_f16_avx512(s: *const f32, d: *mut u16, n: usize) {
+        let mut i = 0;
+        while i + 16 <= n {
+            let v = _mm512_loadu_ps(s.add(i));
+            let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+            _mm256_storeu_si256(d.add(i) as *mut __m256i, h);
+            i += 16;
+        }
+        f32_to_f16_f16c(s.add(i), d.add(i), n - i)
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    pub(super) unsafe fn bf16_to_f32_avx512(s: *const u16, d: *mut f32, n: usize) {
+        super::avx512::map1(n, d, s, &|h: u16| bf16_bits_to_f32(h))
+    }
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    pub(super) unsafe fn f32_to_bf16_avx512(s: *const f32, d: *mut u16, n: usize) {
+        super::avx512::map1(n, d, s, &|v: f32| f32_to_bf16_bits(v))
+    }
+}
+
+fn conv_table(l: SimdLevel) -> &'static ConvTable {
+    static TABLES: OnceLock<[ConvTable; 3]> = OnceLock::new();
+    let t = TABLES.get_or_init(|| {
+        let portable = || ConvTable {
+            f16_to_f32: f16_to_f32_portable,
+            f32_to_f16: f32_to_f16_portable,
+            bf16_to_f32: bf16_to_f32_portable,
+            f32_to_bf16: f32_to_bf16_portable,
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            [
+                portable(),
+                ConvTable {
+                    f16_to_f32: x86conv::f16_to_f32_f16c,
+                    f32_to_f16: x86conv::f32_to_f16_f16c,
+                    bf16_to_f32: x86conv::bf16_to_f32_avx2,
+                    f32_to_bf16: x86conv::f32_to_bf16_avx2,
+                },
+                ConvTable {
+                    f16_to_f32: x86conv::f16_to_f32_avx512,
+                    f32_to_f16: x86conv::f32_to_f16_avx512,
+                    bf16_to_f32: x86conv::bf16_to_f32_avx512,
+                    f32_to_bf16: x86conv::f32_to_bf16_avx512,
+                },
+            ]
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            [portable(), portable(), portable()]
+        }
+    });
+    &t[l as usize]
+}
+
+/// Widens `n` float16 values to float32.
+///
+/// # Safety
+/// `s` and `d` address `n` elements and do not overlap.
+pub unsafe fn f16_to_f32(s: *const u16, d: *mut f32, n: usize) {
+    (conv_table(level()).f16_to_f32)(s, d, n)
+}
+/// Rounds `n` float32 values to float16 (nearest even).
+///
+/// # Safety
+/// `s` and `d` address `n` elements and do not overlap.
+pub unsafe fn f32_to_f16(s: *const f32, d: *mut u16, n: usize) {
+    (conv_table(level()).f32_to_f16)(s, d, n)
+}
+/// Widens `n` bfloat16 values to float32.
+///
+/// # Safety
+/// `s` and `d` address `n` elements and do not overlap.
+pub unsafe fn bf16_to_f32(s: *const u16, d: *mut f32, n: usize) {
+    (conv_table(level()).bf16_to_f32)(s, d, n)
+}
+/// Rounds `n` float32 values to bfloat16 (nearest even).
+///
+/// # Safety
+/// `s` and `d` address `n` elements and do not overlap.
+pub unsafe fn f32_to_bf16(s: *const f32, d: *mut u16, n: usize) {
+    (conv_table(level()).f32_to_bf16)(s, d, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_level_converts_f16_identically() {
+        let src: Vec<u16> = (0..=u16::MAX).collect();
+        let mut reference = vec![0f32; src.len()];
+        unsafe { f16_to_f32_portable(src.as_ptr(), reference.as_mut_ptr(), src.len()) };
+        for l in [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512] {
+            if l > detected() {
+                continue;
+            }
+            let t = conv_table(l);
+            let mut out = vec![0f32; src.len()];
+            unsafe { (t.f16_to_f32)(src.as_ptr(), out.as_mut_ptr(), src.len()) };
+            for (a, b) in out.iter().zip(&reference) {
+                assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            }
+            let mut back = vec![0u16; src.len()];
+            unsafe { (t.f32_to_f16)(out.as_ptr(), back.as_mut_ptr(), out.len()) };
+            for (i, (&h, &o)) in back.iter().zip(&src).enumerate() {
+                assert!(h == o || f32::is_nan(reference[i]), "{l:?} {o:#x} -> {h:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn levels_agree_on_map() {
+        let a: Vec<f32> = (0..1000).map(|i| i as f32 * 0.37 - 100.0).collect();
+        let f = |x: f32| x.mul_add(1.5, -x * x);
+        let mut r0 = vec![0f32; a.len()];
+        unsafe { portable::map1(a.len(), r0.as_mut_ptr(), a.as_ptr(), &f) };
+        #[cfg(target_arch = "x86_64")]
+        for l in [SimdLevel::Avx2, SimdLevel::Avx512] {
+            if l > detected() {
+                continue;
+            }
+            let mut r = vec![0f32; a.len()];
+            unsafe {
+                match l {
+                    SimdLevel::Avx512 => avx512::map1(a.len(), r.as_mut_ptr(), a.as_ptr(), &f),
+                    _ => avx2::map1(a.len(), r.as_mut_ptr(), a.as_ptr(), &f),
+                }
+            }
+            assert_eq!(r, r0);
+        }
+    }
+}
