@@ -322,6 +322,28 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
 // ---- Metadata kernels ----------------------------------------------------
 // Device-agnostic in ATen; registered natively so they never pay a Python call.
 
+// The element types foo holds (rust/src/dtype.rs); anything else is refused
+// at allocation time so no kernel ever sees it.
+c10::ScalarType checked_dtype(std::optional<c10::ScalarType> dtype) {
+  const auto t = c10::dtype_or_default(dtype);
+  switch (t) {
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+      return t;
+    default:
+      TORCH_CHECK(false, "foo does not support dtype ", t,
+                  " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
+  }
+}
+
 c10::Device foo_device(std::optional<c10::Device> device) {
   if (!device.has_value()) return c10::Device(kFoo, foo_rs_current_device());
   if (!device->has_index()) return c10::Device(kFoo, foo_rs_current_device());
@@ -342,7 +364,7 @@ at::Tensor empty_memory_format(
   c10::DeviceGuard guard(dev);
   const c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_generic(
-      size, &g_allocator, ks, c10::dtype_or_default(dtype), memory_format);
+      size, &g_allocator, ks, checked_dtype(dtype), memory_format);
 }
 
 at::Tensor empty_strided(
@@ -358,7 +380,7 @@ at::Tensor empty_strided(
       "foo supports only the strided layout, got ", *layout);
   c10::DeviceGuard guard(dev);
   const c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_strided_generic(size, stride, &g_allocator, ks, c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(size, stride, &g_allocator, ks, checked_dtype(dtype));
 }
 
 at::Tensor as_strided(
