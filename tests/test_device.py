@@ -97,3 +97,19 @@ def test_generator_on_foo():
     d = torch.randn(5, device="foo", generator=g)
     torch.testing.assert_close(c.cpu(), d.cpu(), rtol=0, atol=0)
     assert not torch.equal(a.cpu(), c.cpu())
+
+
+def test_torch_accelerator_sees_foo():
+    assert str(torch.accelerator.current_accelerator()) == "foo"
+    assert torch.accelerator.device_count() == 2
+    x = torch.empty(1 << 16, dtype=torch.uint8, device="foo")
+    assert torch.accelerator.memory_allocated(0) == torch.foo.memory_allocated(0)
+    assert torch.accelerator.memory_allocated(0) >= 1 << 16
+    del x
+
+
+def test_mixing_foo_devices_raises_like_cuda():
+    a = torch.ones(3, device="foo:0")
+    b = torch.ones(3, device="foo:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.cumsum(a, 0) + b

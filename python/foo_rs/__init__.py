@@ -26,6 +26,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import _ops  # noqa: E402  (registers the kernels)
+from . import _autocast  # noqa: E402,F401  (autocast policies)
 from ._fallback import (  # noqa: E402  (registers the CPU fallback)
     FooFallbackWarning,
     fallback_disabled,
