@@ -1,0 +1,205 @@
+"""Side-by-side benchmark: foo against torch CPU, in one process.
+
+    python -m foo_rs.bench [--quick] [--out bench-results]
+
+Each case runs on torch CPU and on foo alternately (same process, same thread
+count), several repeats each; the report gives medians and the ratio foo/CPU
+(lower is better), prints a markdown table, writes it to OUT/report.md and a
+bar chart of the ratios to OUT/ratios.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+import foo_rs
+
+N_BIG = 16 * 1024 * 1024
+
+
+@dataclass
+class Case:
+    name: str
+    group: str
+    make: Callable[[str], Callable[[], object]]  # device -> zero-arg step
+    inner: int = 1  # calls per timed sample
+
+
+def _elementwise(op: str) -> Callable[[str], Callable[[], object]]:
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(N_BIG, generator=g).to(device)
+        b = torch.randn(N_BIG, generator=g).to(device)
+        cond = (torch.randn(N_BIG, generator=g) > 0).to(device)
+        fns = {
+            "add": lambda: a + b,
+            "mul": lambda: a * b,
+            "exp": lambda: torch.exp(a),
+            "gelu": lambda: torch.nn.functional.gelu(a),
+            "sigmoid": lambda: torch.sigmoid(a),
+            "relu": lambda: torch.relu(a),
+            "where": lambda: torch.where(cond, a, b),
+            "sum": lambda: a.sum(),
+        }
+        return fns[op]
+
+    return make
+
+
+def _fresh_alloc(device):
+    def step():
+        return torch.empty(N_BIG, device=device).fill_(1.0)
+
+    return step
+
+
+def _tiny_add(device):
+    a = torch.ones(4, device=device)
+    b = torch.ones(4, device=device)
+
+    def step():
+        for _ in range(100):
+            a + b
+
+    return step
+
+
+def _mm(n):
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(n, n, generator=g).to(device)
+        b = torch.randn(n, n, generator=g).to(device)
+        return lambda: a @ b
+
+    return make
+
+
+def _mlp_step(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
+    ).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 784, generator=g).to(device)
+    y = torch.randint(0, 10, (256,), generator=g).to(device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+CASES = [
+    *(Case(f"{op} 16M f32 (fresh out)", "elementwise", _elementwise(op))
+      for op in ["add", "mul", "exp", "gelu", "sigmoid", "relu", "where"]),
+    Case("empty+fill 64 MiB (fresh)", "allocator", _fresh_alloc),
+    Case("sum 16M f32", "reduction", _elementwise("sum")),
+    Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
+    Case("mm 1024 f32", "matmul", _mm(1024)),
+    Case("MLP 784-1024-1024-10 step, batch 256", "training", _mlp_step),
+]
+
+
+def _sync(x):
+    if isinstance(x, torch.Tensor) and x.device.type == "foo":
+        torch.foo.synchronize()
+
+
+def time_case(case: Case, repeats: int, warmup: int) -> dict[str, list[float]]:
+    steps = {dev: case.make(dev) for dev in ("cpu", "foo")}
+    for dev in ("cpu", "foo"):
+        for _ in range(warmup):
+            _sync(steps[dev]())
+    samples = {"cpu": [], "foo": []}
+    for _ in range(repeats):
+        for dev in ("cpu", "foo"):
+            t0 = time.perf_counter()
+            _sync(steps[dev]())
+            samples[dev].append(time.perf_counter() - t0)
+    return samples
+
+
+def _fmt(sec: float) -> str:
+    if sec >= 1e-3:
+        return f"{sec * 1e3:.2f} ms"
+    return f"{sec * 1e6:.1f} us"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="foo vs torch CPU, side by side")
+    p.add_argument("--quick", action="store_true", help="fewer repeats")
+    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--out", default="bench-results")
+    p.add_argument("-k", default="", help="only cases whose name contains this")
+    args = p.parse_args(argv)
+    repeats = args.repeats or (5 if args.quick else 15)
+
+    foo_rs.reset_fallback_stats()
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", foo_rs.FooFallbackWarning)
+        for case in CASES:
+            if args.k and args.k not in case.name:
+                continue
+            before = sum(foo_rs.fallback_stats().values())
+            s = time_case(case, repeats, warmup=2)
+            fell_back = sum(foo_rs.fallback_stats().values()) - before
+            cpu, foo = statistics.median(s["cpu"]), statistics.median(s["foo"])
+            rows.append((case, cpu, foo, foo / cpu, fell_back))
+            print(f"  {case.name}: cpu {_fmt(cpu)}  foo {_fmt(foo)}  ratio {foo / cpu:.2f}"
+                  + (f"  ({fell_back} fallback calls)" if fell_back else ""), flush=True)
+
+    machine = (f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+               f"{torch.get_num_threads()} threads, {repeats} repeats")
+    lines = [f"Machine: {machine}", "",
+             "| case | torch CPU (median) | foo (median) | foo/CPU | fallback calls |",
+             "|---|---:|---:|---:|---:|"]
+    for case, cpu, foo, ratio, fb in rows:
+        lines.append(f"| {case.name} | {_fmt(cpu)} | {_fmt(foo)} | {ratio:.2f} | {fb} |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(table + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+        names = [r[0].name for r in rows][::-1]
+        ratios = [r[3] for r in rows][::-1]
+        colors = ["tab:green" if r <= 1.0 else "tab:red" for r in ratios]
+        ax.barh(names, ratios, color=colors)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("foo time / torch CPU time (median; lower is better)")
+        ax.set_title(f"foo_rs vs torch CPU — {machine}", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.out, "ratios.png"), dpi=110)
+        print(f"\nwrote {args.out}/report.md and {args.out}/ratios.png")
+    except ImportError:
+        print("\n(matplotlib missing: no chart)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
