@@ -33,6 +33,8 @@
 
 // ---- The Rust side (rust/src/ffi.rs) -------------------------------------
 extern "C" {
+int32_t foo_rs_in_bad_fork();
+const char* foo_rs_bad_fork_message();
 int32_t foo_rs_device_count();
 int32_t foo_rs_current_device();
 int32_t foo_rs_set_device(int32_t device);
@@ -75,6 +77,7 @@ void delete_block(void* ptr) { foo_rs_free(ptr); }
 
 struct FooAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
+    TORCH_CHECK(!foo_rs_in_bad_fork(), foo_rs_bad_fork_message());
     const auto device = static_cast<c10::DeviceIndex>(foo_rs_current_device());
     char err[512] = {0};
     void* ptr = foo_rs_alloc(device, nbytes, err, sizeof(err));

@@ -21,6 +21,19 @@ fn dev(index: i32) -> Option<&'static allocator::DeviceAllocator> {
     usize::try_from(index).ok().and_then(|i| allocator::device(i).ok())
 }
 
+/// Nonzero in a child forked after foo_rs was loaded (see `fork`).
+#[no_mangle]
+pub extern "C" fn foo_rs_in_bad_fork() -> i32 {
+    crate::fork::in_bad_fork() as i32
+}
+
+/// The message for a bad-fork child (NUL-terminated, static).
+#[no_mangle]
+pub extern "C" fn foo_rs_bad_fork_message() -> *const c_char {
+    static MSG: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    MSG.get_or_init(|| std::ffi::CString::new(crate::fork::BAD_FORK_MESSAGE).unwrap()).as_ptr()
+}
+
 #[no_mangle]
 pub extern "C" fn foo_rs_device_count() -> i32 {
     device::count() as i32

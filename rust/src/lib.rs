@@ -15,5 +15,7 @@ pub mod rng;
 mod bindings;
 #[cfg(feature = "python")]
 mod ffi;
+#[cfg(feature = "python")]
+mod fork;
 
 pub use dtype::DType;

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -54,7 +53,6 @@ __all__ = [
 ]
 
 _initialized = False
-_in_bad_fork = False
 _init_lock = threading.Lock()
 
 
@@ -69,22 +67,16 @@ def device_count() -> int:
 
 
 def is_initialized() -> bool:
-    return _initialized and not _in_bad_fork
-
-
-def _after_fork_in_child() -> None:
-    global _initialized, _in_bad_fork
-    if _initialized:
-        _in_bad_fork = True
-    _initialized = False
+    return _initialized and not _is_in_bad_fork()
 
 
 def _lazy_init() -> None:
-    """Initialises foo on first use; refuses in a child forked after init."""
+    """Initialises foo on first use; refuses in a child forked after foo_rs
+    was loaded (its memory and worker threads belong to the parent)."""
     global _initialized
     if _initialized:
         return
-    if _in_bad_fork:
+    if _is_in_bad_fork():
         raise RuntimeError(
             "Cannot re-initialize foo in forked subprocess. To use foo with "
             "multiprocessing, you must use the 'spawn' start method"
@@ -94,11 +86,8 @@ def _lazy_init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return _in_bad_fork
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    """True in a child forked after foo_rs was loaded: foo raises there."""
+    return _C.in_bad_fork()
 
 
 def _get_device_index(device: Any, optional: bool = False) -> int:

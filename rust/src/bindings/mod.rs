@@ -21,6 +21,9 @@ pub(crate) type TensorDesc = (usize, u8, Vec<usize>, Vec<isize>);
 
 /// The [`Strided`] view a [`TensorDesc`] describes.
 pub(crate) fn strided(desc: TensorDesc) -> PyResult<Strided> {
+    if crate::fork::in_bad_fork() {
+        return Err(PyRuntimeError::new_err(crate::fork::BAD_FORK_MESSAGE));
+    }
     let (ptr, code, sizes, strides) = desc;
     let dtype = DType::from_code(code)
         .ok_or_else(|| PyTypeError::new_err(format!("foo: unknown dtype code {code}")))?;
@@ -85,11 +88,19 @@ pub(crate) fn device_index(device: Option<i64>) -> PyResult<usize> {
     }
 }
 
+/// Whether this process is a child forked after foo_rs was loaded.
+#[pyfunction]
+fn in_bad_fork() -> bool {
+    crate::fork::in_bad_fork()
+}
+
 #[pymodule]
 #[pyo3(name = "_C")]
 fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // SAFETY: idempotent registration; torch is loaded (foo_rs imports it first).
     unsafe { foo_glue_init() };
+    crate::fork::install();
+    m.add_function(wrap_pyfunction!(in_bad_fork, m)?)?;
     device::register(m)?;
     memory::register(m)?;
     kernels::register(m)?;
