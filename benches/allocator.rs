@@ -66,8 +66,12 @@ fn alloc_free(c: &mut Criterion) {
     let mut g = c.benchmark_group("alloc_free");
     for n in [512, 64 * KIB, 4 * MIB, 64 * MIB] {
         foo_cycle(&a, n, true);
-        g.bench_with_input(BenchmarkId::new("foo", label(n)), &n, |b, &n| b.iter(|| foo_cycle(&a, n, false)));
-        g.bench_with_input(BenchmarkId::new("system", label(n)), &n, |b, &n| b.iter(|| system_cycle(n, false)));
+        g.bench_with_input(BenchmarkId::new("foo", label(n)), &n, |b, &n| {
+            b.iter(|| foo_cycle(&a, n, false))
+        });
+        g.bench_with_input(BenchmarkId::new("system", label(n)), &n, |b, &n| {
+            b.iter(|| system_cycle(n, false))
+        });
     }
     g.finish();
 }
@@ -77,14 +81,18 @@ fn alloc_touch_free(c: &mut Criterion) {
     let mut g = c.benchmark_group("alloc_touch_free");
     for n in [4 * MIB, 64 * MIB] {
         foo_cycle(&a, n, true);
-        g.bench_with_input(BenchmarkId::new("foo", label(n)), &n, |b, &n| b.iter(|| foo_cycle(&a, n, true)));
+        g.bench_with_input(BenchmarkId::new("foo", label(n)), &n, |b, &n| {
+            b.iter(|| foo_cycle(&a, n, true))
+        });
         g.bench_with_input(BenchmarkId::new("foo_cold", label(n)), &n, |b, &n| {
             b.iter(|| {
                 foo_cycle(&a, n, true);
                 a.empty_cache();
             })
         });
-        g.bench_with_input(BenchmarkId::new("system", label(n)), &n, |b, &n| b.iter(|| system_cycle(n, true)));
+        g.bench_with_input(BenchmarkId::new("system", label(n)), &n, |b, &n| {
+            b.iter(|| system_cycle(n, true))
+        });
     }
     g.finish();
 }

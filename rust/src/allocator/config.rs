@@ -37,7 +37,10 @@ impl Config {
             }),
             Err(_) => DEFAULT_DEVICE_MEMORY,
         };
-        Config { device_count, device_memory }
+        Config {
+            device_count,
+            device_memory,
+        }
     }
 }
 
@@ -45,7 +48,9 @@ impl Config {
 /// (`K`, `M`, `G`, `T`, optionally followed by `B` or `iB`; powers of 1024).
 pub fn parse_memory_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let value: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
     let unit = unit.trim().to_ascii_uppercase();

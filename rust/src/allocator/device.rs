@@ -220,9 +220,11 @@ impl DeviceAllocator {
     /// [`ALIGNMENT`] (in fact 512) bytes.
     ///
     /// A cached block is reused when one fits. Otherwise a new segment is
-    /// obtained; if it would exceed the capacity, the cache is released and
-    /// the segment tried again (`num_alloc_retries`), and if it still does
-    /// not fit the result is [`AllocError::OutOfMemory`] (`num_ooms`).
+    /// obtained: of the standard size, or of exactly the rounded request if
+    /// only that fits the capacity. If neither fits, the cache is released
+    /// and both are tried again (`num_alloc_retries`); if that fails too the
+    /// result is [`AllocError::OutOfMemory`] (`num_ooms`) and nothing else
+    /// changes.
     pub fn allocate(&self, nbytes: usize) -> Result<*mut u8, AllocError> {
         if nbytes == 0 {
             return Ok(std::ptr::null_mut());
@@ -262,9 +264,23 @@ impl DeviceAllocator {
             return Ok(());
         }
         let mut s = self.lock();
-        let id = s.live.remove(&(ptr as usize)).ok_or(AllocError::UnknownPointer { ptr: ptr as usize })?;
+        let id = s
+            .live
+            .remove(&(ptr as usize))
+            .ok_or(AllocError::UnknownPointer { ptr: ptr as usize })?;
         s.give_back(id);
         Ok(())
+    }
+
+    /// Whether `ptr` points into memory of this device (any byte of any
+    /// segment), as `getDeviceFromPtr` needs for pointers inside a tensor.
+    pub fn owns(&self, ptr: *const u8) -> bool {
+        let addr = ptr as usize;
+        let s = self.lock();
+        s.segments
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&base, seg)| addr < base + seg.size)
     }
 
     /// Number of blocks handed out and not yet freed.
@@ -359,7 +375,10 @@ impl State {
 
     /// The smallest cached block of `pool` with at least `size` bytes.
     fn best_fit(&self, pool: Pool, size: usize) -> Option<BlockId> {
-        self.free[pool as usize].range((size, 0, 0)..).next().map(|k| k.2)
+        self.free[pool as usize]
+            .range((size, 0, 0)..)
+            .next()
+            .map(|k| k.2)
     }
 
     /// `(count, bytes)` a block adds to the inactive-split statistics.
@@ -374,7 +393,9 @@ impl State {
 
     fn book_inactive_split(&mut self, pool: Pool, before: (i64, i64), after: (i64, i64)) {
         self.stats.inactive_split.change(pool, after.0 - before.0);
-        self.stats.inactive_split_bytes.change(pool, after.1 - before.1);
+        self.stats
+            .inactive_split_bytes
+            .change(pool, after.1 - before.1);
     }
 
     /// Obtains a segment for a request of `size` (rounded) bytes and returns
@@ -399,7 +420,13 @@ impl State {
 
     fn new_segment_for(&mut self, pool: Pool, size: usize) -> Option<BlockId> {
         let standard = segment_size(size);
-        self.new_segment(pool, standard).or_else(|| if standard > size { self.new_segment(pool, size) } else { None })
+        self.new_segment(pool, standard).or_else(|| {
+            if standard > size {
+                self.new_segment(pool, size)
+            } else {
+                None
+            }
+        })
     }
 
     fn new_segment(&mut self, pool: Pool, size: usize) -> Option<BlockId> {
@@ -407,9 +434,17 @@ impl State {
         if reserved.checked_add(size)? > self.capacity {
             return None;
         }
-        let addr = os::map(size)? as usize;
+        let addr = os::map(size, pool == Pool::Large)? as usize;
         debug_assert_eq!(addr % os::MIN_SEGMENT_ALIGN, 0);
-        let id = self.new_block(Block { addr, size, requested: 0, prev: NIL, next: NIL, pool, allocated: false });
+        let id = self.new_block(Block {
+            addr,
+            size,
+            requested: 0,
+            prev: NIL,
+            next: NIL,
+            pool,
+            allocated: false,
+        });
         self.segments.insert(addr, Segment { size, pool });
         self.free[pool as usize].insert(self.key(id));
         self.stats.segment.increase(pool, 1);
@@ -548,7 +583,11 @@ impl State {
             .filter(|id| !vacant.contains(id) && self.blocks[*id as usize].prev == NIL)
             .map(|id| (self.blocks[id as usize].addr, id))
             .collect();
-        assert_eq!(heads.len(), self.segments.len(), "one head block per segment");
+        assert_eq!(
+            heads.len(),
+            self.segments.len(),
+            "one head block per segment"
+        );
         let mut linked = 0;
         for (&base, seg) in &self.segments {
             reserved[seg.pool as usize] += seg.size as i64;
@@ -586,7 +625,10 @@ impl State {
         assert_eq!(linked + vacant.len(), self.blocks.len(), "no block is lost");
         assert_eq!(self.live.len() + cached, linked);
         let st = &self.stats;
-        for (i, pool) in [(0, &st.allocated_bytes.small_pool), (1, &st.allocated_bytes.large_pool)] {
+        for (i, pool) in [
+            (0, &st.allocated_bytes.small_pool),
+            (1, &st.allocated_bytes.large_pool),
+        ] {
             assert_eq!(pool.current, allocated[i]);
         }
         assert_eq!(st.allocated_bytes.all.current, allocated[0] + allocated[1]);
@@ -602,21 +644,7 @@ impl State {
         assert_eq!(st.allocation.all.current as usize, self.live.len());
         assert_eq!(st.segment.all.current as usize, self.segments.len());
     }
-
 }
 
 #[cfg(test)]
 mod tests;
-
-impl DeviceAllocator {
-    /// Whether `ptr` points into memory of this device (any byte of any
-    /// segment), as `getDeviceFromPtr` needs for pointers inside a tensor.
-    pub fn owns(&self, ptr: *const u8) -> bool {
-        let addr = ptr as usize;
-        let s = self.lock();
-        s.segments
-            .range(..=addr)
-            .next_back()
-            .is_some_and(|(&base, seg)| addr < base + seg.size)
-    }
-}

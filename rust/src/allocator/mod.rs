@@ -7,7 +7,7 @@
 //! faults (see [`DeviceAllocator`]).
 //!
 //! Public API used by the C++ glue (through `ffi`) and the Python bindings:
-//! [`devices`], [`device`], [`allocate`], [`free`], [`DeviceAllocator`],
+//! [`devices`], [`device`], [`allocate`], [`free`], [`device_of_ptr`], [`DeviceAllocator`],
 //! [`MemoryStats`], [`DeviceStats`], [`AllocError`].
 
 mod config;
@@ -62,7 +62,13 @@ pub enum AllocError {
 impl fmt::Display for AllocError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AllocError::OutOfMemory { device, requested, allocated, reserved, capacity } => write!(
+            AllocError::OutOfMemory {
+                device,
+                requested,
+                allocated,
+                reserved,
+                capacity,
+            } => write!(
                 f,
                 "foo out of memory. Tried to allocate {} on foo:{device}. foo:{device} has a total \
                  capacity of {} of which {} is allocated by tensors and {} is reserved by the \
@@ -79,7 +85,10 @@ impl fmt::Display for AllocError {
                  (set FOO_RS_DEVICE_COUNT to change)"
             ),
             AllocError::UnknownPointer { ptr } => {
-                write!(f, "foo allocator: pointer {ptr:#x} was not allocated on any foo device")
+                write!(
+                    f,
+                    "foo allocator: pointer {ptr:#x} was not allocated on any foo device"
+                )
             }
             AllocError::SizeOverflow { requested } => {
                 write!(f, "foo allocator: a request of {requested} bytes overflows")
@@ -112,14 +121,19 @@ static DEVICES: OnceLock<Vec<DeviceAllocator>> = OnceLock::new();
 pub fn devices() -> &'static [DeviceAllocator] {
     DEVICES.get_or_init(|| {
         let cfg = Config::from_env();
-        (0..cfg.device_count).map(|i| DeviceAllocator::new(i, cfg.device_memory)).collect()
+        (0..cfg.device_count)
+            .map(|i| DeviceAllocator::new(i, cfg.device_memory))
+            .collect()
     })
 }
 
 /// The allocator of foo device `index`.
 pub fn device(index: usize) -> Result<&'static DeviceAllocator, AllocError> {
     let all = devices();
-    all.get(index).ok_or(AllocError::InvalidDevice { device: index, count: all.len() })
+    all.get(index).ok_or(AllocError::InvalidDevice {
+        device: index,
+        count: all.len(),
+    })
 }
 
 /// Allocates `nbytes` on foo device `index`. Zero bytes give a null pointer.

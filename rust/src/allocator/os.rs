@@ -6,22 +6,28 @@
 //!   mmap threshold (up to 32 MiB) after each large free, so 2 MiB and 20 MiB
 //!   segments from `std::alloc` would end up in glibc's heap, which keeps
 //!   them; `munmap` returns them at once.
-//! - Segments whose size is a multiple of 2 MiB (every standard segment) are
-//!   2 MiB-aligned and advised `MADV_HUGEPAGE`, so where transparent huge
-//!   pages are on (`madvise` is the common default) the first touch costs one
-//!   fault per 2 MiB instead of one per 4 KiB.
+//! - Large-pool segments whose size is a multiple of 2 MiB (every standard
+//!   one) are 2 MiB-aligned and advised `MADV_HUGEPAGE`, so where transparent
+//!   huge pages are on (`madvise` is the common default) the first touch of a
+//!   big tensor costs one fault per 2 MiB instead of one per 4 KiB. Small-pool
+//!   segments are not: their blocks are touched piecemeal, and one 512-byte
+//!   tensor should not make 2 MiB resident and zeroed.
 //! - Fresh mappings cost no physical memory until touched, like a device
 //!   allocation that is reserved but not yet used.
 //!
 //! Elsewhere segments come from `std::alloc` with the same alignment.
 
-/// Huge-page size: segments that are a multiple of it are aligned to it.
+/// Huge-page size: large-pool segments that are a multiple of it are
+/// aligned to it.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
 /// Alignment every segment has at least (CUDA's block granularity).
 pub(crate) const MIN_SEGMENT_ALIGN: usize = 512;
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod imp {
     use super::HUGE_PAGE;
     use std::ffi::{c_int, c_void};
@@ -52,13 +58,20 @@ mod imp {
         // SAFETY: an anonymous private mapping at an address of the kernel's
         // choosing touches no existing memory; failure is MAP_FAILED.
         let p = unsafe {
-            mmap(std::ptr::null_mut(), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         (p != MAP_FAILED).then_some(p.cast())
     }
 
-    pub(super) fn map(size: usize) -> Option<*mut u8> {
-        if size % HUGE_PAGE != 0 {
+    pub(super) fn map(size: usize, huge_pages: bool) -> Option<*mut u8> {
+        if !huge_pages || size % HUGE_PAGE != 0 {
             // mmap is page-aligned, which is more than MIN_SEGMENT_ALIGN.
             return map_anonymous(size);
         }
@@ -94,17 +107,24 @@ mod imp {
     }
 }
 
-#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 mod imp {
     use super::{HUGE_PAGE, MIN_SEGMENT_ALIGN};
     use std::alloc::{alloc, dealloc, Layout};
 
     fn layout(size: usize) -> Option<Layout> {
-        let align = if size % HUGE_PAGE == 0 { HUGE_PAGE } else { MIN_SEGMENT_ALIGN };
+        let align = if size % HUGE_PAGE == 0 {
+            HUGE_PAGE
+        } else {
+            MIN_SEGMENT_ALIGN
+        };
         Layout::from_size_align(size, align).ok()
     }
 
-    pub(super) fn map(size: usize) -> Option<*mut u8> {
+    pub(super) fn map(size: usize, _huge_pages: bool) -> Option<*mut u8> {
         let layout = layout(size)?;
         // SAFETY: segments are never empty, so the layout has non-zero size.
         let p = unsafe { alloc(layout) };
@@ -122,11 +142,12 @@ mod imp {
 }
 
 /// Obtains a fresh segment of `size` (> 0) bytes, aligned to at least
-/// [`MIN_SEGMENT_ALIGN`] (to [`HUGE_PAGE`] when `size` is a multiple of it).
-/// `None` when the system refuses.
-pub(crate) fn map(size: usize) -> Option<*mut u8> {
+/// [`MIN_SEGMENT_ALIGN`]. With `huge_pages`, a `size` that is a multiple of
+/// [`HUGE_PAGE`] is aligned to it and backed by huge pages where the system
+/// offers them. `None` when the system refuses.
+pub(crate) fn map(size: usize, huge_pages: bool) -> Option<*mut u8> {
     debug_assert!(size > 0);
-    imp::map(size)
+    imp::map(size, huge_pages)
 }
 
 /// Returns a segment to the system.

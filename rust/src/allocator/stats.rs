@@ -97,7 +97,11 @@ impl StatArray {
     }
 
     fn named(&self) -> [(&'static str, &Stat); 3] {
-        [("all", &self.all), ("small_pool", &self.small_pool), ("large_pool", &self.large_pool)]
+        [
+            ("all", &self.all),
+            ("small_pool", &self.small_pool),
+            ("large_pool", &self.large_pool),
+        ]
     }
 }
 
@@ -226,9 +230,12 @@ impl DeviceStats {
     pub fn to_map(&self) -> Vec<(String, i64)> {
         let mut out = Vec::with_capacity(9 * 3 * 4 + 2 * 4 + 6);
         let views = |prefix: &str, s: &Stat, out: &mut Vec<(String, i64)>| {
-            for (view, v) in
-                [("current", s.current), ("peak", s.peak), ("allocated", s.allocated), ("freed", s.freed)]
-            {
+            for (view, v) in [
+                ("current", s.current),
+                ("peak", s.peak),
+                ("allocated", s.allocated),
+                ("freed", s.freed),
+            ] {
                 out.push((format!("{prefix}.{view}"), v));
             }
         };
@@ -258,7 +265,10 @@ impl DeviceStats {
         const WIDTH: usize = 75;
         let mut lines: Vec<String> = Vec::new();
         lines.push("=".repeat(WIDTH));
-        lines.push(format!("{:^75}", format!("foo_rs memory summary, device ID {device}")));
+        lines.push(format!(
+            "{:^75}",
+            format!("foo_rs memory summary, device ID {device}")
+        ));
         lines.push("-".repeat(WIDTH));
         lines.push(format!(
             "{:<37}|{:<37}",
@@ -266,14 +276,21 @@ impl DeviceStats {
             format!("        alloc retries: {}", self.num_alloc_retries)
         ));
         lines.push("=".repeat(WIDTH));
-        lines.push("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ".to_string());
+        lines.push(
+            "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "
+                .to_string(),
+        );
         type Fmt = fn(i64, i64) -> String;
         let metrics: [(&StatArray, &str, Fmt); 9] = [
             (&self.allocated_bytes, "Allocated memory", format_size),
             (&self.active_bytes, "Active memory", format_size),
             (&self.requested_bytes, "Requested memory", format_size),
             (&self.reserved_bytes, "Reserved memory", format_size),
-            (&self.inactive_split_bytes, "Non-releasable memory", format_size),
+            (
+                &self.inactive_split_bytes,
+                "Non-releasable memory",
+                format_size,
+            ),
             (&self.allocation, "Allocations", format_count),
             (&self.active, "Active allocs", format_count),
             (&self.segment, "Reserved segments", format_count),
@@ -291,8 +308,18 @@ impl DeviceStats {
         for (array, name, f) in metrics {
             lines.push("-".repeat(WIDTH));
             lines.push(row(name, &array.all, &array.all, f));
-            lines.push(row("      from large pool", &array.large_pool, &array.all, f));
-            lines.push(row("      from small pool", &array.small_pool, &array.all, f));
+            lines.push(row(
+                "      from large pool",
+                &array.large_pool,
+                &array.all,
+                f,
+            ));
+            lines.push(row(
+                "      from small pool",
+                &array.small_pool,
+                &array.all,
+                f,
+            ));
         }
         lines.push("-".repeat(WIDTH));
         let o = &self.oversize_allocations;
@@ -452,10 +479,26 @@ mod tests {
         s.decrease(4);
         s.change(3);
         s.change(-2);
-        assert_eq!(s, Stat { current: 7, peak: 10, allocated: 13, freed: 6 });
+        assert_eq!(
+            s,
+            Stat {
+                current: 7,
+                peak: 10,
+                allocated: 13,
+                freed: 6
+            }
+        );
         s.reset_peak();
         s.reset_accumulated();
-        assert_eq!(s, Stat { current: 7, peak: 7, allocated: 0, freed: 0 });
+        assert_eq!(
+            s,
+            Stat {
+                current: 7,
+                peak: 7,
+                allocated: 0,
+                freed: 0
+            }
+        );
     }
 
     #[test]

@@ -46,7 +46,11 @@ fn zero_bytes_is_null_and_free_of_null_is_noop() {
 fn refuses_beyond_capacity() {
     let a = DeviceAllocator::new(3, 1024);
     match a.allocate(4096) {
-        Err(AllocError::OutOfMemory { device: 3, requested: 4096, .. }) => {}
+        Err(AllocError::OutOfMemory {
+            device: 3,
+            requested: 4096,
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(a.stats().num_ooms, 1);
@@ -200,7 +204,11 @@ fn best_fit_takes_the_smallest_block_that_fits() {
     assert_eq!(a.cached_blocks(), 3);
     let q = a.allocate(13 * MIB).unwrap();
     assert_eq!(q, p14);
-    assert_eq!(d(&a).allocated_bytes.all.current, 14 * MIB as i64, "1 MiB rest not split");
+    assert_eq!(
+        d(&a).allocated_bytes.all.current,
+        14 * MIB as i64,
+        "1 MiB rest not split"
+    );
     let r = a.allocate(11 * MIB).unwrap();
     assert_eq!(r, p12);
     let t = a.allocate(15 * MIB).unwrap();
@@ -216,6 +224,11 @@ fn best_fit_takes_the_smallest_block_that_fits() {
 fn freed_64mib_block_is_reused_with_its_pages() {
     let a = DeviceAllocator::new(0, 1 << 30);
     let p = a.allocate(64 * MIB).unwrap();
+    assert_eq!(
+        p as usize % (2 * MIB),
+        0,
+        "large segments are huge-page aligned"
+    );
     // SAFETY: p is 64 MiB of writable memory we own.
     unsafe { std::ptr::write_bytes(p, 7, 64 * MIB) };
     release(&a, p);
@@ -247,11 +260,22 @@ fn stats_follow_a_sequence() {
     assert_eq!((s.allocation_count, s.free_count), (2, 1));
     assert_eq!((s.segment_current, s.segment_peak), (2, 2));
     let t = &s.detailed;
-    assert_eq!(t.allocated_bytes.small_pool, Stat { current: 0, peak: 1024, allocated: 1024, freed: 1024 });
+    assert_eq!(
+        t.allocated_bytes.small_pool,
+        Stat {
+            current: 0,
+            peak: 1024,
+            allocated: 1024,
+            freed: 1024
+        }
+    );
     assert_eq!(t.active_bytes, t.allocated_bytes);
     assert_eq!(t.active, t.allocation);
     assert_eq!(t.requested_bytes.large_pool.current, 30 * MIB as i64);
-    assert_eq!(t.inactive_split.small_pool.current, 0, "the small segment is whole again");
+    assert_eq!(
+        t.inactive_split.small_pool.current, 0,
+        "the small segment is whole again"
+    );
     release(&a, q);
     let s = a.stats();
     assert_eq!((s.allocated_bytes_current, s.active_current), (0, 0));
@@ -277,11 +301,17 @@ fn resets_peaks_and_accumulated_stats() {
     a.reset_accumulated_stats();
     let s = a.stats();
     assert_eq!(s.allocated_bytes_current, 50 * MIB, "current values stay");
-    assert_eq!((s.allocated_bytes_allocated, s.allocated_bytes_freed), (0, 0));
+    assert_eq!(
+        (s.allocated_bytes_allocated, s.allocated_bytes_freed),
+        (0, 0)
+    );
     assert_eq!((s.reserved_bytes_allocated, s.reserved_bytes_freed), (0, 0));
     assert_eq!((s.allocation_count, s.free_count), (0, 0));
     assert_eq!((s.num_alloc_retries, s.num_ooms), (0, 0));
-    assert_eq!((s.detailed.num_device_alloc, s.detailed.num_device_free), (0, 0));
+    assert_eq!(
+        (s.detailed.num_device_alloc, s.detailed.num_device_free),
+        (0, 0)
+    );
     assert_eq!(s.allocated_bytes_peak, 50 * MIB, "peaks stay");
     release(&a, p);
     check(&a);
@@ -372,7 +402,11 @@ fn empty_cache_releases_only_whole_free_segments() {
     release(&a, l);
     a.empty_cache();
     let s = d(&a);
-    assert_eq!(s.reserved_bytes.all.current, 2 * MIB as i64, "the small segment is still in use");
+    assert_eq!(
+        s.reserved_bytes.all.current,
+        2 * MIB as i64,
+        "the small segment is still in use"
+    );
     assert_eq!((s.num_device_alloc, s.num_device_free), (2, 1));
     assert_eq!(a.mem_get_info(), ((1 << 30) - 2 * MIB, 1 << 30));
     check(&a);
@@ -393,7 +427,13 @@ fn unknown_pointers_and_double_frees_are_errors() {
     let mut local = 0u8;
     let stack = &mut local as *mut u8;
     // SAFETY: free rejects pointers it did not hand out without touching them.
-    assert_eq!(unsafe { a.free(stack) }, Err(AllocError::UnknownPointer { ptr: stack as usize }));
+    let result = unsafe { a.free(stack) };
+    assert_eq!(
+        result,
+        Err(AllocError::UnknownPointer {
+            ptr: stack as usize
+        })
+    );
     let p = a.allocate(2048).unwrap();
     let inside = p.wrapping_add(512);
     // SAFETY: as above; `inside` is not the start of a block.
@@ -401,7 +441,8 @@ fn unknown_pointers_and_double_frees_are_errors() {
     release(&a, p);
     let before = a.stats();
     // SAFETY: as above; p was freed already.
-    assert_eq!(unsafe { a.free(p) }, Err(AllocError::UnknownPointer { ptr: p as usize }));
+    let result = unsafe { a.free(p) };
+    assert_eq!(result, Err(AllocError::UnknownPointer { ptr: p as usize }));
     assert_eq!(a.stats(), before);
     let other = DeviceAllocator::new(1, 1 << 30);
     let q = other.allocate(100).unwrap();
@@ -413,10 +454,37 @@ fn unknown_pointers_and_double_frees_are_errors() {
 }
 
 #[test]
+fn owns_addresses_inside_its_segments() {
+    let a = DeviceAllocator::new(0, 1 << 30);
+    let p = a.allocate(3 * MIB).unwrap();
+    assert!(a.owns(p));
+    assert!(
+        a.owns(p.wrapping_add(3 * MIB)),
+        "the cached rest of the segment"
+    );
+    assert!(a.owns(p.wrapping_add(20 * MIB - 1)));
+    assert!(!a.owns(p.wrapping_add(20 * MIB)));
+    assert!(!a.owns(p.wrapping_sub(1)));
+    assert!(!a.owns(std::ptr::null()));
+    release(&a, p);
+    assert!(a.owns(p), "cached memory is still the device's");
+    a.empty_cache();
+    assert!(!a.owns(p));
+}
+
+#[test]
 fn oversized_requests_fail_cleanly() {
     let a = DeviceAllocator::new(0, 8 << 30);
-    assert_eq!(a.allocate(usize::MAX), Err(AllocError::SizeOverflow { requested: usize::MAX }));
-    assert!(matches!(a.allocate(1 << 40), Err(AllocError::OutOfMemory { .. })));
+    assert_eq!(
+        a.allocate(usize::MAX),
+        Err(AllocError::SizeOverflow {
+            requested: usize::MAX
+        })
+    );
+    assert!(matches!(
+        a.allocate(1 << 40),
+        Err(AllocError::OutOfMemory { .. })
+    ));
     check(&a);
 }
 
@@ -427,7 +495,12 @@ fn stats_map_has_torch_keys_and_values() {
     let q = a.allocate(3 * MIB).unwrap();
     release(&a, p);
     let m = a.stats_map();
-    let get = |k: &str| m.iter().find(|e| e.0 == k).unwrap_or_else(|| panic!("{k}")).1;
+    let get = |k: &str| {
+        m.iter()
+            .find(|e| e.0 == k)
+            .unwrap_or_else(|| panic!("{k}"))
+            .1
+    };
     assert_eq!(m.len(), 122);
     assert_eq!(get("allocated_bytes.all.current"), 3 * MIB as i64);
     assert_eq!(get("allocated_bytes.all.peak"), (3 * MIB + 1024) as i64);
@@ -440,7 +513,10 @@ fn stats_map_has_torch_keys_and_values() {
     assert_eq!(get("allocation.all.allocated"), 2);
     assert_eq!(get("requested_bytes.all.current"), 3 * MIB as i64);
     assert_eq!(get("inactive_split.large_pool.current"), 1);
-    assert_eq!(get("inactive_split_bytes.large_pool.current"), 17 * MIB as i64);
+    assert_eq!(
+        get("inactive_split_bytes.large_pool.current"),
+        17 * MIB as i64
+    );
     assert_eq!(get("num_device_alloc"), 2);
     assert_eq!(get("num_sync_all_streams"), 0);
     assert_eq!(get("max_split_size"), -1);
@@ -465,9 +541,19 @@ fn memory_summary_is_a_table() {
 fn module_functions_reach_the_devices() {
     assert!(!crate::allocator::devices().is_empty());
     let p = crate::allocator::allocate(0, 4096).unwrap();
+    assert_eq!(crate::allocator::device_of_ptr(p), Some(0));
+    assert_eq!(
+        crate::allocator::device_of_ptr(p.wrapping_add(100)),
+        Some(0)
+    );
+    let host = 0u8;
+    assert_eq!(crate::allocator::device_of_ptr(&host), None);
     // SAFETY: p came from device 0 and is not used again.
     unsafe { crate::allocator::free(0, p).unwrap() };
-    assert!(matches!(crate::allocator::allocate(1000, 1), Err(AllocError::InvalidDevice { device: 1000, .. })));
+    assert!(matches!(
+        crate::allocator::allocate(1000, 1),
+        Err(AllocError::InvalidDevice { device: 1000, .. })
+    ));
 }
 
 /// xorshift64*: enough randomness for the threads below.
