@@ -72,6 +72,14 @@ def fallback_disabled():
         _enabled = old
 
 
+# Ops that write arguments their schema does not mark as mutable.
+_UNDECLARED_MUTATIONS: dict[str, set[str]] = {
+    "aten::native_batch_norm": {"running_mean", "running_var"},
+    "aten::native_batch_norm.out": {"running_mean", "running_var"},
+    "aten::batch_norm_update_stats": {"running_mean", "running_var"},
+}
+
+
 def _op_name(op) -> str:
     schema = op._schema
     return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
@@ -159,6 +167,7 @@ def cpu_fallback(op, *args, **kwargs):
     # Copy mutated arguments back.
     schema_args = op._schema.arguments
     mutated_names = {a.name for a in schema_args if a.alias_info is not None and a.alias_info.is_write}
+    mutated_names |= _UNDECLARED_MUTATIONS.get(name, set())
     if mutated_names:
         by_name = {}
         for i, a in enumerate(schema_args):

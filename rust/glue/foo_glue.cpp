@@ -396,6 +396,12 @@ at::Tensor as_strided(
 
 at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
 
+// Reinterpreting foo memory as a dtype foo cannot hold is refused like creating one.
+at::Tensor view_dtype(const at::Tensor& self, c10::ScalarType dtype) {
+  checked_dtype(dtype);
+  return at::native::view_dtype(self, dtype);
+}
+
 at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
 }
@@ -422,6 +428,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
+  m.impl("view.dtype", TORCH_FN(view_dtype));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));

@@ -22,6 +22,27 @@ def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
+def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    dims = sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
+
+def _partial_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """ATen's get_overlap_status(a, b) == PARTIAL, for views of one storage."""
+    if not (_non_overlapping_and_dense(a) and _non_overlapping_and_dense(b)):
+        return False  # "too hard": ATen lets it through
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    a1, b1 = a0 + a.numel() * a.element_size(), b0 + b.numel() * b.element_size()
+    if a0 == b0 and a1 == b1:
+        return a.stride() != b.stride()
+    return a0 < b1 and b0 < a1
+
+
 def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """dst[...] = src (broadcast, dtype converted), both in host-addressable memory."""
     if not (_is_host_or_foo(dst) and _is_host_or_foo(src)):
@@ -43,7 +64,14 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
             and dst.dtype == src.dtype
         ):
             return dst
-        # Overlapping views: read everything before writing anything.
+        if _partial_overlap(dst, src):
+            raise RuntimeError(
+                "unsupported operation: some elements of the input tensor and the written-to "
+                "tensor refer to a single memory location. Please clone() the tensor before "
+                "performing the operation."
+            )
+        # Views of one storage whose overlap ATen cannot decide ("too hard"):
+        # read everything before writing anything.
         tmp = torch.empty(src.shape, dtype=src.dtype, device=src.device)
         _C.copy_(desc(tmp), desc(src))
         src = tmp

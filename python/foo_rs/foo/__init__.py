@@ -74,13 +74,13 @@ def _lazy_init() -> None:
     """Initialises foo on first use; refuses in a child forked after foo_rs
     was loaded (its memory and worker threads belong to the parent)."""
     global _initialized
-    if _initialized:
-        return
     if _is_in_bad_fork():
         raise RuntimeError(
             "Cannot re-initialize foo in forked subprocess. To use foo with "
             "multiprocessing, you must use the 'spawn' start method"
         )
+    if _initialized:
+        return
     with _init_lock:
         _initialized = True
 
