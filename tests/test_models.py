@@ -158,13 +158,6 @@ def _cnn_batches():
     return [(torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 5, (4,), generator=g)) for _ in range(2)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="foo bugs: (1) nn.Conv2d on foo dispatches to aten::convolution_overrideable (and "
-    "convolution_backward_overrideable), which has no foo kernel; its default kernel raises "
-    "'convolution_overrideable not implemented', so neither native code nor the CPU fallback serves it; "
-    "(2) BatchNorm running statistics are not updated on foo (see test_batchnorm_updates_running_stats)",
-)
 def test_cnn_batchnorm_maxpool_trains_like_cpu():
     _, foo_model = _check_same_training(_CNN, _cnn_batches, nn.CrossEntropyLoss(), steps=5)
     # BatchNorm's running statistics and its counter travel too.
@@ -261,21 +254,11 @@ def _sequences():
     return [(torch.randn(4, 7, 6, generator=g), torch.randn(4, generator=g)) for _ in range(2)]
 
 
-_FUSED_CELL_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="foo bug: ATen's RNN cells take the fused route for PrivateUse1 tensors "
-    "(aten::_thnn_fused_lstm_cell / _thnn_fused_gru_cell and their backward), which have no CPU "
-    "kernel: the CPU fallback raises 'Could not run aten::_thnn_fused_lstm_cell with arguments "
-    "from the CPU backend'; foo needs native kernels for them",
-)
-
-
 @pytest.mark.parametrize(
     "cell",
     [
-        pytest.param(nn.LSTM, id="lstm", marks=_FUSED_CELL_BUG),
-        pytest.param(nn.GRU, id="gru", marks=_FUSED_CELL_BUG),
+        pytest.param(nn.LSTM, id="lstm"),
+        pytest.param(nn.GRU, id="gru"),
         pytest.param(nn.RNN, id="rnn_tanh"),
     ],
 )

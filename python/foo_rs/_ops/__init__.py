@@ -1,7 +1,12 @@
 """Registers every foo kernel (each a thin call into Rust) for PrivateUse1."""
 
+from . import conv as _conv  # noqa: F401
 from . import copy as _copy  # noqa: F401
+from . import linalg as _linalg  # noqa: F401
+from . import nn as _nn  # noqa: F401
 from . import random as _random  # noqa: F401
+from . import reduce as _reduce  # noqa: F401
+from . import rnn as _rnn  # noqa: F401
 from ._registry import registered_ops
 
 try:  # the elementwise family lands separately

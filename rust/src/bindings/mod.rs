@@ -2,7 +2,9 @@
 //! the core are mapped to Python exceptions here, in one place.
 
 mod device;
+mod elementwise;
 mod kernels;
+mod linalg;
 mod memory;
 
 use crate::allocator::AllocError;
@@ -104,5 +106,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     device::register(m)?;
     memory::register(m)?;
     kernels::register(m)?;
+    elementwise::register(m)?;
+    linalg::register(m)?;
     Ok(())
 }

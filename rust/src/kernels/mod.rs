@@ -5,7 +5,11 @@
 //! of threads rayon uses.
 
 pub mod copy;
+pub mod elementwise;
+pub mod linalg;
+pub mod nn;
 pub mod random;
+pub mod reduce;
 
 use crate::dtype::DType;
 use std::fmt;

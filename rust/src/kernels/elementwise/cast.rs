@@ -60,7 +60,9 @@ impl Scalar {
 }
 
 /// An element type the engine can load, store and compute in.
-pub(crate) trait Num: Copy + Default + PartialEq + PartialOrd + Send + Sync + 'static {
+pub(crate) trait Num:
+    Copy + Default + PartialEq + PartialOrd + Send + Sync + 'static
+{
     const DT: DType;
     fn from_bool(v: bool) -> Self;
     fn from_i64(v: i64) -> Self;
@@ -261,7 +263,11 @@ pub(crate) fn f32_to_f16_bits(v: f32) -> u16 {
     let sign = ((x >> 16) & 0x8000) as u16;
     let a = x & 0x7FFF_FFFF;
     // NaN / Inf
-    let nan_inf = if a > 0x7F80_0000 { 0x7E00u16 | ((a >> 13) as u16 & 0x3FF) } else { 0x7C00 };
+    let nan_inf = if a > 0x7F80_0000 {
+        0x7E00u16 | ((a >> 13) as u16 & 0x3FF)
+    } else {
+        0x7C00
+    };
     // Normal range: rebias and round to nearest even on the 13 dropped bits.
     let norm = {
         let r = a.wrapping_sub(0x3800_0000); // exponent 127 -> 15
@@ -428,7 +434,14 @@ pub(crate) use with_num;
 /// # Safety
 /// `src` must address `n` readable elements along `stride`, `dst` must have
 /// room for `n` elements of `dst_dt`, and the two must not overlap.
-pub(crate) unsafe fn load(dst: *mut u8, dst_dt: DType, src: *const u8, src_dt: DType, stride: isize, n: usize) {
+pub(crate) unsafe fn load(
+    dst: *mut u8,
+    dst_dt: DType,
+    src: *const u8,
+    src_dt: DType,
+    stride: isize,
+    n: usize,
+) {
     if n == 0 {
         return;
     }
@@ -472,7 +485,14 @@ pub(crate) unsafe fn load(dst: *mut u8, dst_dt: DType, src: *const u8, src_dt: D
 ///
 /// # Safety
 /// As for [`load`], with the roles swapped.
-pub(crate) unsafe fn store(src: *const u8, src_dt: DType, dst: *mut u8, dst_dt: DType, stride: isize, n: usize) {
+pub(crate) unsafe fn store(
+    src: *const u8,
+    src_dt: DType,
+    dst: *mut u8,
+    dst_dt: DType,
+    stride: isize,
+    n: usize,
+) {
     if n == 0 {
         return;
     }
@@ -492,7 +512,11 @@ pub(crate) unsafe fn store(src: *const u8, src_dt: DType, dst: *mut u8, dst_dt: 
             let m = (n - done).min(tmp.len());
             let s = (src as *const f32).add(done);
             let d = dst.offset(done as isize * stride * 2);
-            let bits: *mut u16 = if stride == 1 { d as *mut u16 } else { tmp.as_mut_ptr() };
+            let bits: *mut u16 = if stride == 1 {
+                d as *mut u16
+            } else {
+                tmp.as_mut_ptr()
+            };
             if dst_dt == DType::F16 {
                 super::simd::f32_to_f16(s, bits, m);
             } else {
@@ -523,7 +547,7 @@ unsafe fn cast_loop<S: Num, D: Num>(src: *const S, ss: isize, dst: *mut D, ds: i
 
 unsafe fn gather_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n: usize) {
     match es {
-        1 => strided_copy::<u8>(dst as *mut u8, 1, src as *const u8, stride, n),
+        1 => strided_copy::<u8>(dst, 1, src, stride, n),
         2 => strided_copy::<u16>(dst as *mut u16, 1, src as *const u16, stride, n),
         4 => strided_copy::<u32>(dst as *mut u32, 1, src as *const u32, stride, n),
         _ => strided_copy::<u64>(dst as *mut u64, 1, src as *const u64, stride, n),
@@ -532,7 +556,7 @@ unsafe fn gather_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n: 
 
 unsafe fn scatter_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n: usize) {
     match es {
-        1 => strided_copy::<u8>(dst as *mut u8, stride, src as *const u8, 1, n),
+        1 => strided_copy::<u8>(dst, stride, src, 1, n),
         2 => strided_copy::<u16>(dst as *mut u16, stride, src as *const u16, 1, n),
         4 => strided_copy::<u32>(dst as *mut u32, stride, src as *const u32, 1, n),
         _ => strided_copy::<u64>(dst as *mut u64, stride, src as *const u64, 1, n),
@@ -542,7 +566,8 @@ unsafe fn scatter_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n:
 #[inline(always)]
 unsafe fn strided_copy<T: Copy>(dst: *mut T, ds: isize, src: *const T, ss: isize, n: usize) {
     for i in 0..n as isize {
-        dst.offset(i * ds).write_unaligned(src.offset(i * ss).read_unaligned());
+        dst.offset(i * ds)
+            .write_unaligned(src.offset(i * ss).read_unaligned());
     }
 }
 
@@ -572,7 +597,10 @@ mod tests {
             let h = f16::from_bits(bits);
             let ours = f16_bits_to_f32(bits);
             let theirs = h.to_f32();
-            assert!(ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()), "{bits:#x}");
+            assert!(
+                ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()),
+                "{bits:#x}"
+            );
         }
         let mut x: u32 = 0;
         // Every 97th float32 bit pattern plus the boundaries.
@@ -587,7 +615,17 @@ mod tests {
             }
             x += 97;
         }
-        for f in [65504.0f32, 65519.99, 65520.0, 6.1035156e-5, 5.96e-8, 2.98e-8, 2.99e-8, -0.0, f32::INFINITY] {
+        for f in [
+            65504.0f32,
+            65519.99,
+            65520.0,
+            6.1035156e-5,
+            5.96e-8,
+            2.98e-8,
+            2.99e-8,
+            -0.0,
+            f32::INFINITY,
+        ] {
             assert_eq!(f32_to_f16_bits(f), f16::from_f32(f).to_bits(), "{f:e}");
         }
     }

@@ -74,7 +74,12 @@ fn detect_cpu() -> SimdLevel {
 pub fn detected() -> SimdLevel {
     *DETECTED.get_or_init(|| {
         let cpu = detect_cpu();
-        match std::env::var("FOO_RS_SIMD").ok().as_deref().map(str::to_ascii_lowercase).as_deref() {
+        match std::env::var("FOO_RS_SIMD")
+            .ok()
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             Some("portable") | Some("scalar") | Some("none") => SimdLevel::Portable,
             Some("avx2") => cpu.min(SimdLevel::Avx2),
             _ => cpu,
@@ -102,66 +107,121 @@ pub fn set_level(want: SimdLevel) -> SimdLevel {
     l
 }
 
+/// Whether `[p, p + n*sp)` and `[q, q + n*sq)` share a byte.
+#[inline(always)]
+fn overlaps<P, Q>(p: *const P, q: *const Q, n: usize) -> bool {
+    let (p0, q0) = (p as usize, q as usize);
+    let (p1, q1) = (
+        p0 + n * std::mem::size_of::<P>(),
+        q0 + n * std::mem::size_of::<Q>(),
+    );
+    p0 < q1 && q0 < p1
+}
+
+/// Elements per chunk when the output aliases an input.
+const CHUNK: usize = 256;
+
+// The loops are plain indexed loops over slices, which LLVM's loop vectorizer
+// turns into full-width SIMD (slices passed as arguments are `noalias`).
+// When the output aliases an input (in-place ops), results go through a
+// stack chunk first, so no slice ever aliases another.
 macro_rules! map_bodies {
-    ($W:expr) => {
+    () => {
         #[inline(always)]
-        pub(super) unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(
+        fn s1<A: Copy, R: Copy, F: Fn(A) -> R>(o: &mut [R], a: &[A], f: &F) {
+            let n = o.len().min(a.len());
+            for i in 0..n {
+                o[i] = f(a[i]);
+            }
+        }
+
+        #[inline(always)]
+        fn s2<A: Copy, B: Copy, R: Copy, F: Fn(A, B) -> R>(o: &mut [R], a: &[A], b: &[B], f: &F) {
+            let n = o.len().min(a.len()).min(b.len());
+            for i in 0..n {
+                o[i] = f(a[i], b[i]);
+            }
+        }
+
+        #[inline(always)]
+        fn s3<A: Copy, B: Copy, C: Copy, R: Copy, F: Fn(A, B, C) -> R>(
+            o: &mut [R],
+            a: &[A],
+            b: &[B],
+            c: &[C],
+            f: &F,
+        ) {
+            let n = o.len().min(a.len()).min(b.len()).min(c.len());
+            for i in 0..n {
+                o[i] = f(a[i], b[i], c[i]);
+            }
+        }
+
+        #[inline(always)]
+        fn s4<A: Copy, B: Copy, C: Copy, D: Copy, R: Copy, F: Fn(A, B, C, D) -> R>(
+            o: &mut [R],
+            a: &[A],
+            b: &[B],
+            c: &[C],
+            d: &[D],
+            f: &F,
+        ) {
+            let n = o.len().min(a.len()).min(b.len()).min(c.len()).min(d.len());
+            for i in 0..n {
+                o[i] = f(a[i], b[i], c[i], d[i]);
+            }
+        }
+
+        /// Runs `body(start, len, tmp)` per chunk, then copies `tmp` to `o`.
+        #[inline(always)]
+        unsafe fn chunked<R: Copy>(n: usize, o: *mut R, mut body: impl FnMut(usize, &mut [R])) {
+            let mut tmp = std::mem::MaybeUninit::<[R; super::CHUNK]>::uninit();
+            let mut c = 0;
+            while c < n {
+                let m = (n - c).min(super::CHUNK);
+                // SAFETY: `body` writes every element of the chunk before it is read.
+                let t = std::slice::from_raw_parts_mut(tmp.as_mut_ptr() as *mut R, m);
+                body(c, t);
+                std::ptr::copy_nonoverlapping(t.as_ptr(), o.add(c), m);
+                c += m;
+            }
+        }
+
+        #[inline(always)]
+        pub(super) unsafe fn map1<A: Copy, R: Copy, F: Fn(A) -> R>(
             n: usize,
             o: *mut R,
             a: *const A,
             f: &F,
         ) {
-            const W: usize = $W;
-            let mut i = 0;
-            while i + W <= n {
-                let va = (a.add(i) as *const [A; W]).read_unaligned();
-                let mut r = [R::default(); W];
-                for j in 0..W {
-                    r[j] = f(va[j]);
-                }
-                (o.add(i) as *mut [R; W]).write_unaligned(r);
-                i += W;
-            }
-            while i < n {
-                *o.add(i) = f(*a.add(i));
-                i += 1;
+            use std::slice::{from_raw_parts as sl, from_raw_parts_mut as slm};
+            if super::overlaps(o, a, n) {
+                chunked(n, o, |c, t| s1(t, sl(a.add(c), t.len()), f))
+            } else {
+                s1(slm(o, n), sl(a, n), f)
             }
         }
 
         #[inline(always)]
-        pub(super) unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: Fn(A, B) -> R>(
+        pub(super) unsafe fn map2<A: Copy, B: Copy, R: Copy, F: Fn(A, B) -> R>(
             n: usize,
             o: *mut R,
             a: *const A,
             b: *const B,
             f: &F,
         ) {
-            const W: usize = $W;
-            let mut i = 0;
-            while i + W <= n {
-                let va = (a.add(i) as *const [A; W]).read_unaligned();
-                let vb = (b.add(i) as *const [B; W]).read_unaligned();
-                let mut r = [R::default(); W];
-                for j in 0..W {
-                    r[j] = f(va[j], vb[j]);
-                }
-                (o.add(i) as *mut [R; W]).write_unaligned(r);
-                i += W;
-            }
-            while i < n {
-                *o.add(i) = f(*a.add(i), *b.add(i));
-                i += 1;
+            use std::slice::{from_raw_parts as sl, from_raw_parts_mut as slm};
+            if super::overlaps(o, a, n) || super::overlaps(o, b, n) {
+                chunked(n, o, |c, t| {
+                    s2(t, sl(a.add(c), t.len()), sl(b.add(c), t.len()), f)
+                })
+            } else {
+                s2(slm(o, n), sl(a, n), sl(b, n), f)
             }
         }
 
         #[inline(always)]
-        pub(super) unsafe fn map3<
-            A: Copy + Default,
-            B: Copy + Default,
-            C: Copy + Default,
-            R: Copy + Default,
-            F: Fn(A, B, C) -> R,
-        >(
+        pub(super) unsafe fn map3<A: Copy, B: Copy, C: Copy, R: Copy, F: Fn(A, B, C) -> R>(
             n: usize,
             o: *mut R,
             a: *const A,
@@ -169,32 +229,29 @@ macro_rules! map_bodies {
             c: *const C,
             f: &F,
         ) {
-            const W: usize = $W;
-            let mut i = 0;
-            while i + W <= n {
-                let va = (a.add(i) as *const [A; W]).read_unaligned();
-                let vb = (b.add(i) as *const [B; W]).read_unaligned();
-                let vc = (c.add(i) as *const [C; W]).read_unaligned();
-                let mut r = [R::default(); W];
-                for j in 0..W {
-                    r[j] = f(va[j], vb[j], vc[j]);
-                }
-                (o.add(i) as *mut [R; W]).write_unaligned(r);
-                i += W;
-            }
-            while i < n {
-                *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
-                i += 1;
+            use std::slice::{from_raw_parts as sl, from_raw_parts_mut as slm};
+            if super::overlaps(o, a, n) || super::overlaps(o, b, n) || super::overlaps(o, c, n) {
+                chunked(n, o, |k, t| {
+                    s3(
+                        t,
+                        sl(a.add(k), t.len()),
+                        sl(b.add(k), t.len()),
+                        sl(c.add(k), t.len()),
+                        f,
+                    )
+                })
+            } else {
+                s3(slm(o, n), sl(a, n), sl(b, n), sl(c, n), f)
             }
         }
 
         #[inline(always)]
         pub(super) unsafe fn map4<
-            A: Copy + Default,
-            B: Copy + Default,
-            C: Copy + Default,
-            D: Copy + Default,
-            R: Copy + Default,
+            A: Copy,
+            B: Copy,
+            C: Copy,
+            D: Copy,
+            R: Copy,
             F: Fn(A, B, C, D) -> R,
         >(
             n: usize,
@@ -205,33 +262,31 @@ macro_rules! map_bodies {
             d: *const D,
             f: &F,
         ) {
-            const W: usize = $W;
-            let mut i = 0;
-            while i + W <= n {
-                let va = (a.add(i) as *const [A; W]).read_unaligned();
-                let vb = (b.add(i) as *const [B; W]).read_unaligned();
-                let vc = (c.add(i) as *const [C; W]).read_unaligned();
-                let vd = (d.add(i) as *const [D; W]).read_unaligned();
-                let mut r = [R::default(); W];
-                for j in 0..W {
-                    r[j] = f(va[j], vb[j], vc[j], vd[j]);
-                }
-                (o.add(i) as *mut [R; W]).write_unaligned(r);
-                i += W;
-            }
-            while i < n {
-                *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i), *d.add(i));
-                i += 1;
+            use std::slice::{from_raw_parts as sl, from_raw_parts_mut as slm};
+            if super::overlaps(o, a, n)
+                || super::overlaps(o, b, n)
+                || super::overlaps(o, c, n)
+                || super::overlaps(o, d, n)
+            {
+                chunked(n, o, |k, t| {
+                    s4(
+                        t,
+                        sl(a.add(k), t.len()),
+                        sl(b.add(k), t.len()),
+                        sl(c.add(k), t.len()),
+                        sl(d.add(k), t.len()),
+                        f,
+                    )
+                })
+            } else {
+                s4(slm(o, n), sl(a, n), sl(b, n), sl(c, n), sl(d, n), f)
             }
         }
     };
 }
 
-mod body_wide {
-    map_bodies!(32);
-}
-mod body_narrow {
-    map_bodies!(8);
+mod body {
+    map_bodies!();
 }
 
 macro_rules! level_fns {
@@ -239,20 +294,20 @@ macro_rules! level_fns {
         mod $modname {
             use super::$body as b;
             $(#[target_feature(enable = $feat)])?
-            pub(super) unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(
+            pub(super) unsafe fn map1<A: Copy, R: Copy, F: Fn(A) -> R>(
                 n: usize, o: *mut R, a: *const A, f: &F,
             ) {
                 b::map1(n, o, a, f)
             }
             $(#[target_feature(enable = $feat)])?
-            pub(super) unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: Fn(A, B) -> R>(
+            pub(super) unsafe fn map2<A: Copy, B: Copy, R: Copy, F: Fn(A, B) -> R>(
                 n: usize, o: *mut R, a: *const A, bb: *const B, f: &F,
             ) {
                 b::map2(n, o, a, bb, f)
             }
             $(#[target_feature(enable = $feat)])?
             pub(super) unsafe fn map3<
-                A: Copy + Default, B: Copy + Default, C: Copy + Default, R: Copy + Default, F: Fn(A, B, C) -> R,
+                A: Copy, B: Copy, C: Copy, R: Copy, F: Fn(A, B, C) -> R,
             >(
                 n: usize, o: *mut R, a: *const A, bb: *const B, c: *const C, f: &F,
             ) {
@@ -260,7 +315,7 @@ macro_rules! level_fns {
             }
             $(#[target_feature(enable = $feat)])?
             pub(super) unsafe fn map4<
-                A: Copy + Default, B: Copy + Default, C: Copy + Default, D: Copy + Default, R: Copy + Default,
+                A: Copy, B: Copy, C: Copy, D: Copy, R: Copy,
                 F: Fn(A, B, C, D) -> R,
             >(
                 n: usize, o: *mut R, a: *const A, bb: *const B, c: *const C, d: *const D, f: &F,
@@ -272,10 +327,14 @@ macro_rules! level_fns {
 }
 
 #[cfg(target_arch = "x86_64")]
-level_fns!(avx512, body_wide, "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt");
+level_fns!(
+    avx512,
+    body,
+    "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt"
+);
 #[cfg(target_arch = "x86_64")]
-level_fns!(avx2, body_wide, "avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt");
-level_fns!(portable, body_narrow);
+level_fns!(avx2, body, "avx2,fma,f16c,bmi1,bmi2,lzcnt,popcnt");
+level_fns!(portable, body);
 
 macro_rules! dispatch {
     ($f:ident($($arg:expr),*)) => {
@@ -295,7 +354,7 @@ macro_rules! dispatch {
 /// The pointers must address `n` valid elements; `o` may equal `a` exactly
 /// but must not otherwise overlap it.
 #[inline]
-pub unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(n: usize, o: *mut R, a: *const A, f: &F) {
+pub unsafe fn map1<A: Copy, R: Copy, F: Fn(A) -> R>(n: usize, o: *mut R, a: *const A, f: &F) {
     dispatch!(map1(n, o, a, f))
 }
 
@@ -304,7 +363,7 @@ pub unsafe fn map1<A: Copy + Default, R: Copy + Default, F: Fn(A) -> R>(n: usize
 /// # Safety
 /// As for [`map1`], for every input.
 #[inline]
-pub unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: Fn(A, B) -> R>(
+pub unsafe fn map2<A: Copy, B: Copy, R: Copy, F: Fn(A, B) -> R>(
     n: usize,
     o: *mut R,
     a: *const A,
@@ -319,7 +378,7 @@ pub unsafe fn map2<A: Copy + Default, B: Copy + Default, R: Copy + Default, F: F
 /// # Safety
 /// As for [`map1`], for every input.
 #[inline]
-pub unsafe fn map3<A: Copy + Default, B: Copy + Default, C: Copy + Default, R: Copy + Default, F: Fn(A, B, C) -> R>(
+pub unsafe fn map3<A: Copy, B: Copy, C: Copy, R: Copy, F: Fn(A, B, C) -> R>(
     n: usize,
     o: *mut R,
     a: *const A,
@@ -336,14 +395,7 @@ pub unsafe fn map3<A: Copy + Default, B: Copy + Default, C: Copy + Default, R: C
 /// As for [`map1`], for every input.
 #[inline]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn map4<
-    A: Copy + Default,
-    B: Copy + Default,
-    C: Copy + Default,
-    D: Copy + Default,
-    R: Copy + Default,
-    F: Fn(A, B, C, D) -> R,
->(
+pub unsafe fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R: Copy, F: Fn(A, B, C, D) -> R>(
     n: usize,
     o: *mut R,
     a: *const A,
@@ -542,7 +594,10 @@ mod tests {
             let mut back = vec![0u16; src.len()];
             unsafe { (t.f32_to_f16)(out.as_ptr(), back.as_mut_ptr(), out.len()) };
             for (i, (&h, &o)) in back.iter().zip(&src).enumerate() {
-                assert!(h == o || f32::is_nan(reference[i]), "{l:?} {o:#x} -> {h:#x}");
+                assert!(
+                    h == o || f32::is_nan(reference[i]),
+                    "{l:?} {o:#x} -> {h:#x}"
+                );
             }
         }
     }

@@ -1,0 +1,273 @@
+"""Softmax family, losses and embedding backward: _softmax, _log_softmax and
+their backward, nll_loss (1-d/2-d and 2d/N-d forms) forward and backward,
+mse_loss forward and backward, embedding_dense_backward.
+
+cross_entropy (log_softmax + nll_loss), softmax/log_softmax and F.mse_loss
+are ATen composites of these, so they run natively too.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._registry import _C, check_same_device, desc, impl
+from .linalg import SCALAR_NAME, check_out, resize_out
+from .reduce import wrap_dim
+
+_REDUCTIONS = (0, 1, 2)
+
+
+# ---------------------------------------------------------------------------
+# softmax / log_softmax
+# ---------------------------------------------------------------------------
+
+
+def _softmax_into(name, log, self, dim, half_to_float, out):
+    check_same_device(name, self, out)
+    if half_to_float:
+        raise RuntimeError("softmax with half to float conversion is not supported on CPU")
+    d = wrap_dim(dim, self.dim())
+    check_out(out, self.shape, self.dtype)
+    _C.softmax(desc(out), desc(self.contiguous()), d, log)
+    return out
+
+
+@impl("_softmax.out")
+def softmax_out(self, dim, half_to_float, *, out):
+    return _softmax_into("softmax", False, self, dim, half_to_float, out)
+
+
+@impl("_log_softmax.out")
+def log_softmax_out(self, dim, half_to_float, *, out):
+    return _softmax_into("log_softmax", True, self, dim, half_to_float, out)
+
+
+def _softmax_backward_into(name, log, grad_output, output, dim, input_dtype, out):
+    check_same_device(name, grad_output, output, out)
+    if grad_output.shape != output.shape:
+        raise RuntimeError(
+            f"{name}: grad_output of shape {list(grad_output.shape)} and output of shape "
+            f"{list(output.shape)} differ"
+        )
+    d = wrap_dim(dim, grad_output.dim())
+    check_out(out, grad_output.shape, input_dtype)
+    _C.softmax_backward(desc(out), desc(grad_output.contiguous()), desc(output.contiguous()), d, log)
+    return out
+
+
+@impl("_softmax_backward_data.out")
+def softmax_backward_out(grad_output, output, dim, input_dtype, *, grad_input):
+    return _softmax_backward_into("_softmax_backward_data", False, grad_output, output, dim, input_dtype, grad_input)
+
+
+@impl("_log_softmax_backward_data.out")
+def log_softmax_backward_out(grad_output, output, dim, input_dtype, *, out):
+    return _softmax_backward_into("_log_softmax_backward_data", True, grad_output, output, dim, input_dtype, out)
+
+
+# ---------------------------------------------------------------------------
+# nll_loss
+# ---------------------------------------------------------------------------
+
+
+def _nll_common(self, target, weight, n_classes):
+    if target.dtype not in (torch.int64, torch.uint8):
+        raise RuntimeError(
+            f"expected target dtype to be Long or Byte, but got {SCALAR_NAME.get(target.dtype, target.dtype)}"
+        )
+    if weight is not None:
+        if weight.numel() != n_classes:
+            raise RuntimeError(
+                f"weight tensor should be defined either for all {n_classes} classes or no classes but got "
+                f"weight tensor of shape: {list(weight.shape)}"
+            )
+        if weight.dtype != self.dtype:
+            raise RuntimeError(
+                f"expected scalar type {SCALAR_NAME.get(self.dtype)} but found {SCALAR_NAME.get(weight.dtype)}"
+            )
+        weight = weight.contiguous()
+    return weight
+
+
+def _nll_checks(self, target, weight):
+    if not (0 < self.dim() <= 2):
+        raise RuntimeError("input tensor should be 1D or 2D")
+    if target.dim() > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    no_batch = self.dim() == 1 and target.dim() == 0
+    if not no_batch and self.shape[0] != target.shape[0]:
+        raise RuntimeError(
+            f"size mismatch (got input: {list(self.shape)}, target: {list(target.shape)})"
+        )
+    return _nll_common(self, target, weight, self.shape[-1])
+
+
+@impl("nll_loss_forward.output")
+def nll_loss_forward_output(self, target, weight, reduction, ignore_index, *, output, total_weight):
+    check_same_device("nll_loss_forward", self, target, weight, output, total_weight)
+    weight = _nll_checks(self, target, weight)
+    shape = (self.shape[0],) if reduction == 0 and self.dim() == 2 else ()
+    check_out(output, shape, self.dtype)
+    check_out(total_weight, (), self.dtype)
+    _C.nll_loss_forward(
+        desc(output), desc(total_weight), desc(self.contiguous()), desc(target.contiguous()),
+        None if weight is None else desc(weight), reduction, ignore_index,
+    )
+    return output, total_weight
+
+
+def _nll_backward_checks(grad_output, self, target, reduction, total_weight, batch):
+    if total_weight.numel() != 1:
+        raise RuntimeError(
+            f"expected total_weight to be a single element tensor, got: {list(total_weight.shape)} "
+            f"({total_weight.numel()} elements)"
+        )
+    if reduction == 0 and batch is not None:
+        if grad_output.shape != batch:
+            raise RuntimeError(
+                f"Expected a tensor of dimension {len(batch)} and tensor.size[0] == {batch[0]} but got: "
+                f"dimension {grad_output.dim()} and tensor.size[0] == "
+                f"{grad_output.shape[0] if grad_output.dim() else 1}"
+            )
+    elif grad_output.numel() != 1:
+        raise RuntimeError(f"Expected a single element grad_output tensor, but got: {list(grad_output.shape)}")
+
+
+@impl("nll_loss_backward.grad_input")
+def nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input):
+    check_same_device("nll_loss_backward", grad_output, self, target, weight, total_weight, grad_input)
+    weight = _nll_checks(self, target, weight)
+    batch = (self.shape[0],) if self.dim() == 2 else None
+    _nll_backward_checks(grad_output, self, target, reduction, total_weight, batch)
+    check_out(grad_input, self.shape, self.dtype)
+    _C.nll_loss_backward(
+        desc(grad_input), desc(grad_output), desc(target.contiguous()),
+        None if weight is None else desc(weight), reduction, ignore_index, desc(total_weight),
+    )
+    return grad_input
+
+
+def _nll2d_checks(self, target, weight):
+    if target.dim() != 3:
+        raise RuntimeError(
+            f"only batches of spatial targets supported (3D tensors) but got targets of dimension: {target.dim()}"
+        )
+    if self.dim() != 4:
+        raise RuntimeError(
+            f"only batches of spatial inputs supported (4D tensors), but got input of dimension: {self.dim()}"
+        )
+    if (self.shape[0], self.shape[2], self.shape[3]) != tuple(target.shape):
+        raise RuntimeError(
+            f"input and target batch or spatial sizes don't match: target {list(target.shape)}, "
+            f"input {list(self.shape)}"
+        )
+    return _nll_common(self, target, weight, self.shape[1])
+
+
+@impl("nll_loss2d_forward.output")
+def nll_loss2d_forward_output(self, target, weight, reduction, ignore_index, *, output, total_weight):
+    check_same_device("nll_loss2d_forward", self, target, weight, output, total_weight)
+    weight = _nll2d_checks(self, target, weight)
+    shape = tuple(target.shape) if reduction == 0 else ()
+    check_out(output, shape, self.dtype)
+    check_out(total_weight, (), self.dtype)
+    _C.nll_loss_forward(
+        desc(output), desc(total_weight), desc(self.contiguous()), desc(target.contiguous()),
+        None if weight is None else desc(weight), reduction, ignore_index,
+    )
+    return output, total_weight
+
+
+@impl("nll_loss2d_forward")
+def nll_loss2d_forward(self, target, weight, reduction, ignore_index):
+    output = torch.empty(0, dtype=self.dtype, device=self.device)
+    total_weight = torch.empty((), dtype=self.dtype, device=self.device)
+    return nll_loss2d_forward_output(
+        self, target, weight, reduction, ignore_index, output=output, total_weight=total_weight
+    )
+
+
+@impl("nll_loss2d_backward.grad_input")
+def nll_loss2d_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input):
+    check_same_device("nll_loss2d_backward", grad_output, self, target, weight, total_weight, grad_input)
+    weight = _nll2d_checks(self, target, weight)
+    _nll_backward_checks(grad_output, self, target, reduction, total_weight, tuple(target.shape))
+    check_out(grad_input, self.shape, self.dtype)
+    _C.nll_loss_backward(
+        desc(grad_input), desc(grad_output), desc(target.contiguous()),
+        None if weight is None else desc(weight), reduction, ignore_index, desc(total_weight),
+    )
+    return grad_input
+
+
+@impl("nll_loss2d_backward")
+def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    grad_input = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    return nll_loss2d_backward_grad_input(
+        grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input=grad_input
+    )
+
+
+# ---------------------------------------------------------------------------
+# mse_loss
+# ---------------------------------------------------------------------------
+
+
+def _promote(*ts):
+    dt = ts[0].dtype
+    for t in ts[1:]:
+        dt = torch.promote_types(dt, t.dtype)
+    return dt, [t if t.dtype == dt else t.to(dt) for t in ts]
+
+
+@impl("mse_loss.out")
+def mse_loss_out(self, target, reduction=1, *, out):
+    check_same_device("mse_loss", self, target, out)
+    dt, (a, b) = _promote(self, target)
+    shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
+    check_out(out, shape if reduction == 0 else (), dt)
+    _C.mse_loss(desc(out), desc(a), desc(b), shape, reduction)
+    return out
+
+
+@impl("mse_loss_backward.grad_input")
+def mse_loss_backward_grad_input(grad_output, self, target, reduction, *, grad_input):
+    check_same_device("mse_loss_backward", grad_output, self, target, grad_input)
+    dt, (g, a, b) = _promote(grad_output, self, target)
+    shape = tuple(torch.broadcast_shapes(g.shape, a.shape, b.shape))
+    if grad_input.dtype != dt:
+        raise RuntimeError(
+            f"Found dtype {SCALAR_NAME.get(grad_input.dtype)} but expected {SCALAR_NAME.get(dt)}"
+        )
+    resize_out(grad_input, shape)
+    _C.mse_loss_backward(desc(grad_input), desc(g), desc(a), desc(b), reduction)
+    return grad_input
+
+
+@impl("mse_loss_backward")
+def mse_loss_backward(grad_output, self, target, reduction):
+    dt, (g, a, b) = _promote(grad_output, self, target)
+    shape = tuple(torch.broadcast_shapes(g.shape, a.shape, b.shape))
+    grad_input = torch.empty(shape, dtype=dt, device=self.device)
+    return mse_loss_backward_grad_input(grad_output, self, target, reduction, grad_input=grad_input)
+
+
+# ---------------------------------------------------------------------------
+# embedding backward
+# ---------------------------------------------------------------------------
+
+
+@impl("embedding_dense_backward")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    check_same_device("embedding_dense_backward", grad_output, indices)
+    if indices.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; "
+            f"but got {indices.type()} instead (while checking arguments for embedding_backward)"
+        )
+    d = grad_output.shape[-1] if grad_output.dim() else 1
+    grad = grad_output.reshape(-1, d).contiguous()
+    idx = indices.reshape(-1).contiguous()
+    out = torch.empty((num_weights, d), dtype=grad_output.dtype, device=grad_output.device)
+    _C.embedding_dense_backward(desc(out), desc(grad), desc(idx), padding_idx, scale_grad_by_freq)
+    return out

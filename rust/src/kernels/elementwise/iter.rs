@@ -1,0 +1,1099 @@
+//! The elementwise engine, in the spirit of ATen's `TensorIterator`.
+//!
+//! Given outputs (all of one shape) and inputs (tensors broadcast to that
+//! shape, or scalars), it
+//! 1. broadcasts every input (leading dims added, size-1 dims get stride 0),
+//! 2. refuses outputs that overlap themselves or partially overlap an input
+//!    (exact aliasing, i.e. in-place, is fine),
+//! 3. orders dimensions by the outputs' strides and coalesces the ones that
+//!    are contiguous for every operand, so most calls become one flat loop,
+//! 4. splits the flat index range across rayon tasks (above `GRAIN_SIZE`),
+//! 5. runs the kernel on contiguous runs: operands that are already
+//!    contiguous in the kernel's dtype are passed straight through; others
+//!    (strided, broadcast, or of another dtype) are loaded with a cast into a
+//!    stack block, and outputs are cast/scattered back.
+//!
+//! A kernel only ever sees contiguous buffers of its own compute dtypes. Each
+//! output element depends only on the input elements at the same index, and
+//! the inner loops compute the same bits whatever their position or level, so
+//! results do not depend on the number of threads or the split.
+
+use super::cast::{self, Scalar};
+use crate::dtype::DType;
+use crate::kernels::{KernelError, Strided, GRAIN_SIZE};
+use rayon::prelude::*;
+
+/// An input of an elementwise op.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A tensor view; broadcast to the output shape.
+    Tensor(&'a Strided),
+    /// A scalar value (a Python number), converted to the compute dtype.
+    Scalar(Scalar),
+}
+
+impl<'a> Operand<'a> {
+    /// The dtype of a tensor operand.
+    pub fn dtype(&self) -> Option<DType> {
+        match self {
+            Operand::Tensor(t) => Some(t.dtype),
+            Operand::Scalar(_) => None,
+        }
+    }
+}
+
+impl<'a> From<&'a Strided> for Operand<'a> {
+    fn from(t: &'a Strided) -> Self {
+        Operand::Tensor(t)
+    }
+}
+
+/// The inner loop: `n` elements, contiguous output and input buffers, each in
+/// the compute dtype the caller declared for it.
+pub(crate) type KernelFn<'k> =
+    dyn Fn(usize, &[*mut u8], &[*const u8]) -> Result<(), KernelError> + Sync + 'k;
+
+/// Most operands one call can have (outputs + inputs).
+pub const MAX_OPERANDS: usize = 8;
+/// Elements per staged block.
+pub(crate) const BLOCK: usize = 1024;
+/// Below this inner extent (after coalescing) blocks span several rows.
+const MIN_ROW: usize = 32;
+/// Stack space for staging buffers; more falls back to the heap.
+const STACK_BYTES: usize = 16384;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    /// Contiguous along the inner dim and already in the kernel dtype.
+    Direct,
+    /// The same value everywhere (scalar, 0-d or fully broadcast).
+    Const,
+    /// Loaded/stored through a block buffer.
+    Staged,
+}
+
+/// Dimensions kept inline (no allocation) up to this rank.
+const INLINE_DIMS: usize = 10;
+
+/// A small vector of per-dimension values; spills to the heap only for
+/// tensors of more than `INLINE_DIMS` dimensions.
+#[derive(Clone, Debug)]
+enum Dims<T: Copy + Default> {
+    Inline(usize, [T; INLINE_DIMS]),
+    Heap(Vec<T>),
+}
+
+impl<T: Copy + Default> Dims<T> {
+    fn from_slice(s: &[T]) -> Dims<T> {
+        if s.len() <= INLINE_DIMS {
+            let mut a = [T::default(); INLINE_DIMS];
+            a[..s.len()].copy_from_slice(s);
+            Dims::Inline(s.len(), a)
+        } else {
+            Dims::Heap(s.to_vec())
+        }
+    }
+
+    fn filled(n: usize, v: T) -> Dims<T> {
+        if n <= INLINE_DIMS {
+            Dims::Inline(n, [v; INLINE_DIMS])
+        } else {
+            Dims::Heap(vec![v; n])
+        }
+    }
+
+    fn truncate(&mut self, n: usize) {
+        match self {
+            Dims::Inline(len, _) => *len = (*len).min(n),
+            Dims::Heap(v) => v.truncate(n),
+        }
+    }
+}
+
+impl<T: Copy + Default> std::ops::Deref for Dims<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Dims::Inline(n, a) => &a[..*n],
+            Dims::Heap(v) => v,
+        }
+    }
+}
+
+impl<T: Copy + Default> std::ops::DerefMut for Dims<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Dims::Inline(n, a) => &mut a[..*n],
+            Dims::Heap(v) => v,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct OpPlan {
+    ptr: *mut u8,
+    dtype: DType,
+    kd: DType,
+    mode: Mode,
+    konst: u64,
+    /// Round float32 kernel values through the 16-bit compute dtype.
+    round: bool,
+    strides: Dims<isize>,
+}
+
+impl Default for OpPlan {
+    fn default() -> OpPlan {
+        OpPlan {
+            ptr: std::ptr::null_mut(),
+            dtype: DType::Bool,
+            kd: DType::Bool,
+            mode: Mode::Const,
+            konst: 0,
+            round: false,
+            strides: Dims::filled(0, 0),
+        }
+    }
+}
+
+struct Plan<'k> {
+    /// Innermost dimension first; at least one dimension.
+    sizes: Dims<usize>,
+    ops: [OpPlan; MAX_OPERANDS],
+    nops: usize,
+    nout: usize,
+    via: DType,
+    kernel: &'k KernelFn<'k>,
+}
+
+// SAFETY: the plan holds raw pointers into tensors the caller keeps alive for
+// the call; tasks write disjoint output elements.
+unsafe impl Sync for Plan<'_> {}
+
+fn shape_str(s: &[usize]) -> String {
+    format!("{s:?}")
+}
+
+/// The shape two shapes broadcast to (torch rules).
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, KernelError> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let db = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(KernelError::ShapeMismatch(format!(
+                "The size of tensor a ({da}) must match the size of tensor b ({db}) at non-singleton dimension {i}"
+            )));
+        };
+    }
+    Ok(out)
+}
+
+/// torch's type promotion for two tensors of the same dimensionality class.
+pub fn promote_types(a: DType, b: DType) -> DType {
+    use DType::*;
+    if a == b {
+        return a;
+    }
+    let rank = |d: DType| match d {
+        Bool => 0,
+        U8 | I8 | I16 | I32 | I64 => 1,
+        _ => 2,
+    };
+    match (rank(a), rank(b)) {
+        (0, _) => b,
+        (_, 0) => a,
+        (1, 2) => b,
+        (2, 1) => a,
+        (1, 1) => {
+            let (x, y) = if a == U8 { (a, b) } else { (b, a) };
+            if x == U8 {
+                // uint8 with a signed type: the smallest signed type holding both.
+                match y {
+                    I8 | I16 => I16,
+                    other => other,
+                }
+            } else if a.size() >= b.size() {
+                a
+            } else {
+                b
+            }
+        }
+        _ => {
+            if matches!((a, b), (F16, BF16) | (BF16, F16)) {
+                F32
+            } else if a.size() >= b.size() {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+fn broadcast_strides(t: &Strided, shape: &[usize]) -> Result<Dims<isize>, KernelError> {
+    if t.sizes.len() != t.strides.len() {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: tensor has {} sizes but {} strides",
+            t.sizes.len(),
+            t.strides.len()
+        )));
+    }
+    let nd = shape.len();
+    let bad = || {
+        KernelError::ShapeMismatch(format!(
+            "foo: a tensor of shape {} cannot be broadcast to the output shape {}",
+            shape_str(&t.sizes),
+            shape_str(shape)
+        ))
+    };
+    if t.sizes.len() > nd {
+        // Extra leading dims are allowed only if they are all 1.
+        let extra = t.sizes.len() - nd;
+        if t.sizes[..extra].iter().any(|&s| s != 1) {
+            return Err(bad());
+        }
+    }
+    let mut st = Dims::filled(nd, 0isize);
+    for i in 0..nd.min(t.sizes.len()) {
+        let d = nd - 1 - i;
+        let td = t.sizes.len() - 1 - i;
+        if t.sizes[td] == shape[d] {
+            st[d] = if shape[d] == 1 { 0 } else { t.strides[td] };
+        } else if t.sizes[td] == 1 {
+            st[d] = 0;
+        } else {
+            return Err(bad());
+        }
+    }
+    Ok(st)
+}
+
+fn is_non_overlapping_and_dense(t: &Strided) -> bool {
+    if t.sizes.len() > INLINE_DIMS {
+        return false;
+    }
+    // (stride, size) of the non-trivial dims, sorted by stride.
+    let mut dims = [(0isize, 0usize); INLINE_DIMS];
+    let mut n = 0;
+    for (&s, &st) in t.sizes.iter().zip(&t.strides) {
+        if s == 1 {
+            continue;
+        }
+        if st < 0 {
+            return false;
+        }
+        let mut j = n;
+        while j > 0 && dims[j - 1].0 > st {
+            dims[j] = dims[j - 1];
+            j -= 1;
+        }
+        dims[j] = (st, s);
+        n += 1;
+    }
+    let mut expect = 1isize;
+    for &(st, s) in &dims[..n] {
+        if st != expect {
+            return false;
+        }
+        expect *= s as isize;
+    }
+    true
+}
+
+/// Byte range `[lo, hi)` a tensor's elements occupy.
+fn byte_range(t: &Strided) -> (usize, usize) {
+    let es = t.dtype.size() as isize;
+    let (mut lo, mut hi) = (0isize, 0isize);
+    for (&s, &st) in t.sizes.iter().zip(&t.strides) {
+        if s == 0 {
+            return (t.ptr as usize, t.ptr as usize);
+        }
+        let ext = (s as isize - 1) * st;
+        if ext < 0 {
+            lo += ext;
+        } else {
+            hi += ext;
+        }
+    }
+    let base = t.ptr as isize;
+    ((base + lo * es) as usize, (base + (hi + 1) * es) as usize)
+}
+
+const INTERNAL_OVERLAP: &str = "unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.";
+const PARTIAL_OVERLAP: &str = "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.";
+
+fn check_overlap(outs: &[(&Strided, DType)], ins: &[(Operand, DType)]) -> Result<(), KernelError> {
+    for (o, _) in outs {
+        if !is_non_overlapping_and_dense(o)
+            && o.sizes
+                .iter()
+                .zip(&o.strides)
+                .any(|(&s, &st)| s > 1 && st == 0)
+        {
+            return Err(KernelError::InvalidArgument(INTERNAL_OVERLAP.into()));
+        }
+        if !is_non_overlapping_and_dense(o) {
+            continue;
+        }
+        let (olo, ohi) = byte_range(o);
+        for (i, _) in ins {
+            let Operand::Tensor(t) = i else { continue };
+            if t.numel() == 0 || !is_non_overlapping_and_dense(t) {
+                continue;
+            }
+            let (tlo, thi) = byte_range(t);
+            let same = t.ptr == o.ptr
+                && t.sizes == o.sizes
+                && t.strides == o.strides
+                && t.dtype.size() == o.dtype.size();
+            if !same && tlo < ohi && olo < thi {
+                return Err(KernelError::InvalidArgument(PARTIAL_OVERLAP.into()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Strides (in elements) of the output ATen's `TensorIterator` allocates for
+/// `shape` from inputs of the given sizes and strides: contiguous, or the
+/// inputs' layout when they all share one dense layout, or dense in the
+/// order the inputs' strides suggest (e.g. a transposed input gives a
+/// transposed output).
+pub fn output_strides(shape: &[usize], inputs: &[(&[usize], &[isize])]) -> Vec<isize> {
+    let nd = shape.len();
+    let contiguous = crate::kernels::contiguous_strides(shape);
+    if nd <= 1 || inputs.is_empty() {
+        return contiguous;
+    }
+    // ATen's fast set-up: inputs of the output's shape sharing one dense layout.
+    if inputs.iter().all(|(s, _)| *s == shape) {
+        let first = inputs[0].1;
+        let dense = |st: &[isize]| {
+            let t = Strided {
+                ptr: std::ptr::null_mut(),
+                dtype: DType::U8,
+                sizes: shape.to_vec(),
+                strides: st.to_vec(),
+            };
+            is_non_overlapping_and_dense(&t)
+        };
+        if inputs.iter().all(|(_, st)| *st == first) && dense(first) {
+            return first.to_vec();
+        }
+    }
+    let mut ops: Vec<OpPlan> = Vec::with_capacity(inputs.len());
+    for (sizes, strides) in inputs {
+        let t = Strided {
+            ptr: std::ptr::null_mut(),
+            dtype: DType::U8,
+            sizes: sizes.to_vec(),
+            strides: strides.to_vec(),
+        };
+        match broadcast_strides(&t, shape) {
+            Ok(st) => ops.push(OpPlan {
+                mode: Mode::Staged,
+                strides: st,
+                ..Default::default()
+            }),
+            Err(_) => return contiguous,
+        }
+    }
+    let perm = permutation(shape, &ops);
+    if perm.iter().enumerate().all(|(k, &d)| d == nd - 1 - k) {
+        return contiguous;
+    }
+    let mut out = vec![0isize; nd];
+    let mut acc = 1isize;
+    for &d in perm.iter() {
+        out[d] = acc;
+        acc *= shape[d].max(1) as isize;
+    }
+    out
+}
+
+/// Runs `kernel` over the outputs and inputs. `outs[i].1` / `ins[i].1` are
+/// the dtypes the kernel computes in for that operand; the engine casts.
+#[allow(dead_code)]
+pub(crate) fn run(
+    outs: &[(&Strided, DType)],
+    ins: &[(Operand, DType)],
+    kernel: &KernelFn,
+) -> Result<(), KernelError> {
+    run_via(outs, ins, kernel, None)
+}
+
+/// [`run`] for an op whose common dtype `via` is float16 or bfloat16 while
+/// the kernel computes in float32 (ATen's opmath): every float32 operand
+/// value that is not already of dtype `via` is rounded through it, inputs
+/// on load (as TensorIterator casts inputs to the common dtype) and outputs
+/// before the store (as ATen writes the common dtype, then casts).
+pub(crate) fn run_via(
+    outs: &[(&Strided, DType)],
+    ins: &[(Operand, DType)],
+    kernel: &KernelFn,
+    via: Option<DType>,
+) -> Result<(), KernelError> {
+    assert!(!outs.is_empty() && outs.len() + ins.len() <= MAX_OPERANDS);
+    if via.is_none() {
+        if let Some(r) = run_flat(outs, ins, kernel) {
+            return r;
+        }
+    }
+    let shape: &[usize] = &outs[0].0.sizes;
+    let nd = shape.len();
+    let mut ops: [OpPlan; MAX_OPERANDS] = Default::default();
+    let nout = outs.len();
+    let nops = nout + ins.len();
+    for (k, (o, kd)) in outs.iter().enumerate() {
+        if o.sizes.as_slice() != shape {
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo: outputs have different shapes {} and {}",
+                shape_str(shape),
+                shape_str(&o.sizes)
+            )));
+        }
+        if o.strides.len() != nd {
+            return Err(KernelError::InvalidArgument(
+                "foo: output sizes and strides differ in length".into(),
+            ));
+        }
+        ops[k] = OpPlan {
+            ptr: o.ptr,
+            dtype: o.dtype,
+            kd: *kd,
+            mode: Mode::Staged,
+            konst: 0,
+            round: false,
+            strides: Dims::from_slice(&o.strides),
+        };
+    }
+    for (k, (i, kd)) in ins.iter().enumerate() {
+        ops[nout + k] = match i {
+            Operand::Tensor(t) => OpPlan {
+                ptr: t.ptr,
+                dtype: t.dtype,
+                kd: *kd,
+                mode: Mode::Staged,
+                konst: 0,
+                round: false,
+                strides: broadcast_strides(t, shape)?,
+            },
+            Operand::Scalar(s) => OpPlan {
+                ptr: std::ptr::null_mut(),
+                dtype: *kd,
+                kd: *kd,
+                mode: Mode::Const,
+                konst: cast::scalar_bits(*s, *kd),
+                round: false,
+                strides: Dims::filled(nd, 0),
+            },
+        };
+    }
+    let numel: usize = shape.iter().product();
+    if numel == 0 {
+        return Ok(());
+    }
+    check_overlap(outs, ins)?;
+
+    let via_dt = via.unwrap_or(DType::F32);
+    for (k, op) in ops[..nops].iter_mut().enumerate() {
+        let scalar = k >= nout && matches!(ins[k - nout].0, Operand::Scalar(_));
+        op.round = via.is_some() && op.kd == DType::F32 && (scalar || op.dtype != via_dt);
+        if k < nout {
+            continue;
+        }
+        if scalar {
+            if op.round {
+                let Operand::Scalar(s) = ins[k - nout].0 else {
+                    unreachable!()
+                };
+                op.konst = cast::scalar_bits(s, via_dt);
+                // SAFETY: `konst` holds one element of dtype `via_dt`.
+                op.konst =
+                    unsafe { cast::load_one(&op.konst as *const u64 as *const u8, via_dt, op.kd) };
+            }
+        } else if op
+            .strides
+            .iter()
+            .zip(shape)
+            .all(|(&st, &s)| st == 0 || s == 1)
+        {
+            // SAFETY: a non-empty tensor has an element at `ptr`.
+            op.konst = unsafe { cast::load_one(op.ptr, op.dtype, op.kd) };
+            if op.round {
+                round_through(&mut op.konst as *mut u64 as *mut f32, 1, via_dt);
+            }
+            op.mode = Mode::Const;
+        }
+    }
+
+    let sizes = reorder_and_coalesce(shape, &mut ops[..nops]);
+    for op in ops[..nops].iter_mut() {
+        if op.mode != Mode::Const {
+            op.mode = if op.dtype == op.kd && !op.round && (op.strides[0] == 1 || sizes[0] == 1) {
+                Mode::Direct
+            } else {
+                Mode::Staged
+            };
+        }
+    }
+    let plan = Plan {
+        sizes,
+        ops,
+        nops,
+        nout,
+        via: via_dt,
+        kernel,
+    };
+    plan.execute(numel)
+}
+
+/// The common case without planning: every operand is a contiguous tensor
+/// of the output's shape, already in its kernel dtype. `None` if not.
+fn run_flat(
+    outs: &[(&Strided, DType)],
+    ins: &[(Operand, DType)],
+    kernel: &KernelFn,
+) -> Option<Result<(), KernelError>> {
+    let shape = &outs[0].0.sizes;
+    let plain = |t: &Strided, kd: DType| t.dtype == kd && &t.sizes == shape && t.is_contiguous();
+    if !outs
+        .iter()
+        .all(|(o, kd)| plain(o, *kd) && o.strides.len() == shape.len())
+    {
+        return None;
+    }
+    let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
+    for (k, (i, kd)) in ins.iter().enumerate() {
+        match i {
+            Operand::Tensor(t) if plain(t, *kd) => iptr[k] = t.ptr,
+            _ => return None,
+        }
+    }
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Some(Ok(()));
+    }
+    // Contiguous views of one shape either coincide or overlap partially.
+    for (o, _) in outs {
+        let (olo, ohi) = (o.ptr as usize, o.ptr as usize + n * o.dtype.size());
+        for (k, (_, kd)) in ins.iter().enumerate() {
+            let (lo, hi) = (iptr[k] as usize, iptr[k] as usize + n * kd.size());
+            if lo < ohi && olo < hi && (lo != olo || kd.size() != o.dtype.size()) {
+                return Some(Err(KernelError::InvalidArgument(PARTIAL_OVERLAP.into())));
+            }
+        }
+    }
+    let mut optr = [std::ptr::null_mut::<u8>(); MAX_OPERANDS];
+    for (k, (o, _)) in outs.iter().enumerate() {
+        optr[k] = o.ptr;
+    }
+    let (nout, nin) = (outs.len(), ins.len());
+    let threads = rayon::current_num_threads();
+    if n <= GRAIN_SIZE || threads <= 1 {
+        return Some(kernel(n, &optr[..nout], &iptr[..nin]));
+    }
+    let osz: [usize; MAX_OPERANDS] = std::array::from_fn(|k| outs.get(k).map_or(0, |o| o.1.size()));
+    let isz: [usize; MAX_OPERANDS] = std::array::from_fn(|k| ins.get(k).map_or(0, |i| i.1.size()));
+    let (ntasks, chunk) = split(n, threads);
+    struct Ptrs([*mut u8; MAX_OPERANDS], [*const u8; MAX_OPERANDS]);
+    // SAFETY: tasks touch disjoint element ranges of live tensors.
+    unsafe impl Sync for Ptrs {}
+    let p = Ptrs(optr, iptr);
+    Some((0..ntasks).into_par_iter().try_for_each(|t| {
+        let s = t * chunk;
+        let e = (s + chunk).min(n);
+        let p = &p;
+        let o: [*mut u8; MAX_OPERANDS] = std::array::from_fn(|k| p.0[k].wrapping_add(s * osz[k]));
+        let i: [*const u8; MAX_OPERANDS] = std::array::from_fn(|k| p.1[k].wrapping_add(s * isz[k]));
+        kernel(e - s, &o[..nout], &i[..nin])
+    }))
+}
+
+/// Number of tasks and elements per task for `n` elements.
+fn split(n: usize, threads: usize) -> (usize, usize) {
+    let ntasks = n.div_ceil(GRAIN_SIZE).min(threads * 4);
+    // Task boundaries on 64-element multiples keep them on cache lines.
+    let chunk = n.div_ceil(ntasks).div_ceil(64) * 64;
+    (n.div_ceil(chunk), chunk)
+}
+
+/// ATen's `reorder_dimensions`: `perm[k]` is the original dim placed at
+/// position `k`, innermost first, ordered by the operands' strides.
+fn permutation(shape: &[usize], ops: &[OpPlan]) -> Dims<usize> {
+    let nd = shape.len();
+    // perm[k] = original dim at position k, innermost first.
+    let mut perm = Dims::filled(nd, 0usize);
+    for (k, p) in perm.iter_mut().enumerate() {
+        *p = nd - 1 - k;
+    }
+    let should_swap = |ops: &[OpPlan], d0: usize, d1: usize| -> i32 {
+        for op in ops {
+            if op.mode == Mode::Const {
+                continue;
+            }
+            let (s0, s1) = (op.strides[d0].unsigned_abs(), op.strides[d1].unsigned_abs());
+            if s0 == 0 || s1 == 0 {
+                continue;
+            }
+            if s0 < s1 {
+                return -1;
+            }
+            if s0 > s1 {
+                return 1;
+            }
+            if shape[d0] > shape[d1] {
+                return 1;
+            }
+        }
+        0
+    };
+    for i in 1..nd {
+        let mut dim1 = i;
+        for dim0 in (0..i).rev() {
+            let c = should_swap(ops, perm[dim0], perm[dim1]);
+            if c > 0 {
+                perm.swap(dim0, dim1);
+                dim1 = dim0;
+            } else if c < 0 {
+                break;
+            }
+        }
+    }
+    perm
+}
+
+/// Orders dims innermost-first by the operands' strides (outputs first, like
+/// ATen's `reorder_dimensions`) and merges dims that are contiguous with
+/// their inner neighbour for every operand.
+fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
+    let nd = shape.len();
+    if nd == 0 {
+        for op in ops.iter_mut() {
+            op.strides = Dims::filled(1, 0);
+        }
+        return Dims::filled(1, 1);
+    }
+    let perm = permutation(shape, ops);
+    let mut sizes = Dims::filled(nd, 0usize);
+    for (k, &d) in perm.iter().enumerate() {
+        sizes[k] = shape[d];
+    }
+    for op in ops.iter_mut() {
+        let orig = op.strides.clone();
+        for (k, &d) in perm.iter().enumerate() {
+            op.strides[k] = orig[d];
+        }
+    }
+
+    let mut prev = 0;
+    for d in 1..nd {
+        let can = sizes[prev] == 1
+            || sizes[d] == 1
+            || ops
+                .iter()
+                .all(|op| op.strides[prev] * sizes[prev] as isize == op.strides[d]);
+        if can {
+            if sizes[prev] == 1 {
+                for op in ops.iter_mut() {
+                    op.strides[prev] = op.strides[d];
+                }
+            }
+            sizes[prev] *= sizes[d];
+        } else {
+            prev += 1;
+            if prev != d {
+                for op in ops.iter_mut() {
+                    op.strides[prev] = op.strides[d];
+                }
+                sizes[prev] = sizes[d];
+            }
+        }
+    }
+    sizes.truncate(prev + 1);
+    for op in ops.iter_mut() {
+        op.strides.truncate(prev + 1);
+    }
+    sizes
+}
+
+impl Plan<'_> {
+    fn execute(&self, numel: usize) -> Result<(), KernelError> {
+        let threads = rayon::current_num_threads();
+        if numel <= GRAIN_SIZE || threads <= 1 {
+            // SAFETY: the range covers valid elements of every operand.
+            return unsafe { self.range(0, numel) };
+        }
+        let (ntasks, chunk) = split(numel, threads);
+        (0..ntasks).into_par_iter().try_for_each(|t| {
+            let s = t * chunk;
+            let e = (s + chunk).min(numel);
+            // SAFETY: tasks cover disjoint ranges of valid elements.
+            unsafe { self.range(s, e) }
+        })
+    }
+
+    fn cross_rows(&self) -> bool {
+        self.sizes.len() > 1 && self.sizes[0] < MIN_ROW
+    }
+
+    unsafe fn range(&self, s: usize, e: usize) -> Result<(), KernelError> {
+        let cross = self.cross_rows();
+        let mut offsets = [0usize; MAX_OPERANDS];
+        let mut need = 0;
+        for (k, op) in self.ops[..self.nops].iter().enumerate() {
+            if op.mode != Mode::Direct || cross {
+                offsets[k] = need;
+                need += (BLOCK * op.kd.size()).div_ceil(64) * 64;
+            }
+        }
+        let mut stack = std::mem::MaybeUninit::<[u64; STACK_BYTES / 8]>::uninit();
+        let mut heap: Vec<u64> = Vec::new();
+        let base: *mut u8 = if need <= STACK_BYTES {
+            stack.as_mut_ptr() as *mut u8
+        } else {
+            heap.resize(need / 8, 0);
+            heap.as_mut_ptr() as *mut u8
+        };
+        let fill = (e - s).min(BLOCK);
+        for (k, op) in self.ops[..self.nops].iter().enumerate() {
+            if op.mode == Mode::Const {
+                fill_const(base.add(offsets[k]), op.konst, op.kd.size(), fill);
+            }
+        }
+        if cross {
+            self.cross_range(s, e, base, &offsets)
+        } else {
+            self.row_range(s, e, base, &offsets)
+        }
+    }
+
+    unsafe fn row_range(
+        &self,
+        s: usize,
+        e: usize,
+        base: *mut u8,
+        boff: &[usize; MAX_OPERANDS],
+    ) -> Result<(), KernelError> {
+        let nd = self.sizes.len();
+        let nops = self.nops;
+        let mut idx = Dims::filled(nd, 0usize);
+        let mut rem = s;
+        for d in 0..nd {
+            idx[d] = rem % self.sizes[d];
+            rem /= self.sizes[d];
+        }
+        let mut offs = [0isize; MAX_OPERANDS];
+        for (k, op) in self.ops[..self.nops].iter().enumerate() {
+            offs[k] = (0..nd).map(|d| idx[d] as isize * op.strides[d]).sum();
+        }
+        let mut lin = s;
+        while lin < e {
+            let seg = (self.sizes[0] - idx[0]).min(e - lin);
+            self.segment(&offs[..nops], seg, base, boff)?;
+            lin += seg;
+            if lin >= e {
+                break;
+            }
+            for (k, op) in self.ops[..self.nops].iter().enumerate() {
+                offs[k] += seg as isize * op.strides[0];
+            }
+            idx[0] += seg;
+            let mut d = 0;
+            while idx[d] == self.sizes[d] && d + 1 < nd {
+                for (k, op) in self.ops[..self.nops].iter().enumerate() {
+                    offs[k] -= self.sizes[d] as isize * op.strides[d];
+                    offs[k] += op.strides[d + 1];
+                }
+                idx[d] = 0;
+                d += 1;
+                idx[d] += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// One run along the inner dimension, starting at element offsets `offs`.
+    unsafe fn segment(
+        &self,
+        offs: &[isize],
+        len: usize,
+        base: *mut u8,
+        boff: &[usize; MAX_OPERANDS],
+    ) -> Result<(), KernelError> {
+        let nout = self.nout;
+        let nops = self.nops;
+        let mut optr = [std::ptr::null_mut::<u8>(); MAX_OPERANDS];
+        let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
+        if self.ops[..self.nops]
+            .iter()
+            .all(|op| op.mode == Mode::Direct)
+        {
+            for (k, op) in self.ops[..self.nops].iter().enumerate() {
+                let p = op.ptr.offset(offs[k] * op.dtype.size() as isize);
+                if k < nout {
+                    optr[k] = p;
+                } else {
+                    iptr[k - nout] = p;
+                }
+            }
+            return (self.kernel)(len, &optr[..nout], &iptr[..nops - nout]);
+        }
+        let mut c = 0;
+        while c < len {
+            let m = (len - c).min(BLOCK);
+            for (k, op) in self.ops[..self.nops].iter().enumerate() {
+                let buf = base.add(boff[k]);
+                let p = match op.mode {
+                    Mode::Const => buf,
+                    Mode::Direct => op
+                        .ptr
+                        .offset((offs[k] + c as isize) * op.dtype.size() as isize),
+                    Mode::Staged => {
+                        if k >= nout {
+                            let src = op.ptr.offset(
+                                (offs[k] + c as isize * op.strides[0]) * op.dtype.size() as isize,
+                            );
+                            cast::load(buf, op.kd, src, op.dtype, op.strides[0], m);
+                            if op.round {
+                                round_through(buf as *mut f32, m, self.via);
+                            }
+                        }
+                        buf
+                    }
+                };
+                if k < nout {
+                    optr[k] = p;
+                } else {
+                    iptr[k - nout] = p;
+                }
+            }
+            (self.kernel)(m, &optr[..nout], &iptr[..nops - nout])?;
+            for (k, op) in self.ops[..nout].iter().enumerate() {
+                if op.mode == Mode::Staged {
+                    if op.round {
+                        round_through(base.add(boff[k]) as *mut f32, m, self.via);
+                    }
+                    let dst = op
+                        .ptr
+                        .offset((offs[k] + c as isize * op.strides[0]) * op.dtype.size() as isize);
+                    cast::store(base.add(boff[k]), op.kd, dst, op.dtype, op.strides[0], m);
+                }
+            }
+            c += m;
+        }
+        Ok(())
+    }
+
+    /// Blocks of `BLOCK` flat elements spanning rows (small inner extent):
+    /// every non-constant operand goes through its buffer.
+    unsafe fn cross_range(
+        &self,
+        s: usize,
+        e: usize,
+        base: *mut u8,
+        boff: &[usize; MAX_OPERANDS],
+    ) -> Result<(), KernelError> {
+        let nout = self.nout;
+        let nops = self.nops;
+        let mut optr = [std::ptr::null_mut::<u8>(); MAX_OPERANDS];
+        let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
+        let mut b = s;
+        while b < e {
+            let m = (e - b).min(BLOCK);
+            for (k, op) in self.ops[..self.nops].iter().enumerate() {
+                let buf = base.add(boff[k]);
+                if k >= nout && op.mode != Mode::Const {
+                    self.walk(op, b, m, |p, st, done, run| {
+                        cast::load(buf.add(done * op.kd.size()), op.kd, p, op.dtype, st, run)
+                    });
+                    if op.round {
+                        round_through(buf as *mut f32, m, self.via);
+                    }
+                }
+                if k < nout {
+                    optr[k] = buf;
+                } else {
+                    iptr[k - nout] = buf;
+                }
+            }
+            (self.kernel)(m, &optr[..nout], &iptr[..nops - nout])?;
+            for (k, op) in self.ops[..nout].iter().enumerate() {
+                let buf = base.add(boff[k]);
+                if op.round {
+                    round_through(buf as *mut f32, m, self.via);
+                }
+                self.walk(op, b, m, |p, st, done, run| {
+                    cast::store(buf.add(done * op.kd.size()), op.kd, p, op.dtype, st, run)
+                });
+            }
+            b += m;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(ptr, inner_stride, done, run)` for each inner-dim run of the
+    /// flat range `[start, start + m)` of `op`.
+    unsafe fn walk(
+        &self,
+        op: &OpPlan,
+        start: usize,
+        m: usize,
+        mut f: impl FnMut(*mut u8, isize, usize, usize),
+    ) {
+        let nd = self.sizes.len();
+        let mut idx = Dims::filled(nd, 0usize);
+        let mut rem = start;
+        for d in 0..nd {
+            idx[d] = rem % self.sizes[d];
+            rem /= self.sizes[d];
+        }
+        let es = op.dtype.size() as isize;
+        let mut off: isize = (0..nd).map(|d| idx[d] as isize * op.strides[d]).sum();
+        let mut done = 0;
+        while done < m {
+            let run = (self.sizes[0] - idx[0]).min(m - done);
+            f(op.ptr.offset(off * es), op.strides[0], done, run);
+            done += run;
+            if done >= m {
+                break;
+            }
+            off += run as isize * op.strides[0];
+            idx[0] += run;
+            let mut d = 0;
+            while idx[d] == self.sizes[d] && d + 1 < nd {
+                off -= self.sizes[d] as isize * op.strides[d];
+                off += op.strides[d + 1];
+                idx[d] = 0;
+                d += 1;
+                idx[d] += 1;
+            }
+        }
+    }
+}
+
+/// Rounds `n` float32 values in place to float16 or bfloat16 `dt` and back.
+fn round_through(p: *mut f32, n: usize, dt: DType) {
+    let mut tmp = [0u16; 256];
+    let mut done = 0;
+    while done < n {
+        let m = (n - done).min(tmp.len());
+        // SAFETY: `p` addresses `n` float32 values the caller owns.
+        unsafe {
+            let q = p.add(done);
+            if dt == DType::F16 {
+                super::simd::f32_to_f16(q, tmp.as_mut_ptr(), m);
+                super::simd::f16_to_f32(tmp.as_ptr(), q, m);
+            } else {
+                super::simd::f32_to_bf16(q, tmp.as_mut_ptr(), m);
+                super::simd::bf16_to_f32(tmp.as_ptr(), q, m);
+            }
+        }
+        done += m;
+    }
+}
+
+unsafe fn fill_const(dst: *mut u8, bits: u64, es: usize, n: usize) {
+    for i in 0..n {
+        match es {
+            1 => dst.add(i).write(bits as u8),
+            2 => (dst as *mut u16).add(i).write(bits as u16),
+            4 => (dst as *mut u32).add(i).write(bits as u32),
+            _ => (dst as *mut u64).add(i).write(bits),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_of(shape: &[usize], strides: &[&[isize]]) -> (Vec<usize>, Vec<Vec<isize>>) {
+        let mut ops: Vec<OpPlan> = strides
+            .iter()
+            .map(|st| OpPlan {
+                mode: Mode::Staged,
+                strides: Dims::from_slice(st),
+                ..Default::default()
+            })
+            .collect();
+        let sizes = reorder_and_coalesce(shape, &mut ops);
+        (
+            sizes.to_vec(),
+            ops.iter().map(|o| o.strides.to_vec()).collect(),
+        )
+    }
+
+    #[test]
+    fn coalesces_contiguous_and_reorders_transposed() {
+        let (s, st) = plan_of(&[2, 3, 4], &[&[12, 4, 1], &[12, 4, 1]]);
+        assert_eq!(s, vec![24]);
+        assert_eq!(st, vec![vec![1], vec![1]]);
+        // Transposed output: iterate in its memory order.
+        let (s, st) = plan_of(&[3, 4], &[&[1, 3], &[4, 1]]);
+        assert_eq!(s, vec![3, 4]);
+        assert_eq!(st[0], vec![1, 3]);
+        // Broadcast input keeps dims apart.
+        let (s, st) = plan_of(&[5, 6], &[&[6, 1], &[0, 1]]);
+        assert_eq!(s, vec![6, 5]);
+        assert_eq!(st[1], vec![1, 0]);
+        // 0-d.
+        let (s, _) = plan_of(&[], &[&[], &[]]);
+        assert_eq!(s, vec![1]);
+    }
+
+    #[test]
+    fn output_layout_follows_tensor_iterator() {
+        // Contiguous inputs, broadcasting: contiguous output.
+        assert_eq!(
+            output_strides(&[2, 3], &[(&[2, 3], &[3, 1]), (&[3], &[1])]),
+            vec![3, 1]
+        );
+        // A transposed input: transposed output.
+        assert_eq!(output_strides(&[3, 4], &[(&[3, 4], &[1, 3])]), vec![1, 3]);
+        // Channels-last 4-d input.
+        assert_eq!(
+            output_strides(&[2, 3, 4, 5], &[(&[2, 3, 4, 5], &[60, 1, 15, 3])]),
+            vec![60, 1, 15, 3]
+        );
+        // Transposed input broadcast with a row vector.
+        assert_eq!(
+            output_strides(&[3, 4], &[(&[3, 4], &[1, 3]), (&[4], &[1])]),
+            vec![1, 3]
+        );
+        // Non-dense (sliced) input: dense output in its order.
+        assert_eq!(output_strides(&[3, 4], &[(&[3, 4], &[8, 2])]), vec![4, 1]);
+    }
+
+    #[test]
+    fn promotion_follows_torch() {
+        use DType::*;
+        assert_eq!(promote_types(U8, I8), I16);
+        assert_eq!(promote_types(U8, I32), I32);
+        assert_eq!(promote_types(I16, I8), I16);
+        assert_eq!(promote_types(Bool, U8), U8);
+        assert_eq!(promote_types(I64, F16), F16);
+        assert_eq!(promote_types(F16, BF16), F32);
+        assert_eq!(promote_types(F32, F64), F64);
+    }
+
+    #[test]
+    fn broadcast_shapes_follow_torch() {
+        assert_eq!(broadcast_shapes(&[3, 1], &[4]).unwrap(), vec![3, 4]);
+        assert_eq!(broadcast_shapes(&[], &[2, 2]).unwrap(), vec![2, 2]);
+        assert!(broadcast_shapes(&[3], &[4]).is_err());
+    }
+}

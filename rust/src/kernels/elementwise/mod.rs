@@ -1,0 +1,27 @@
+//! Elementwise kernels: an engine in the spirit of ATen's `TensorIterator`
+//! ([`Operand`], broadcasting, dimension coalescing, dtype casting on load
+//! and store, rayon splitting, runtime SIMD dispatch) and the pointwise ops
+//! of foo on top of it ([`unary`], [`binary`], [`ternary`]).
+//!
+//! Callers (the Python bindings, tests, benches) give the output view(s),
+//! already allocated with the broadcast shape and result dtype, the inputs,
+//! and the common dtype torch's type promotion gives; the ops compute in that
+//! dtype (float32 for float16/bfloat16) exactly as torch CPU does.
+
+mod cast;
+mod iter;
+pub mod math;
+mod ops;
+pub mod simd;
+
+pub use cast::Scalar;
+pub use iter::{broadcast_shapes, output_strides, promote_types, Operand, MAX_OPERANDS};
+pub use ops::{
+    binary, compute_dtype, identity, ternary, unary, BinaryOp, DivMode, TernaryOp, UnaryOp,
+};
+pub use simd::{
+    detected as detected_simd_level, level as simd_level, set_level as set_simd_level, SimdLevel,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,353 @@
+//! The pointwise ops of foo on top of the engine.
+//!
+//! Every entry point takes the output view(s), the inputs and the *common
+//! dtype* `ct` the caller computed with torch's promotion rules (for ops that
+//! promote integers to float, like `exp` or true division, the float dtype).
+//! The kernels compute in `ct`, or in float32 for float16/bfloat16 (ATen's
+//! "opmath" type); the engine casts inputs on load and outputs on store.
+
+mod binary;
+mod ternary;
+mod unary;
+
+pub use binary::{binary, BinaryOp, DivMode};
+pub use ternary::{ternary, TernaryOp};
+pub use unary::{identity, unary, UnaryOp};
+
+use super::cast::Num;
+use super::iter::{self, Operand};
+use super::simd;
+use crate::dtype::DType;
+use crate::kernels::{KernelError, Strided};
+use std::ops::{BitAnd, BitOr, BitXor, Not};
+
+pub(crate) fn unsupported(op: &'static str, dtype: DType) -> KernelError {
+    KernelError::UnsupportedDtype { op, dtype }
+}
+
+pub(crate) fn zero_division() -> KernelError {
+    KernelError::InvalidArgument("ZeroDivisionError".into())
+}
+
+/// The output of an op, and the 16-bit common dtype its float32 kernel
+/// rounds through (see `iter::run_via`), if any.
+#[derive(Clone, Copy)]
+pub(crate) struct Out<'a> {
+    pub t: &'a Strided,
+    pub via: Option<DType>,
+}
+
+impl<'a> Out<'a> {
+    pub(crate) fn new(t: &'a Strided, ct: DType) -> Out<'a> {
+        Out {
+            t,
+            via: matches!(ct, DType::F16 | DType::BF16).then_some(ct),
+        }
+    }
+}
+
+/// `out = f(x)` elementwise, computing in `A` -> `R`.
+pub(crate) fn run1<A: Num, R: Num, F: Fn(A) -> R + Sync>(
+    out: &Out,
+    x: Operand,
+    f: F,
+) -> Result<(), KernelError> {
+    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+        // SAFETY: the engine passes `n` contiguous elements of the declared dtypes.
+        unsafe { simd::map1(n, o[0] as *mut R, i[0] as *const A, &f) };
+        Ok(())
+    };
+    iter::run_via(&[(out.t, R::DT)], &[(x, A::DT)], &k, out.via)
+}
+
+/// `out = f(a, b)` elementwise.
+pub(crate) fn run2<A: Num, B: Num, R: Num, F: Fn(A, B) -> R + Sync>(
+    out: &Out,
+    a: Operand,
+    b: Operand,
+    f: F,
+) -> Result<(), KernelError> {
+    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+        // SAFETY: as in `run1`.
+        unsafe { simd::map2(n, o[0] as *mut R, i[0] as *const A, i[1] as *const B, &f) };
+        Ok(())
+    };
+    iter::run_via(&[(out.t, R::DT)], &[(a, A::DT), (b, B::DT)], &k, out.via)
+}
+
+/// `out = f(a, b)` for integer division-like ops: fails with
+/// "ZeroDivisionError" (as ATen's `TORCH_CHECK(b != 0)`) if any `b` is 0.
+pub(crate) fn run2_nonzero<T: Int, F: Fn(T, T) -> T + Sync>(
+    out: &Out,
+    a: Operand,
+    b: Operand,
+    f: F,
+) -> Result<(), KernelError> {
+    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+        // SAFETY: as in `run1`.
+        unsafe {
+            let bs = std::slice::from_raw_parts(i[1] as *const T, n);
+            if bs.contains(&T::ZERO) {
+                return Err(zero_division());
+            }
+            simd::map2(n, o[0] as *mut T, i[0] as *const T, i[1] as *const T, &f)
+        };
+        Ok(())
+    };
+    iter::run_via(&[(out.t, T::DT)], &[(a, T::DT), (b, T::DT)], &k, out.via)
+}
+
+/// `out = f(a, b, c)` elementwise.
+pub(crate) fn run3<A: Num, B: Num, C: Num, R: Num, F: Fn(A, B, C) -> R + Sync>(
+    out: &Out,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    f: F,
+) -> Result<(), KernelError> {
+    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+        // SAFETY: as in `run1`.
+        unsafe {
+            simd::map3(
+                n,
+                o[0] as *mut R,
+                i[0] as *const A,
+                i[1] as *const B,
+                i[2] as *const C,
+                &f,
+            )
+        };
+        Ok(())
+    };
+    iter::run_via(
+        &[(out.t, R::DT)],
+        &[(a, A::DT), (b, B::DT), (c, C::DT)],
+        &k,
+        out.via,
+    )
+}
+
+/// The type the kernels compute in for common dtype `ct` (ATen's opmath):
+/// float32 for the 16-bit floats, `ct` otherwise.
+pub fn compute_dtype(ct: DType) -> DType {
+    match ct {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// NaN-propagating maximum (`torch.maximum`).
+#[inline(always)]
+pub(crate) fn max_nan<T: super::math::Real>(a: T, b: T) -> T {
+    let m = if a > b { a } else { b };
+    if a.is_nan() || b.is_nan() {
+        T::NAN
+    } else {
+        m
+    }
+}
+
+/// NaN-propagating minimum (`torch.minimum`).
+#[inline(always)]
+pub(crate) fn min_nan<T: super::math::Real>(a: T, b: T) -> T {
+    let m = if a < b { a } else { b };
+    if a.is_nan() || b.is_nan() {
+        T::NAN
+    } else {
+        m
+    }
+}
+
+/// Integer compute types with torch's integer semantics (wrapping overflow,
+/// C-style truncating division, ATen's shift and power rules).
+pub(crate) trait Int:
+    Num
+    + Ord
+    + BitAnd<Output = Self>
+    + BitOr<Output = Self>
+    + BitXor<Output = Self>
+    + Not<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn wadd(self, o: Self) -> Self;
+    fn wsub(self, o: Self) -> Self;
+    fn wmul(self, o: Self) -> Self;
+    fn wneg(self) -> Self;
+    fn wabs(self) -> Self;
+    /// Truncating division; `o` must not be 0.
+    fn wdiv(self, o: Self) -> Self;
+    /// C remainder; `o` must not be 0.
+    fn wrem(self, o: Self) -> Self;
+    fn is_neg(self) -> bool;
+    /// ATen `lshift`: 0 for negative or too large shift counts.
+    fn shl_t(self, b: Self) -> Self;
+    /// ATen `rshift`: sign fill for negative or too large shift counts.
+    fn shr_t(self, b: Self) -> Self;
+    /// ATen `powi`.
+    fn powi(self, e: Self) -> Self;
+}
+
+macro_rules! int_impl {
+    ($t:ty, $u:ty, $s:ty, $signed:expr) => {
+        impl Int for $t {
+            const ZERO: $t = 0;
+            const ONE: $t = 1;
+            #[inline(always)]
+            fn wadd(self, o: $t) -> $t {
+                self.wrapping_add(o)
+            }
+            #[inline(always)]
+            fn wsub(self, o: $t) -> $t {
+                self.wrapping_sub(o)
+            }
+            #[inline(always)]
+            fn wmul(self, o: $t) -> $t {
+                self.wrapping_mul(o)
+            }
+            #[inline(always)]
+            fn wneg(self) -> $t {
+                self.wrapping_neg()
+            }
+            #[inline(always)]
+            fn wabs(self) -> $t {
+                if $signed && (self as $s) < 0 {
+                    self.wrapping_neg()
+                } else {
+                    self
+                }
+            }
+            #[inline(always)]
+            fn wdiv(self, o: $t) -> $t {
+                self.wrapping_div(o)
+            }
+            #[inline(always)]
+            fn wrem(self, o: $t) -> $t {
+                self.wrapping_rem(o)
+            }
+            #[inline(always)]
+            fn is_neg(self) -> bool {
+                $signed && (self as $s) < 0
+            }
+            #[inline(always)]
+            fn shl_t(self, b: $t) -> $t {
+                if (b as $s) < 0 || (b as $u as u64) >= <$t>::BITS as u64 {
+                    0
+                } else {
+                    ((self as $u) << (b as u32)) as $t
+                }
+            }
+            #[inline(always)]
+            fn shr_t(self, b: $t) -> $t {
+                let max_shift = <$t>::BITS - $signed as u32;
+                if (b as $s) < 0 || (b as $u as u64) >= max_shift as u64 {
+                    if $signed {
+                        self >> (<$t>::BITS - 1)
+                    } else {
+                        0
+                    }
+                } else {
+                    self >> (b as u32)
+                }
+            }
+            #[inline(always)]
+            fn powi(self, e: $t) -> $t {
+                let mut a = self;
+                let mut b = e;
+                if $signed && (b as $s) < 0 {
+                    if a == 1 {
+                        return 1;
+                    }
+                    if $signed && (a as $s) == -1 {
+                        return if (b as $s) % 2 != 0 { a } else { 1 };
+                    }
+                    return 0;
+                }
+                let mut r: $t = 1;
+                while b != 0 {
+                    if b & 1 != 0 {
+                        r = r.wrapping_mul(a);
+                    }
+                    b >>= 1;
+                    a = a.wrapping_mul(a);
+                }
+                r
+            }
+        }
+    };
+}
+int_impl!(u8, u8, i8, false);
+int_impl!(i8, u8, i8, true);
+int_impl!(i16, u16, i16, true);
+int_impl!(i32, u32, i32, true);
+int_impl!(i64, u64, i64, true);
+
+/// Runs `$body` with `$T` the float compute type of `$ct`.
+macro_rules! float_dispatch {
+    ($ct:expr, $name:expr, $T:ident => $body:expr) => {
+        match $ct {
+            DType::F32 | DType::F16 | DType::BF16 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            d => Err($crate::kernels::elementwise::ops::unsupported($name, d)),
+        }
+    };
+}
+pub(crate) use float_dispatch;
+
+/// Runs `$body` with `$T` the integer type of `$ct`.
+macro_rules! int_dispatch {
+    ($ct:expr, $name:expr, $T:ident => $body:expr) => {
+        match $ct {
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            d => Err($crate::kernels::elementwise::ops::unsupported($name, d)),
+        }
+    };
+}
+pub(crate) use int_dispatch;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_rules_follow_aten() {
+        assert_eq!(3i32.shl_t(40), 0);
+        assert_eq!(3i32.shl_t(-1), 0);
+        assert_eq!((-8i32).shr_t(100), -1);
+        assert_eq!(200u8.shr_t(9), 0);
+        assert_eq!(1u8.shl_t(7), 128);
+        assert_eq!(2i64.powi(10), 1024);
+        assert_eq!(2i64.powi(-1), 0);
+        assert_eq!((-1i64).powi(-3), -1);
+        assert_eq!((-1i64).powi(-2), 1);
+        assert_eq!(1i8.powi(-5), 1);
+        assert_eq!(3u8.powi(6), 217); // 729 wraps
+        assert_eq!((-128i8).wabs(), -128);
+        assert_eq!(i64::MIN.wdiv(-1), i64::MIN);
+    }
+}

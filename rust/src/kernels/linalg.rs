@@ -1,0 +1,929 @@
+//! Matrix products: `mm`, `addmm`, `bmm`, `baddbmm`, `addbmm`, `mv`,
+//! `addmv`, `dot`.
+//!
+//! Every product is a batched `out[b] = beta * input[b] + alpha * (a[b] @ b[b])`
+//! ([`baddbmm`]); the 2-d and 1-d ops view their operands as one-batch 3-d
+//! views (unit dimensions with any stride). Operands keep their strides:
+//! transposed or sliced matrices are read in place.
+//!
+//! - float32 / float64: the `gemm` crate (packed AVX-512 / AVX2 micro-kernels,
+//!   rayon threads), which takes row and column strides for all three
+//!   matrices.
+//! - float16 / bfloat16: operands are widened to float32, multiplied with the
+//!   float32 kernel and rounded once, as torch CPU accumulates in float32.
+//! - integers: a blocked kernel in wrapping 64-bit arithmetic, truncated to
+//!   the element type (the same bits as wrapping arithmetic in that type).
+//!   bool is refused, as on CPU.
+//!
+//! Determinism: each element of the product accumulates over `k` in an order
+//! fixed by the shapes (the gemm crate splits only `m` and `n` across
+//! threads), so results do not depend on the thread count.
+
+// Lane and tile loops index their accumulators on purpose (they vectorize).
+#![allow(clippy::needless_range_loop)]
+
+use super::copy::{self, Scalar};
+use super::{KernelError, Strided};
+use crate::dtype::DType;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// A Python scalar coefficient (`beta`, `alpha`), as a float and as an int:
+/// integer tensors use `i`, floating tensors use `f`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coef {
+    pub f: f64,
+    pub i: i64,
+}
+
+impl Coef {
+    pub const ZERO: Coef = Coef { f: 0.0, i: 0 };
+    pub const ONE: Coef = Coef { f: 1.0, i: 1 };
+
+    /// A float coefficient (an integer tensor sees it truncated).
+    pub fn float(f: f64) -> Coef {
+        Coef { f, i: f as i64 }
+    }
+
+    /// An integer coefficient.
+    pub fn int(i: i64) -> Coef {
+        Coef { f: i as f64, i }
+    }
+
+    fn is_zero_for(self, dtype: DType) -> bool {
+        if dtype.is_floating() {
+            self.f == 0.0
+        } else {
+            self.i == 0
+        }
+    }
+}
+
+/// Work (m * n * k) from which one product is split across threads; smaller
+/// products run on one thread (waking a second one costs more than it saves
+/// below about 200^3 on this 2-core machine, and far more when the other core
+/// is busy), and batches of them run in parallel over the batch instead.
+pub const PAR_GEMM: usize = 1 << 23;
+
+/// Dimensions and strides (in elements) of one matrix of a batch.
+#[derive(Clone, Copy, Debug)]
+struct Mat {
+    rs: isize,
+    cs: isize,
+    /// Stride between matrices of the batch.
+    bs: isize,
+}
+
+impl Mat {
+    fn of(t: &Strided) -> Mat {
+        Mat { bs: t.strides[0], rs: t.strides[1], cs: t.strides[2] }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(usize);
+
+fn unsupported(op: &'static str, dtype: DType) -> KernelError {
+    KernelError::UnsupportedDtype { op, dtype }
+}
+
+fn shape_err(msg: String) -> KernelError {
+    KernelError::ShapeMismatch(msg)
+}
+
+/// `out = beta * input + alpha * (a @ b)`, batched: `out` is `[B, M, N]`,
+/// `a` is `[B, M, K]`, `b` is `[B, K, N]`, `input` broadcasts to `[B, M, N]`
+/// (ignored when `beta` is zero, NaNs included, as in BLAS). All of one dtype.
+/// `out` must not overlap `a` or `b` (it may be `input` itself).
+pub fn baddbmm(out: &Strided, input: Option<&Strided>, a: &Strided, b: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+    baddbmm_op("bmm", out, input, a, b, beta, alpha)
+}
+
+fn check_3d(out: &Strided, a: &Strided, b: &Strided) -> Result<(usize, usize, usize, usize), KernelError> {
+    if out.ndim() != 3 || a.ndim() != 3 || b.ndim() != 3 {
+        return Err(shape_err("foo: batched matrix product expects 3-d tensors".into()));
+    }
+    let (bn, m, k) = (a.sizes[0], a.sizes[1], a.sizes[2]);
+    if b.sizes[0] != bn || b.sizes[1] != k {
+        return Err(shape_err(format!(
+            "Expected size for first two dimensions of batch2 tensor to be: [{bn}, {k}] but got: [{}, {}].",
+            b.sizes[0], b.sizes[1]
+        )));
+    }
+    let n = b.sizes[2];
+    if out.sizes != [bn, m, n] {
+        return Err(shape_err(format!("foo: output of shape {:?} for a product of shape [{bn}, {m}, {n}]", out.sizes)));
+    }
+    if a.dtype != b.dtype || out.dtype != a.dtype {
+        return Err(KernelError::InvalidArgument(format!(
+            "expected m1 and m2 to have the same dtype, but got: {} != {} (output {})",
+            a.dtype.name(),
+            b.dtype.name(),
+            out.dtype.name()
+        )));
+    }
+    Ok((bn, m, n, k))
+}
+
+fn baddbmm_op(op: &'static str, out: &Strided, input: Option<&Strided>, a: &Strided, b: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+    let (bn, m, n, k) = check_3d(out, a, b)?;
+    let dtype = out.dtype;
+    if dtype == DType::Bool {
+        return Err(unsupported(op, dtype));
+    }
+    let input = input.filter(|_| !beta.is_zero_for(dtype));
+    if let Some(inp) = input {
+        if inp.dtype != dtype {
+            return Err(KernelError::InvalidArgument(format!(
+                "foo: input of dtype {} for a product of dtype {}",
+                inp.dtype.name(),
+                dtype.name()
+            )));
+        }
+        if !(inp.ptr == out.ptr && inp.sizes == out.sizes && inp.strides == out.strides) {
+            broadcast_into(out, inp)?;
+        }
+    }
+    if out.numel() == 0 {
+        return Ok(());
+    }
+    let read = input.is_some();
+    if k == 0 || alpha.is_zero_for(dtype) {
+        return if read { scale(out, beta) } else { copy::fill(out, 0.0, 0, true) };
+    }
+    let (om, am, bm) = (Mat::of(out), Mat::of(a), Mat::of(b));
+    let shape = Shape { bn, m, n, k };
+    match dtype {
+        DType::F32 => float_bmm::<f32>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f as f32, alpha.f as f32),
+        DType::F64 => float_bmm::<f64>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f, alpha.f),
+        DType::F16 => half_bmm::<f16>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f as f32, alpha.f as f32),
+        DType::BF16 => half_bmm::<bf16>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f as f32, alpha.f as f32),
+        DType::U8 => int_bmm::<u8>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
+        DType::I8 => int_bmm::<i8>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
+        DType::I16 => int_bmm::<i16>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
+        DType::I32 => int_bmm::<i32>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
+        DType::I64 => int_bmm::<i64>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
+        DType::Bool => unreachable!(),
+    }
+    Ok(())
+}
+
+/// `out[b, i, j] = inp[b, i, j]` (broadcast) for 3-d `out` and an input of
+/// the same dtype: row by row, as a memcpy (or a fill, for a broadcast row)
+/// when rows are contiguous. The bias of `addmm` takes this path.
+fn broadcast_into(out: &Strided, inp: &Strided) -> Result<(), KernelError> {
+    let st = copy::broadcast_strides(inp, &out.sizes)?;
+    fn go<T: Copy + Send + Sync>(out: &Strided, inp: &Strided, st: &[isize]) {
+        let (bn, m, n) = (out.sizes[0], out.sizes[1], out.sizes[2]);
+        let (o, i) = (SendPtr(out.ptr as usize), SendPtr(inp.ptr as usize));
+        let os = [out.strides[0], out.strides[1], out.strides[2]];
+        let row = |r: usize| {
+            let (b, rr) = (r / m, r % m);
+            // SAFETY: row (b, rr) of both views (broadcast strides for the input).
+            unsafe {
+                let dst = (o.0 as *mut T).offset(b as isize * os[0] + rr as isize * os[1]);
+                let src = (i.0 as *const T).offset(b as isize * st[0] + rr as isize * st[1]);
+                if os[2] == 1 && st[2] == 1 {
+                    std::ptr::copy_nonoverlapping(src, dst, n);
+                } else if os[2] == 1 && st[2] == 0 {
+                    std::slice::from_raw_parts_mut(dst, n).fill(*src);
+                } else {
+                    for j in 0..n as isize {
+                        *dst.offset(j * os[2]) = *src.offset(j * st[2]);
+                    }
+                }
+            }
+        };
+        let rows = bn * m;
+        if rows > 1 && rows * n >= 2 * super::GRAIN_SIZE {
+            (0..rows).into_par_iter().with_min_len((super::GRAIN_SIZE / n.max(1)).max(1)).for_each(row);
+        } else {
+            (0..rows).for_each(row);
+        }
+    }
+    if out.numel() == 0 {
+        return Ok(());
+    }
+    match out.dtype.size() {
+        1 => go::<u8>(out, inp, &st),
+        2 => go::<u16>(out, inp, &st),
+        4 => go::<u32>(out, inp, &st),
+        _ => go::<u64>(out, inp, &st),
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    bn: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+impl Shape {
+    fn work(&self) -> usize {
+        self.m.saturating_mul(self.n).saturating_mul(self.k)
+    }
+    /// Whether to split the batch across threads (each product on one
+    /// thread) rather than split each product.
+    fn batch_parallel(&self) -> bool {
+        self.bn > 1 && self.work() < PAR_GEMM
+    }
+}
+
+/// Runs `f(batch, parallel_inside)` for every batch: in parallel over the
+/// batch for small products, in order (each product threaded) for large ones.
+fn for_batches(shape: Shape, f: impl Fn(usize, bool) + Sync) {
+    if shape.batch_parallel() {
+        (0..shape.bn).into_par_iter().for_each(|i| f(i, false));
+    } else {
+        let par = shape.work() >= PAR_GEMM;
+        for i in 0..shape.bn {
+            f(i, par);
+        }
+    }
+}
+
+/// dst = beta * dst (if read) + alpha * lhs @ rhs, with the gemm crate.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_one<T: 'static + Copy>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read: bool,
+    lhs: *const T,
+    lhs_rs: isize,
+    lhs_cs: isize,
+    rhs: *const T,
+    rhs_rs: isize,
+    rhs_cs: isize,
+    beta: T,
+    alpha: T,
+    par: bool,
+) {
+    let parallelism = if par { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+    // gemm's convention: dst := alpha * dst + beta * lhs * rhs.
+    gemm::gemm(
+        m, n, k, dst, dst_cs, dst_rs, read, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, beta, alpha, false, false, false,
+        parallelism,
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn float_bmm<T: 'static + Copy + Send + Sync>(
+    out: *mut u8,
+    om: Mat,
+    a: *mut u8,
+    am: Mat,
+    b: *mut u8,
+    bm: Mat,
+    s: Shape,
+    read: bool,
+    beta: T,
+    alpha: T,
+) {
+    let (o, a, b) = (SendPtr(out as usize), SendPtr(a as usize), SendPtr(b as usize));
+    for_batches(s, |i, par| {
+        let i = i as isize;
+        // SAFETY: the views were checked against their shapes; each batch's
+        // output matrix is written by one call.
+        unsafe {
+            gemm_one::<T>(
+                s.m,
+                s.n,
+                s.k,
+                (o.0 as *mut T).offset(i * om.bs),
+                om.rs,
+                om.cs,
+                read,
+                (a.0 as *const T).offset(i * am.bs),
+                am.rs,
+                am.cs,
+                (b.0 as *const T).offset(i * bm.bs),
+                bm.rs,
+                bm.cs,
+                beta,
+                alpha,
+                par,
+            )
+        }
+    });
+}
+
+/// Gathers a strided `rows x cols` matrix into a row-major float32 buffer.
+unsafe fn gather_f32<T: Scalar + ToF32>(p: *const T, rows: usize, cols: usize, rs: isize, cs: isize, dst: &mut [f32]) {
+    for r in 0..rows {
+        let row = p.offset(r as isize * rs);
+        let d = &mut dst[r * cols..(r + 1) * cols];
+        if cs == 1 {
+            let src = std::slice::from_raw_parts(row, cols);
+            for (o, &v) in d.iter_mut().zip(src) {
+                *o = v.to_f32_();
+            }
+        } else {
+            for (c, o) in d.iter_mut().enumerate() {
+                *o = (*row.offset(c as isize * cs)).to_f32_();
+            }
+        }
+    }
+}
+
+/// Widening to float32 for the half types (exact).
+pub(crate) trait ToF32: Copy {
+    fn to_f32_(self) -> f32;
+    fn from_f32_(v: f32) -> Self;
+}
+impl ToF32 for f16 {
+    #[inline(always)]
+    fn to_f32_(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    fn from_f32_(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+}
+impl ToF32 for bf16 {
+    #[inline(always)]
+    fn to_f32_(self) -> f32 {
+        f32::from_bits((self.to_bits() as u32) << 16)
+    }
+    #[inline(always)]
+    fn from_f32_(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn half_bmm<T: Scalar + ToF32>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *mut u8, bm: Mat, s: Shape, read: bool, beta: f32, alpha: f32) {
+    let (o, a, b) = (SendPtr(out as usize), SendPtr(a as usize), SendPtr(b as usize));
+    for_batches(s, |i, par| {
+        let i = i as isize;
+        let mut abuf = vec![0f32; s.m * s.k];
+        let mut bbuf = vec![0f32; s.k * s.n];
+        let mut dbuf = vec![0f32; s.m * s.n];
+        // SAFETY: as in float_bmm; the buffers are row-major and private.
+        unsafe {
+            let op = (o.0 as *mut T).offset(i * om.bs);
+            gather_f32((a.0 as *const T).offset(i * am.bs), s.m, s.k, am.rs, am.cs, &mut abuf);
+            gather_f32((b.0 as *const T).offset(i * bm.bs), s.k, s.n, bm.rs, bm.cs, &mut bbuf);
+            if read {
+                gather_f32(op, s.m, s.n, om.rs, om.cs, &mut dbuf);
+            }
+            gemm_one::<f32>(
+                s.m,
+                s.n,
+                s.k,
+                dbuf.as_mut_ptr(),
+                s.n as isize,
+                1,
+                read,
+                abuf.as_ptr(),
+                s.k as isize,
+                1,
+                bbuf.as_ptr(),
+                s.n as isize,
+                1,
+                beta,
+                alpha,
+                par,
+            );
+            for r in 0..s.m {
+                for c in 0..s.n {
+                    *op.offset(r as isize * om.rs + c as isize * om.cs) = T::from_f32_(dbuf[r * s.n + c]);
+                }
+            }
+        }
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn int_bmm<T: Scalar>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *mut u8, bm: Mat, s: Shape, read: bool, beta: i64, alpha: i64) {
+    let (o, a, b) = (SendPtr(out as usize), SendPtr(a as usize), SendPtr(b as usize));
+    for_batches(s, |i, par| {
+        let i = i as isize;
+        // SAFETY: as in float_bmm.
+        unsafe {
+            let op = SendPtr((o.0 as *mut T).offset(i * om.bs) as usize);
+            let ap = SendPtr((a.0 as *const T).offset(i * am.bs) as usize);
+            let bp = (b.0 as *const T).offset(i * bm.bs);
+            // b transposed to [n][k] in i64, so that each dot product reads two rows.
+            let mut bt = vec![0i64; s.n * s.k];
+            for p in 0..s.k {
+                for c in 0..s.n {
+                    bt[c * s.k + p] = (*bp.offset(p as isize * bm.rs + c as isize * bm.cs)).to_i64();
+                }
+            }
+            let row = |r: usize| {
+                let mut arow = vec![0i64; s.k];
+                for (p, v) in arow.iter_mut().enumerate() {
+                    *v = (*(ap.0 as *const T).offset(r as isize * am.rs + p as isize * am.cs)).to_i64();
+                }
+                let op = op.0 as *mut T;
+                for c in 0..s.n {
+                    let bc = &bt[c * s.k..(c + 1) * s.k];
+                    let mut acc = 0i64;
+                    for (&x, &y) in arow.iter().zip(bc) {
+                        acc = acc.wrapping_add(x.wrapping_mul(y));
+                    }
+                    let dst = op.offset(r as isize * om.rs + c as isize * om.cs);
+                    let mut v = alpha.wrapping_mul(acc);
+                    if read {
+                        v = v.wrapping_add(beta.wrapping_mul((*dst).to_i64()));
+                    }
+                    *dst = T::from_i64(v);
+                }
+            };
+            if par {
+                (0..s.m).into_par_iter().for_each(row);
+            } else {
+                (0..s.m).for_each(row);
+            }
+        }
+    });
+}
+
+/// out *= beta (the `k == 0` and `alpha == 0` cases).
+fn scale(out: &Strided, beta: Coef) -> Result<(), KernelError> {
+    fn go<T: Scalar>(out: &Strided, beta: Coef) {
+        let p = out.ptr as *mut T;
+        let float = T::is_float();
+        copy::for_each_offset(&out.sizes, &out.strides, 0, out.numel(), |_, off| {
+            // SAFETY: offsets of the view's own elements.
+            unsafe {
+                let v = *p.offset(off);
+                *p.offset(off) =
+                    if float { T::from_f64(v.to_f64() * beta.f) } else { T::from_i64(v.to_i64().wrapping_mul(beta.i)) };
+            }
+        });
+    }
+    crate::dispatch_dtype!(out.dtype, T => go::<T>(out, beta));
+    Ok(())
+}
+
+fn as_batch(t: &Strided) -> Strided {
+    let mut v = t.clone();
+    v.sizes.insert(0, 1);
+    v.strides.insert(0, 0);
+    v
+}
+
+/// `out = beta * input + alpha * (mat1 @ mat2)` for 2-d `mat1` `[M, K]`,
+/// `mat2` `[K, N]`, `out` `[M, N]`; `input` broadcasts to `[M, N]`.
+pub fn addmm(out: &Strided, input: Option<&Strided>, mat1: &Strided, mat2: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+    if mat1.ndim() != 2 || mat2.ndim() != 2 || out.ndim() != 2 {
+        return Err(shape_err("foo: mm expects 2-d tensors".into()));
+    }
+    if mat1.sizes[1] != mat2.sizes[0] {
+        return Err(shape_err(format!(
+            "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
+            mat1.sizes[0], mat1.sizes[1], mat2.sizes[0], mat2.sizes[1]
+        )));
+    }
+    let inp = input.map(as_batch);
+    baddbmm_op("addmm_impl_cpu_", &as_batch(out), inp.as_ref(), &as_batch(mat1), &as_batch(mat2), beta, alpha)
+}
+
+/// `out = mat1 @ mat2`.
+pub fn mm(out: &Strided, mat1: &Strided, mat2: &Strided) -> Result<(), KernelError> {
+    addmm(out, None, mat1, mat2, Coef::ZERO, Coef::ONE)
+}
+
+/// `out = beta * input + alpha * (mat @ vec)` for `mat` `[M, K]`, `vec` `[K]`,
+/// `out` `[M]`; `input` broadcasts to `[M]`.
+pub fn addmv(out: &Strided, input: Option<&Strided>, mat: &Strided, vec: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+    if mat.ndim() != 2 || vec.ndim() != 1 || out.ndim() != 1 || mat.sizes[1] != vec.sizes[0] || out.sizes[0] != mat.sizes[0] {
+        return Err(shape_err(format!(
+            "size mismatch, got input ({}), mat ({}x{}), vec ({})",
+            out.sizes.first().copied().unwrap_or(0),
+            mat.sizes.first().copied().unwrap_or(0),
+            mat.sizes.get(1).copied().unwrap_or(0),
+            vec.sizes.first().copied().unwrap_or(0)
+        )));
+    }
+    // [M] -> [1, M, 1]; [K] -> [1, K, 1].
+    let col = |t: &Strided| Strided::new(t.ptr, t.dtype, vec![1, t.sizes[0], 1], vec![0, t.strides[0], 1]);
+    let inp = input.map(|i| {
+        let mut v = i.clone();
+        v.sizes.insert(0, 1);
+        v.strides.insert(0, 0);
+        v.sizes.push(1);
+        v.strides.push(1);
+        v
+    });
+    baddbmm_op("addmv_impl_cpu", &col(out), inp.as_ref(), &as_batch(mat), &col(vec), beta, alpha)
+}
+
+/// `out = beta * input + alpha * sum_b(batch1[b] @ batch2[b])`: `out` `[M, N]`.
+/// The batch is accumulated into `out` in order, one product at a time
+/// (rounded to the element type after each, as torch CPU's `addbmm`).
+pub fn addbmm(out: &Strided, input: Option<&Strided>, b1: &Strided, b2: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+    if b1.ndim() != 3 || b2.ndim() != 3 || out.ndim() != 2 {
+        return Err(shape_err("foo: addbmm expects 3-d batches and a 2-d output".into()));
+    }
+    let bn = b1.sizes[0];
+    if b2.sizes[0] != bn || b2.sizes[1] != b1.sizes[2] {
+        return Err(shape_err(format!(
+            "Expected size for first two dimensions of batch2 tensor to be: [{bn}, {}] but got: [{}, {}].",
+            b1.sizes[2], b2.sizes[0], b2.sizes[1]
+        )));
+    }
+    let out3 = as_batch(out);
+    let dtype = out.dtype;
+    if dtype == DType::Bool {
+        return Err(unsupported("addbmm", dtype));
+    }
+    let slice = |t: &Strided, i: usize| {
+        Strided::new(
+            // SAFETY: i < bn; offset inside the batch view.
+            unsafe { t.ptr.offset(i as isize * t.strides[0] * t.dtype.size() as isize) },
+            t.dtype,
+            vec![1, t.sizes[1], t.sizes[2]],
+            vec![0, t.strides[1], t.strides[2]],
+        )
+    };
+    if bn == 0 {
+        let inp = input.map(as_batch);
+        return baddbmm_op("addbmm", &out3, inp.as_ref(), &slice_empty(b1), &slice_empty(b2), beta, Coef::ZERO);
+    }
+    for i in 0..bn {
+        if i == 0 {
+            let inp = input.map(as_batch);
+            baddbmm_op("addbmm", &out3, inp.as_ref(), &slice(b1, i), &slice(b2, i), beta, alpha)?;
+        } else {
+            let o = out3.clone();
+            baddbmm_op("addbmm", &out3, Some(&o), &slice(b1, i), &slice(b2, i), Coef::ONE, alpha)?;
+        }
+    }
+    Ok(())
+}
+
+fn slice_empty(t: &Strided) -> Strided {
+    Strided::new(t.ptr, t.dtype, vec![1, t.sizes[1], t.sizes[2]], vec![0, t.strides[1], t.strides[2]])
+}
+
+/// Accumulator lanes of [`dot`]: a fixed number, so the order of additions is
+/// fixed by the length alone.
+const DOT_LANES: usize = 16;
+/// Elements per leaf of the pairwise tree of [`dot`].
+const DOT_BLOCK: usize = 4096;
+
+trait DotAcc: Copy + Send + Sync {
+    const ZERO: Self;
+    fn add(self, o: Self) -> Self;
+}
+impl DotAcc for f32 {
+    const ZERO: f32 = 0.0;
+    #[inline(always)]
+    fn add(self, o: f32) -> f32 {
+        self + o
+    }
+}
+impl DotAcc for f64 {
+    const ZERO: f64 = 0.0;
+    #[inline(always)]
+    fn add(self, o: f64) -> f64 {
+        self + o
+    }
+}
+impl DotAcc for i64 {
+    const ZERO: i64 = 0;
+    #[inline(always)]
+    fn add(self, o: i64) -> i64 {
+        self.wrapping_add(o)
+    }
+}
+
+#[inline(always)]
+fn dot_leaf<T: Copy, A: DotAcc>(a: *const T, sa: isize, b: *const T, sb: isize, lo: usize, hi: usize, mul: &impl Fn(T, T) -> A) -> A {
+    let mut acc = [A::ZERO; DOT_LANES];
+    let mut i = lo;
+    // SAFETY: lo..hi lies inside both vectors.
+    unsafe {
+        if sa == 1 && sb == 1 {
+            while i + DOT_LANES <= hi {
+                for j in 0..DOT_LANES {
+                    acc[j] = acc[j].add(mul(*a.add(i + j), *b.add(i + j)));
+                }
+                i += DOT_LANES;
+            }
+        }
+        let mut j = 0;
+        while i < hi {
+            acc[j] = acc[j].add(mul(*a.offset(i as isize * sa), *b.offset(i as isize * sb)));
+            i += 1;
+            j = (j + 1) % DOT_LANES;
+        }
+    }
+    let mut w = DOT_LANES;
+    while w > 1 {
+        w /= 2;
+        for j in 0..w {
+            acc[j] = acc[j].add(acc[j + w]);
+        }
+    }
+    acc[0]
+}
+
+fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(a: SendPtr, sa: isize, b: SendPtr, sb: isize, lo: usize, hi: usize, mul: &(impl Fn(T, T) -> A + Sync)) -> A {
+    let n = hi - lo;
+    if n <= DOT_BLOCK {
+        return dot_leaf(a.0 as *const T, sa, b.0 as *const T, sb, lo, hi, mul);
+    }
+    let blocks = n.div_ceil(DOT_BLOCK);
+    let mid = lo + blocks.div_ceil(2) * DOT_BLOCK;
+    let (l, r) = if n >= 16 * DOT_BLOCK {
+        rayon::join(|| dot_tree(a, sa, b, sb, lo, mid, mul), || dot_tree(a, sa, b, sb, mid, hi, mul))
+    } else {
+        (dot_tree(a, sa, b, sb, lo, mid, mul), dot_tree(a, sa, b, sb, mid, hi, mul))
+    };
+    l.add(r)
+}
+
+/// `out[()] = sum_i a[i] * b[i]` for 1-d `a`, `b` of one dtype; float32 and
+/// the half types accumulate in float32, float64 in float64, integers in
+/// wrapping 64-bit arithmetic. A fixed pairwise tree: deterministic.
+pub fn dot(out: &Strided, a: &Strided, b: &Strided) -> Result<(), KernelError> {
+    if a.ndim() != 1 || b.ndim() != 1 {
+        return Err(shape_err(format!("1D tensors expected, but got {}D and {}D tensors", a.ndim(), b.ndim())));
+    }
+    if a.sizes[0] != b.sizes[0] {
+        return Err(shape_err(format!(
+            "inconsistent tensor size, expected tensor [{}] and src [{}] to have the same number of elements, but got {} and {} elements respectively",
+            a.sizes[0], b.sizes[0], a.sizes[0], b.sizes[0]
+        )));
+    }
+    if a.dtype != b.dtype || out.dtype != a.dtype {
+        return Err(KernelError::InvalidArgument(format!(
+            "dot : expected both vectors to have same dtype, but found {} and {}",
+            a.dtype.name(),
+            b.dtype.name()
+        )));
+    }
+    if out.numel() != 1 {
+        return Err(shape_err("foo: dot writes a 0-d output".into()));
+    }
+    let n = a.sizes[0];
+    let (pa, pb) = (SendPtr(a.ptr as usize), SendPtr(b.ptr as usize));
+    let (sa, sb) = (a.strides[0], b.strides[0]);
+    fn store<T: Copy>(out: &Strided, v: T) {
+        // SAFETY: a one-element output.
+        unsafe { *(out.ptr as *mut T) = v };
+    }
+    match a.dtype {
+        DType::Bool => return Err(unsupported("dot", DType::Bool)),
+        DType::F32 => store(out, dot_tree::<f32, f32>(pa, sa, pb, sb, 0, n, &|x, y| x * y)),
+        DType::F64 => store(out, dot_tree::<f64, f64>(pa, sa, pb, sb, 0, n, &|x, y| x * y)),
+        DType::F16 => store(out, f16::from_f32(dot_tree::<f16, f32>(pa, sa, pb, sb, 0, n, &|x, y| x.to_f32_() * y.to_f32_()))),
+        DType::BF16 => {
+            store(out, bf16::from_f32(dot_tree::<bf16, f32>(pa, sa, pb, sb, 0, n, &|x, y| x.to_f32_() * y.to_f32_())))
+        }
+        d => {
+            crate::dispatch_dtype!(d, T => {
+                let v = dot_tree::<T, i64>(pa, sa, pb, sb, 0, n, &|x: T, y: T| x.to_i64().wrapping_mul(y.to_i64()));
+                store(out, T::from_i64(v))
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::contiguous_strides;
+
+    fn view<T>(v: &mut [T], dtype: DType, sizes: &[usize]) -> Strided {
+        Strided::new(v.as_mut_ptr() as *mut u8, dtype, sizes.to_vec(), contiguous_strides(sizes))
+    }
+
+    fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    fn data(n: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 33) % 2001) as f64 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mm_f32_matches_naive_with_transposed_operands() {
+        let (m, k, n) = (37, 53, 29);
+        let a64 = data(m * k, 1);
+        let b64 = data(k * n, 2);
+        // a stored transposed ([k, m] row-major), read as [m, k] with strides (1, m).
+        let mut at: Vec<f32> = vec![0.0; m * k];
+        for i in 0..m {
+            for p in 0..k {
+                at[p * m + i] = a64[i * k + p] as f32;
+            }
+        }
+        let mut b: Vec<f32> = b64.iter().map(|&x| x as f32).collect();
+        let mut c = vec![0f32; m * n];
+        let av = Strided::new(at.as_mut_ptr() as *mut u8, DType::F32, vec![m, k], vec![1, m as isize]);
+        mm(&view(&mut c, DType::F32, &[m, n]), &av, &view(&mut b, DType::F32, &[k, n])).unwrap();
+        let want = naive(&a64, &b64, m, k, n);
+        for (x, y) in c.iter().zip(&want) {
+            assert!((*x as f64 - y).abs() < 1e-4, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn addmm_beta_alpha_broadcast_bias_f64() {
+        let (m, k, n) = (4, 3, 5);
+        let mut a = data(m * k, 3);
+        let mut b = data(k * n, 4);
+        let mut bias = data(n, 5);
+        let want = naive(&a, &b, m, k, n);
+        let mut c = vec![0f64; m * n];
+        addmm(
+            &view(&mut c, DType::F64, &[m, n]),
+            Some(&view(&mut bias, DType::F64, &[n])),
+            &view(&mut a, DType::F64, &[m, k]),
+            &view(&mut b, DType::F64, &[k, n]),
+            Coef::float(0.5),
+            Coef::float(2.0),
+        )
+        .unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let w = 0.5 * bias[j] + 2.0 * want[i * n + j];
+                assert!((c[i * n + j] - w).abs() < 1e-12);
+            }
+        }
+    }
+
+    #[test]
+    fn beta_zero_ignores_nan_input() {
+        let mut a = vec![1f32; 4];
+        let mut b = vec![1f32; 4];
+        let mut bias = vec![f32::NAN; 4];
+        let mut c = vec![0f32; 4];
+        addmm(
+            &view(&mut c, DType::F32, &[2, 2]),
+            Some(&view(&mut bias, DType::F32, &[2, 2])),
+            &view(&mut a, DType::F32, &[2, 2]),
+            &view(&mut b, DType::F32, &[2, 2]),
+            Coef::ZERO,
+            Coef::ONE,
+        )
+        .unwrap();
+        assert_eq!(c, vec![2.0; 4]);
+    }
+
+    #[test]
+    fn k_zero_gives_scaled_input() {
+        let mut a: Vec<f32> = vec![];
+        let mut bias = vec![3f32; 4];
+        let mut c = vec![7f32; 4];
+        let e = Strided::new(a.as_mut_ptr() as *mut u8, DType::F32, vec![2, 0], vec![1, 1]);
+        let e2 = Strided::new(a.as_mut_ptr() as *mut u8, DType::F32, vec![0, 2], vec![2, 1]);
+        addmm(&view(&mut c, DType::F32, &[2, 2]), Some(&view(&mut bias, DType::F32, &[2, 2])), &e, &e2, Coef::float(2.0), Coef::ONE)
+            .unwrap();
+        assert_eq!(c, vec![6.0; 4]);
+        mm(&view(&mut c, DType::F32, &[2, 2]), &e, &e2).unwrap();
+        assert_eq!(c, vec![0.0; 4]);
+    }
+
+    #[test]
+    fn shape_errors_name_the_shapes() {
+        let mut a = vec![0f32; 6];
+        let mut b = vec![0f32; 20];
+        let mut c = vec![0f32; 10];
+        let e = mm(&view(&mut c, DType::F32, &[2, 5]), &view(&mut a, DType::F32, &[2, 3]), &view(&mut b, DType::F32, &[4, 5]))
+            .unwrap_err();
+        assert_eq!(e.to_string(), "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)");
+    }
+
+    #[test]
+    fn integer_mm_wraps_like_the_element_type() {
+        let mut a: Vec<i8> = vec![100, 100, 1, 2];
+        let mut b: Vec<i8> = vec![2, 0, 1, 1];
+        let mut c = vec![0i8; 4];
+        mm(&view(&mut c, DType::I8, &[2, 2]), &view(&mut a, DType::I8, &[2, 2]), &view(&mut b, DType::I8, &[2, 2])).unwrap();
+        // row 0: [100*2 + 100*1, 100] = [300 -> 44, 100]
+        assert_eq!(c, vec![44, 100, 4, 2]);
+        let (mut b1, mut b2, mut b3) = ([true; 4], [true; 4], [true; 4]);
+        let r = mm(&view(&mut b1, DType::Bool, &[2, 2]), &view(&mut b2, DType::Bool, &[2, 2]), &view(&mut b3, DType::Bool, &[2, 2]));
+        assert!(matches!(r, Err(KernelError::UnsupportedDtype { .. })));
+    }
+
+    #[test]
+    fn bf16_and_f16_round_once_from_f32() {
+        let (m, k, n) = (8, 40, 6);
+        let a64 = data(m * k, 7);
+        let b64 = data(k * n, 8);
+        let mut a: Vec<bf16> = a64.iter().map(|&x| bf16::from_f64(x)).collect();
+        let mut b: Vec<bf16> = b64.iter().map(|&x| bf16::from_f64(x)).collect();
+        let ar: Vec<f64> = a.iter().map(|x| x.to_f64()).collect();
+        let br: Vec<f64> = b.iter().map(|x| x.to_f64()).collect();
+        let want = naive(&ar, &br, m, k, n);
+        let mut c = vec![bf16::ZERO; m * n];
+        mm(&view(&mut c, DType::BF16, &[m, n]), &view(&mut a, DType::BF16, &[m, k]), &view(&mut b, DType::BF16, &[k, n])).unwrap();
+        for (x, y) in c.iter().zip(&want) {
+            assert!((x.to_f64() - y).abs() <= 1e-2 * y.abs() + 1e-2, "{x} vs {y}");
+        }
+        let mut a: Vec<f16> = a64.iter().map(|&x| f16::from_f64(x)).collect();
+        let mut b: Vec<f16> = b64.iter().map(|&x| f16::from_f64(x)).collect();
+        let ar: Vec<f64> = a.iter().map(|x| x.to_f64()).collect();
+        let br: Vec<f64> = b.iter().map(|x| x.to_f64()).collect();
+        let want = naive(&ar, &br, m, k, n);
+        let mut c = vec![f16::ZERO; m * n];
+        mm(&view(&mut c, DType::F16, &[m, n]), &view(&mut a, DType::F16, &[m, k]), &view(&mut b, DType::F16, &[k, n])).unwrap();
+        for (x, y) in c.iter().zip(&want) {
+            assert!((x.to_f64() - y).abs() <= 2e-3 * y.abs() + 2e-3, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn bmm_and_addbmm() {
+        let (bn, m, k, n) = (5, 3, 4, 2);
+        let mut a = data(bn * m * k, 9);
+        let mut b = data(bn * k * n, 10);
+        let mut c = vec![0f64; bn * m * n];
+        baddbmm(
+            &view(&mut c, DType::F64, &[bn, m, n]),
+            None,
+            &view(&mut a, DType::F64, &[bn, m, k]),
+            &view(&mut b, DType::F64, &[bn, k, n]),
+            Coef::ZERO,
+            Coef::ONE,
+        )
+        .unwrap();
+        let mut total = vec![0f64; m * n];
+        for i in 0..bn {
+            let w = naive(&a[i * m * k..(i + 1) * m * k], &b[i * k * n..(i + 1) * k * n], m, k, n);
+            for j in 0..m * n {
+                assert!((c[i * m * n + j] - w[j]).abs() < 1e-12);
+                total[j] += w[j];
+            }
+        }
+        let mut s = vec![0f64; m * n];
+        addbmm(&view(&mut s, DType::F64, &[m, n]), None, &view(&mut a, DType::F64, &[bn, m, k]), &view(&mut b, DType::F64, &[bn, k, n]), Coef::ZERO, Coef::ONE)
+            .unwrap();
+        for j in 0..m * n {
+            assert!((s[j] - total[j]).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn mv_and_dot() {
+        let (m, k) = (7, 5000);
+        let mut a = data(m * k, 11);
+        let mut v = data(k, 12);
+        let mut o = vec![0f64; m];
+        addmv(&view(&mut o, DType::F64, &[m]), None, &view(&mut a, DType::F64, &[m, k]), &view(&mut v, DType::F64, &[k]), Coef::ZERO, Coef::ONE)
+            .unwrap();
+        for i in 0..m {
+            let w: f64 = (0..k).map(|p| a[i * k + p] * v[p]).sum();
+            assert!((o[i] - w).abs() < 1e-9);
+        }
+        let mut d = vec![0f64; 1];
+        let row = Strided::new(a.as_mut_ptr() as *mut u8, DType::F64, vec![k], vec![1]);
+        dot(&Strided::new(d.as_mut_ptr() as *mut u8, DType::F64, vec![], vec![]), &row, &view(&mut v, DType::F64, &[k])).unwrap();
+        assert!((d[0] - o[0]).abs() < 1e-9);
+        let mut xi: Vec<i32> = (0..100).collect();
+        let mut di = vec![0i32];
+        let xv = view(&mut xi, DType::I32, &[100]);
+        dot(&Strided::new(di.as_mut_ptr() as *mut u8, DType::I32, vec![], vec![]), &xv, &xv).unwrap();
+        assert_eq!(di[0], (0..100).map(|x| x * x).sum::<i32>());
+    }
+
+    /// The same bits with 1 and with several threads, for shapes that take
+    /// the threaded path and ragged edges.
+    #[test]
+    fn deterministic_across_thread_counts() {
+        for &(m, k, n) in &[(300usize, 257usize, 301usize), (1, 5000, 300), (513, 64, 1)] {
+            let mut a: Vec<f32> = data(m * k, 13).iter().map(|&x| x as f32).collect();
+            let mut b: Vec<f32> = data(k * n, 14).iter().map(|&x| x as f32).collect();
+            let run = |threads: usize, a: &mut Vec<f32>, b: &mut Vec<f32>| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let mut c = vec![0f32; m * n];
+                pool.install(|| {
+                    mm(&view(&mut c, DType::F32, &[m, n]), &view(a, DType::F32, &[m, k]), &view(b, DType::F32, &[k, n])).unwrap()
+                });
+                c
+            };
+            let one = run(1, &mut a, &mut b);
+            for t in [2, 3, 4] {
+                let c = run(t, &mut a, &mut b);
+                assert!(one.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{k}x{n} with {t} threads");
+            }
+        }
+    }
+}
