@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import foo_rs
 
-from conftest import make_tensor
+from foo_testing import make_tensor
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]

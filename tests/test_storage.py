@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import foo_rs
-from conftest import FOO_DTYPES, make_tensor
+from foo_testing import FOO_DTYPES, make_tensor
 
 
 def test_untyped_storage_on_foo():

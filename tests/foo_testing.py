@@ -1,0 +1,20 @@
+"""Helpers shared by the test modules (a uniquely named module: `conftest`
+is ambiguous once several test folders have one)."""
+
+import torch
+
+import foo_rs
+
+#: Every dtype foo holds, for round-trip style tests.
+FOO_DTYPES = list(foo_rs.SUPPORTED_DTYPES)
+
+
+def make_tensor(shape, dtype, seed=0):
+    """A CPU tensor with varied values of ``dtype`` (incl. negatives, non-integers)."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * 10).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
