@@ -32,7 +32,7 @@ OWN_OPS = {
     "var.correction_out", "std.correction_out", "var_mean.correction", "std_mean.correction",
     "linalg_vector_norm.out", "norm.out", "norm.dtype_out", "all.out", "any.out", "all.dims_out",
     "any.dims_out", "all.all_out", "any.all_out", "count_nonzero.dim_IntList", "cumsum.out",
-    "cumprod.out", "_softmax.out", "_log_softmax.out", "_softmax_backward_data.out",
+    "cumprod.out", "trace", "_softmax.out", "_log_softmax.out", "_softmax_backward_data.out",
     "_log_softmax_backward_data.out", "nll_loss_forward.output", "nll_loss_backward.grad_input",
     "nll_loss2d_forward", "nll_loss2d_forward.output", "nll_loss2d_backward",
     "nll_loss2d_backward.grad_input", "mse_loss.out", "mse_loss_backward",
@@ -423,6 +423,15 @@ def test_all_any_count_nonzero(dtype):
     check(torch.count_nonzero, x)
     check(torch.count_nonzero, x, 1)
     check(lambda x: torch.count_nonzero(x, (0, 1)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.bool, torch.uint8])
+def test_trace(dtype):
+    x = make_tensor((5, 7), dtype, 10)
+    check(torch.trace, x)
+    check(torch.trace, x.t())
+    check(torch.trace, torch.ones(0, 3, dtype=dtype))
+    check(torch.trace, torch.ones(3, dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.bool, torch.uint8])

@@ -1,6 +1,6 @@
 """Reductions and scans: sum, nansum, mean, prod, amax/amin, max/min (full and
 with indices), argmax/argmin, aminmax, var/std (+ mean), vector norms,
-all/any, count_nonzero, cumsum/cumprod.
+all/any, count_nonzero, trace, cumsum/cumprod.
 
 Structured reductions register their ``.out`` overload (ATen's composite
 kernels give the functional forms and allocate on foo). The Rust engine is
@@ -504,6 +504,17 @@ def count_nonzero_dims(self, dim):
     dims = reduce_dims(self, dim)
     out = torch.empty(reduced_shape(self, dims, False), dtype=torch.int64, device=self.device)
     return run_reduce("count_nonzero", out, self, dims)
+
+
+@impl("trace")
+def trace(self):
+    check_same_device("trace", self)
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool' on foo")
+    if self.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {self.dim()}")
+    out = torch.empty((), dtype=_default_sum_dtype(self, None), device=self.device)
+    return run_reduce("sum", out, self.diagonal(), [0])
 
 
 # ---------------------------------------------------------------------------

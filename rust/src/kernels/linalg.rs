@@ -59,11 +59,19 @@ impl Coef {
     }
 }
 
-/// Work (m * n * k) from which one product is split across threads; smaller
-/// products run on one thread (waking a second one costs more than it saves
-/// below about 200^3 on this 2-core machine, and far more when the other core
-/// is busy), and batches of them run in parallel over the batch instead.
-pub const PAR_GEMM: usize = 1 << 23;
+/// Default of [`par_gemm`].
+pub const PAR_GEMM_DEFAULT: usize = 1 << 23;
+
+/// Work (m * n * k) from which one product is split across threads
+/// (`FOO_RS_PAR_GEMM` overrides it); smaller products run on the calling
+/// thread (handing work to a second thread costs more than it saves below
+/// about 200^3 on a 2-core machine, far more when the other core is busy),
+/// and batches of them run in parallel over the batch instead. Results do not
+/// depend on it.
+pub fn par_gemm() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| super::reduce::env_usize("FOO_RS_PAR_GEMM", PAR_GEMM_DEFAULT))
+}
 
 /// Dimensions and strides (in elements) of one matrix of a batch.
 #[derive(Clone, Copy, Debug)]
@@ -195,7 +203,7 @@ fn broadcast_into(out: &Strided, inp: &Strided) -> Result<(), KernelError> {
             }
         };
         let rows = bn * m;
-        if rows > 1 && rows * n >= 2 * super::GRAIN_SIZE {
+        if rows > 1 && rows * n >= super::reduce::par_min() {
             (0..rows).into_par_iter().with_min_len((super::GRAIN_SIZE / n.max(1)).max(1)).for_each(row);
         } else {
             (0..rows).for_each(row);
@@ -228,7 +236,7 @@ impl Shape {
     /// Whether to split the batch across threads (each product on one
     /// thread) rather than split each product.
     fn batch_parallel(&self) -> bool {
-        self.bn > 1 && self.work() < PAR_GEMM
+        self.bn > 1 && self.work() < par_gemm() && self.bn.saturating_mul(self.work()) >= par_gemm() / 8
     }
 }
 
@@ -238,7 +246,7 @@ fn for_batches(shape: Shape, f: impl Fn(usize, bool) + Sync) {
     if shape.batch_parallel() {
         (0..shape.bn).into_par_iter().for_each(|i| f(i, false));
     } else {
-        let par = shape.work() >= PAR_GEMM;
+        let par = shape.work() >= par_gemm();
         for i in 0..shape.bn {
             f(i, par);
         }
@@ -636,7 +644,7 @@ fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(a: SendPtr, sa: isize, b: SendPtr,
     }
     let blocks = n.div_ceil(DOT_BLOCK);
     let mid = lo + blocks.div_ceil(2) * DOT_BLOCK;
-    let (l, r) = if n >= 16 * DOT_BLOCK {
+    let (l, r) = if n >= super::reduce::par_min() {
         rayon::join(|| dot_tree(a, sa, b, sb, lo, mid, mul), || dot_tree(a, sa, b, sb, mid, hi, mul))
     } else {
         (dot_tree(a, sa, b, sb, lo, mid, mul), dot_tree(a, sa, b, sb, mid, hi, mul))

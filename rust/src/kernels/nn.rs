@@ -16,7 +16,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::copy::{self, Scalar};
-use super::reduce::{crate_simd_level, AccF, FloatElem, Walker3};
+use super::reduce::{crate_simd_level, par_min, AccF, FloatElem, Walker3};
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
@@ -91,6 +91,17 @@ impl Real for f64 {
 
 #[derive(Clone, Copy)]
 struct P(usize);
+
+/// Runs `f(0..n)`: on rayon's threads if `parallel`, else in order on the
+/// calling thread (no hand-off to the pool for small work). Stops at the
+/// first error (in order when sequential).
+fn try_chunks(n: usize, parallel: bool, f: impl Fn(usize) -> Result<(), KernelError> + Sync + Send) -> Result<(), KernelError> {
+    if parallel && n > 1 {
+        (0..n).into_par_iter().try_for_each(f)
+    } else {
+        (0..n).try_for_each(f)
+    }
+}
 
 /// `v` rounded to `T` and widened back (identity for float32 / float64).
 #[inline(always)]
@@ -194,10 +205,10 @@ where
             let r1 = (r0 + rows_per_task).min(outer);
             rows_dispatch::<T>(kind, o, a, b, r0, r1, d, simd);
         };
-        if tasks > 1 {
+        if tasks > 1 && outer * d >= par_min() {
             (0..tasks).into_par_iter().for_each(task);
         } else {
-            task(0);
+            (0..tasks).for_each(task);
         }
     } else {
         let tiles = inner.div_ceil(TILE);
@@ -208,7 +219,7 @@ where
             let w = TILE.min(inner - c0);
             cols_dispatch::<T>(kind, o, a, b, oi * d * inner + c0, d, inner, w, simd);
         };
-        if items > 1 && items * d * TILE.min(inner) >= 2 * GRAIN_SIZE {
+        if items > 1 && items * d * TILE.min(inner) >= par_min() {
             let min_len = (GRAIN_SIZE / (d * TILE.min(inner)).max(1)).max(1);
             (0..items).into_par_iter().with_min_len(min_len).for_each(task);
         } else {
@@ -510,7 +521,7 @@ fn tree_sum2(n: usize, f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + 
             return Ok(acc[0]);
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
-        let (a, b) = if n >= 8 * LOSS_BLOCK { rayon::join(|| go(lo, mid, f), || go(mid, hi, f)) } else { (go(lo, mid, f), go(mid, hi, f)) };
+        let (a, b) = if n >= par_min() { rayon::join(|| go(lo, mid, f), || go(mid, hi, f)) } else { (go(lo, mid, f), go(mid, hi, f)) };
         let (a, b) = (a?, b?);
         Ok((a.0 + b.0, a.1 + b.1))
     }
@@ -603,7 +614,7 @@ fn nll_fwd<T: FloatElem>(out: &Strided, tw: &Strided, inp: &Strided, target: &St
         let o = P(out.ptr as usize);
         let (osz, ost) = (out.sizes.clone(), out.strides.clone());
         let chunk = GRAIN_SIZE;
-        let res: Result<(), KernelError> = (0..m.div_ceil(chunk)).into_par_iter().try_for_each(|k| {
+        let res: Result<(), KernelError> = try_chunks(m.div_ceil(chunk), m >= par_min(), |k| {
             let lo = k * chunk;
             let hi = (lo + chunk).min(m);
             let mut err = Ok(());
@@ -671,7 +682,7 @@ fn nll_bwd<T: FloatElem>(gi: &Strided, g: &Strided, target: &Strided, weight: Op
         T::Acc::ZERO - v
     };
     let chunk = GRAIN_SIZE;
-    (0..m.div_ceil(chunk)).into_par_iter().try_for_each(|k| {
+    try_chunks(m.div_ceil(chunk), m >= par_min(), |k| {
         let lo = k * chunk;
         let hi = (lo + chunk).min(m);
         let mut err = Ok(());
@@ -747,7 +758,7 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
         }
         let po = P(out.ptr as usize);
         let chunk = GRAIN_SIZE;
-        (0..n.div_ceil(chunk)).into_par_iter().for_each(|k| {
+        let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |k| {
             let lo = k * chunk;
             let hi = (lo + chunk).min(n);
             let mut w = Walker3::new(shape, [sa, sb, &out.strides], lo);
@@ -758,6 +769,7 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
                     w.next();
                 }
             }
+            Ok(())
         });
         return Ok(());
     }
@@ -783,7 +795,7 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
             return acc[0];
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
-        let (x, y) = if n >= 8 * LOSS_BLOCK {
+        let (x, y) = if n >= par_min() {
             rayon::join(|| go::<T>(lo, mid, shape, sa, sb, sq), || go::<T>(mid, hi, shape, sa, sb, sq))
         } else {
             (go::<T>(lo, mid, shape, sa, sb, sq), go::<T>(mid, hi, shape, sa, sb, sq))
@@ -809,7 +821,7 @@ pub fn mse_loss_backward(grad_input: &Strided, grad: &Strided, a: &Strided, b: &
         let (po, pg, pa, pb) = (P(gi.ptr as usize), P(g.ptr as usize), P(a.ptr as usize), P(b.ptr as usize));
         let norm = rnd::<T>(T::Acc::from_f64(norm));
         let chunk = GRAIN_SIZE;
-        (0..n.div_ceil(chunk)).into_par_iter().for_each(|k| {
+        let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |k| {
             let lo = k * chunk;
             let hi = (lo + chunk).min(n);
             let mut wo = Walker3::new(&gi.sizes, [&gi.strides, sg, &[]], lo);
@@ -826,6 +838,7 @@ pub fn mse_loss_backward(grad_input: &Strided, grad: &Strided, a: &Strided, b: &
                     wi.next();
                 }
             }
+            Ok(())
         });
     }
     if grad_input.numel() == 0 {
@@ -915,7 +928,7 @@ pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided
                 *x = T::from_f64(a);
             }
         };
-        if nw * d >= 2 * GRAIN_SIZE {
+        if nw * d >= par_min() {
             (0..nw).into_par_iter().with_min_len((GRAIN_SIZE / d.max(1)).max(1)).for_each(row);
         } else {
             (0..nw).for_each(row);

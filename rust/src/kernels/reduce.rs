@@ -17,7 +17,8 @@
 //!   accumulators over its contiguous runs (vectorized), then folds them
 //!   pairwise.
 //! - **outer**: a kept dimension is innermost (e.g. `sum(dim=0)` of a
-//!   row-major matrix). Tiles of [`TILE`] neighbouring outputs are reduced
+//!   row-major matrix). Tiles of neighbouring outputs (16, 64 or [`TILE`],
+//!   by the length of that dimension; outputs never mix) are reduced
 //!   together, one reduced row at a time (vectorized across outputs), again as
 //!   a pairwise tree over rows with leaves of [`OUTER_LEAF`] rows.
 //!
@@ -50,8 +51,24 @@ pub const BLOCK: usize = 4096;
 pub const TILE: usize = 256;
 /// Rows per leaf of the outer layout's pairwise tree.
 pub const OUTER_LEAF: usize = 16;
-/// Subtrees with at least this many elements may run on two threads.
-const JOIN_MIN: usize = 16 * BLOCK;
+/// Default of [`par_min`].
+pub const PAR_MIN_DEFAULT: usize = 1 << 18;
+
+/// Work (elements) below which the reduction, softmax and loss kernels stay
+/// on the calling thread (`FOO_RS_PAR_MIN` overrides it). Handing work to
+/// rayon from a thread outside its pool (Python's) costs a wake-up and a
+/// hand-back: microseconds on an idle machine, far more when the other core
+/// is busy or its vCPU is halted. Parallelism never changes results (the
+/// trees are fixed by the shapes), so this is a speed knob only.
+pub fn par_min() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| env_usize("FOO_RS_PAR_MIN", PAR_MIN_DEFAULT))
+}
+
+/// A positive integer from the environment, or `default`.
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&v| v > 0).unwrap_or(default)
+}
 /// The most dimensions a reduction takes after coalescing.
 const MAX_DIMS: usize = 25;
 
@@ -826,7 +843,7 @@ fn run_outputs(plan: &Plan, _p: Ptrs, f: impl Fn(&Walker3) + Sync) {
             }
         }
     };
-    if m > 1 && m.saturating_mul(per) >= 2 * GRAIN_SIZE {
+    if m > 1 && m.saturating_mul(per) >= par_min() {
         let nchunks = m.div_ceil(chunk);
         (0..nchunks).into_par_iter().for_each(|c| run(c * chunk, ((c + 1) * chunk).min(m)));
     } else {
@@ -847,7 +864,7 @@ fn inner_tree<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
     }
     let blocks = n.div_ceil(BLOCK);
     let mid = lo + blocks.div_ceil(2) * BLOCK;
-    let (a, b) = if n >= JOIN_MIN {
+    let (a, b) = if n >= par_min() {
         rayon::join(|| inner_tree(red, plan, base, lo, mid, simd), || inner_tree(red, plan, base, mid, hi, simd))
     } else {
         (inner_tree(red, plan, base, lo, mid, simd), inner_tree(red, plan, base, mid, hi, simd))
@@ -928,6 +945,15 @@ fn inner_leaf<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
     let row_len = plan.red[nd - 1];
     let s = plan.r_in[nd - 1];
     let p0 = base as *const R::In;
+    if nd == 1 && hi - lo < 2 * LANES {
+        // One short run: one accumulator, no walker.
+        let mut acc = red.init();
+        for i in lo..hi {
+            // SAFETY: element i of this output's only reduced dim.
+            acc = red.step(acc, unsafe { *p0.offset(i as isize * s) }, i as i64);
+        }
+        return acc;
+    }
     if hi - lo < 2 * LANES {
         // Short: one accumulator.
         let mut acc = red.init();
@@ -971,8 +997,18 @@ fn inner_leaf<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
 // ---------------------------------------------------------------------------
 
 fn reduce_outer<R: Reducer>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8) {
-    // The kept dim with the smallest input stride is the vector dim.
+    // The kept dim with the smallest input stride is the vector dim. Narrow
+    // vectors get narrow tiles (each output's result does not depend on the
+    // tile width: outputs never mix).
     let v = (0..plan.kept.len()).min_by_key(|&d| plan.k_in[d].unsigned_abs()).unwrap();
+    match plan.kept[v] {
+        0..=16 => reduce_outer_w::<R, 16>(red, plan, ptrs, simd, v),
+        17..=64 => reduce_outer_w::<R, 64>(red, plan, ptrs, simd, v),
+        _ => reduce_outer_w::<R, TILE>(red, plan, ptrs, simd, v),
+    }
+}
+
+fn reduce_outer_w<R: Reducer, const W: usize>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8, v: usize) {
     let vlen = plan.kept[v];
     let (vs, vo, vo2) = (plan.k_in[v], plan.k_out[v], plan.k_out2[v]);
     let rest: Vec<usize> = (0..plan.kept.len()).filter(|&d| d != v).collect();
@@ -981,24 +1017,24 @@ fn reduce_outer<R: Reducer>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8) {
     let rout: Vec<isize> = rest.iter().map(|&d| plan.k_out[d]).collect();
     let rout2: Vec<isize> = rest.iter().map(|&d| plan.k_out2[d]).collect();
     let nrest: usize = rsizes.iter().product();
-    let ntiles = vlen.div_ceil(TILE);
+    let ntiles = vlen.div_ceil(W);
     let items = nrest * ntiles;
     let r = plan.r;
     let insz = std::mem::size_of::<R::In>() as isize;
     let one = |item: usize| {
         let (ri, t) = (item / ntiles, item % ntiles);
         let w = Walker3::new(&rsizes, [&rin, &rout, &rout2], ri);
-        let j0 = t * TILE;
-        let width = TILE.min(vlen - j0);
+        let j0 = t * W;
+        let width = W.min(vlen - j0);
         let base = ptrs.inp as isize + (w.off[0] + j0 as isize * vs) * insz;
-        let acc = outer_tree(red, plan, base as usize, vs, width, 0, r, simd);
+        let acc = outer_tree::<R, W>(red, plan, base as usize, vs, width, 0, r, simd);
         for (j, a) in acc.iter().enumerate().take(width) {
             let jj = (j0 + j) as isize;
             write(red, *a, r, ptrs, w.off[1] + jj * vo, w.off[2] + jj * vo2);
         }
     };
-    let work_per_item = r.saturating_mul(TILE.min(vlen));
-    if items > 1 && items.saturating_mul(work_per_item) >= 2 * GRAIN_SIZE {
+    let work_per_item = r.saturating_mul(W.min(vlen));
+    if items > 1 && items.saturating_mul(work_per_item) >= par_min() {
         let min_len = (GRAIN_SIZE / work_per_item.max(1)).max(1);
         (0..items).into_par_iter().with_min_len(min_len).for_each(one);
     } else {
@@ -1007,20 +1043,20 @@ fn reduce_outer<R: Reducer>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn outer_tree<R: Reducer>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize, simd: u8) -> [R::Acc; TILE] {
+fn outer_tree<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize, simd: u8) -> [R::Acc; W] {
     let n = hi - lo;
     if n <= OUTER_LEAF {
-        return outer_leaf_dispatch(red, plan, base, vs, width, lo, hi, simd);
+        return outer_leaf_dispatch::<R, W>(red, plan, base, vs, width, lo, hi, simd);
     }
     let leaves = n.div_ceil(OUTER_LEAF);
     let mid = lo + leaves.div_ceil(2) * OUTER_LEAF;
-    let (mut a, b) = if n * width >= JOIN_MIN {
+    let (mut a, b) = if n * width >= par_min() {
         rayon::join(
-            || outer_tree(red, plan, base, vs, width, lo, mid, simd),
-            || outer_tree(red, plan, base, vs, width, mid, hi, simd),
+            || outer_tree::<R, W>(red, plan, base, vs, width, lo, mid, simd),
+            || outer_tree::<R, W>(red, plan, base, vs, width, mid, hi, simd),
         )
     } else {
-        (outer_tree(red, plan, base, vs, width, lo, mid, simd), outer_tree(red, plan, base, vs, width, mid, hi, simd))
+        (outer_tree::<R, W>(red, plan, base, vs, width, lo, mid, simd), outer_tree::<R, W>(red, plan, base, vs, width, mid, hi, simd))
     };
     for j in 0..width {
         a[j] = red.combine(a[j], b[j]);
@@ -1029,45 +1065,45 @@ fn outer_tree<R: Reducer>(red: &R, plan: &Plan, base: usize, vs: isize, width: u
 }
 
 #[allow(clippy::too_many_arguments)]
-fn outer_leaf_dispatch<R: Reducer>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize, simd: u8) -> [R::Acc; TILE] {
+fn outer_leaf_dispatch<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize, simd: u8) -> [R::Acc; W] {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: the level was detected on this CPU.
         if simd >= 2 {
-            return unsafe { outer_leaf_avx512(red, plan, base, vs, width, lo, hi) };
+            return unsafe { outer_leaf_avx512::<R, W>(red, plan, base, vs, width, lo, hi) };
         }
         if simd == 1 {
-            return unsafe { outer_leaf_avx2(red, plan, base, vs, width, lo, hi) };
+            return unsafe { outer_leaf_avx2::<R, W>(red, plan, base, vs, width, lo, hi) };
         }
     }
     let _ = simd;
-    outer_leaf(red, plan, base, vs, width, lo, hi)
+    outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn outer_leaf_avx512<R: Reducer>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; TILE] {
-    outer_leaf(red, plan, base, vs, width, lo, hi)
+unsafe fn outer_leaf_avx512<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; W] {
+    outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn outer_leaf_avx2<R: Reducer>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; TILE] {
-    outer_leaf(red, plan, base, vs, width, lo, hi)
+unsafe fn outer_leaf_avx2<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; W] {
+    outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
 }
 
 #[inline(always)]
-fn outer_leaf<R: Reducer>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; TILE] {
-    let mut acc = [red.init(); TILE];
+fn outer_leaf<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; W] {
+    let mut acc = [red.init(); W];
     let mut w = Walker3::new(&plan.red, [&plan.r_in, &[], &[]], lo);
     let p0 = base as *const R::In;
     for r in lo..hi {
         // SAFETY: offsets from the reduced walker and the tile stay in the view.
         unsafe {
             let p = p0.offset(w.off[0]);
-            if vs == 1 && width == TILE {
-                let x = &*(p as *const [R::In; TILE]);
-                for j in 0..TILE {
+            if vs == 1 && width == W {
+                let x = &*(p as *const [R::In; W]);
+                for j in 0..W {
                     acc[j] = red.step(acc[j], x[j], r as i64);
                 }
             } else if vs == 1 {
@@ -1408,7 +1444,7 @@ fn scan_generic<T: Copy, O: Copy>(out: &Strided, inp: &Strided, dim: usize, line
             k += 1;
         });
     };
-    if lines > 1 && lines * n >= 2 * GRAIN_SIZE {
+    if lines > 1 && lines * n >= par_min() {
         (0..lines.div_ceil(chunk)).into_par_iter().for_each(|c| run(c * chunk, ((c + 1) * chunk).min(lines)));
     } else {
         run(0, lines);
