@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
@@ -55,6 +56,23 @@ uint64_t foo_rs_gen_offset(uint64_t id);
 void foo_rs_gen_set_seed(uint64_t id, uint64_t seed);
 void foo_rs_gen_set_offset(uint64_t id, uint64_t offset);
 uint64_t foo_rs_gen_random_seed();
+
+// Fast lane (rust/src/ffi.rs).
+struct FooView {
+  void* ptr;
+  int64_t ndim;
+  const int64_t* sizes;
+  const int64_t* strides;
+  uint8_t dtype;
+};
+struct FooScalar {
+  uint8_t kind;  // 0 int, 1 float, 2 bool
+  int64_t i;
+  double f;
+};
+int32_t foo_rs_ew_binary(uint32_t op, FooScalar alpha, const FooView* out, const FooView* a, const FooView* b,
+                         FooScalar bs, uint8_t ct, char* err, size_t err_len);
+int32_t foo_rs_ew_unary(uint32_t op, const FooView* out, const FooView* x, uint8_t ct, char* err, size_t err_len);
 }
 
 namespace foo_rs {
@@ -423,6 +441,227 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
 
+
+// ---- Fast lane -----------------------------------------------------------
+// The hottest elementwise overloads get C++ kernels that call Rust directly
+// when the call is the common case (float foo tensors of one dtype, shape and
+// device, contiguous; or a float foo tensor and a Python number); every other
+// call goes to the op's Python kernel, which Python registered as the
+// PrivateUse1 kernel of `foo_slow::<name>` (same schema). Python decides what
+// takes this lane (foo_rs/_ops/_registry.py: `FOO_RS_FAST_LANE=0` turns it off).
+
+int fast_code(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return 6;
+    case c10::ScalarType::BFloat16: return 7;
+    case c10::ScalarType::Float: return 8;
+    case c10::ScalarType::Double: return 9;
+    default: return -1;
+  }
+}
+
+bool fast_tensor(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kFoo && t.layout() == c10::Layout::Strided &&
+         fast_code(t.scalar_type()) >= 0 && t.is_contiguous();
+}
+
+FooView view_of(const at::Tensor& t) {
+  return {t.data_ptr(), t.dim(), t.sizes().data(), t.strides().data(), static_cast<uint8_t>(fast_code(t.scalar_type()))};
+}
+
+bool scalar_of(const c10::Scalar& s, FooScalar* out) {
+  if (s.isFloatingPoint() && !s.isSymbolic()) {
+    *out = {1, 0, s.toDouble()};
+    return true;
+  }
+  if (s.isIntegral(false) && !s.isSymbolic()) {
+    *out = {0, s.toLong(), 0.0};
+    return true;
+  }
+  return false;  // bool, complex, symbolic: the Python kernel decides
+}
+
+// A Python number torch wrapped into a 0-dim CPU tensor (`x * 2`).
+bool wrapped_scalar(const at::Tensor& t, FooScalar* out) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::CPU || !t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    return false;
+  }
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double: *out = {1, 0, *t.const_data_ptr<double>()}; return true;
+    case c10::ScalarType::Long: *out = {0, *t.const_data_ptr<int64_t>(), 0.0}; return true;
+    default: return false;
+  }
+}
+
+// Whether (self, other) takes the fast lane; `has_b` false means `other` is the number `bs`.
+bool binary_fast(const at::Tensor& self, const at::Tensor& other, bool* has_b, FooScalar* bs) {
+  if (!fast_tensor(self)) return false;
+  if (other.defined() && other.device().type() == kFoo) {
+    *has_b = true;
+    return fast_tensor(other) && other.scalar_type() == self.scalar_type() &&
+           other.device() == self.device() && other.sizes().equals(self.sizes());
+  }
+  *has_b = false;
+  return wrapped_scalar(other, bs);
+}
+
+at::Tensor fast_empty(const at::Tensor& like) {
+  return empty_memory_format(like.sizes(), like.scalar_type(), std::nullopt, like.device(), std::nullopt, std::nullopt);
+}
+
+void run_binary(uint32_t op, const FooScalar& alpha, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                bool has_b, const FooScalar& bs) {
+  char err[512] = {0};
+  const FooView vo = view_of(out), va = view_of(a);
+  FooView vb{};
+  if (has_b) vb = view_of(b);
+  const int32_t rc = foo_rs_ew_binary(op, alpha, &vo, &va, has_b ? &vb : nullptr, bs, vo.dtype, err, sizeof(err));
+  TORCH_CHECK(rc == 0, err);
+}
+
+void run_unary(uint32_t op, const at::Tensor& out, const at::Tensor& x) {
+  char err[512] = {0};
+  const FooView vo = view_of(out), vx = view_of(x);
+  const int32_t rc = foo_rs_ew_unary(op, &vo, &vx, vo.dtype, err, sizeof(err));
+  TORCH_CHECK(rc == 0, err);
+}
+
+c10::OperatorHandle slow_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow((std::string("foo_slow::") + name).c_str(), "");
+}
+
+const c10::DispatchKeySet kSlowKeys{c10::DispatchKey::PrivateUse1};
+
+template <uint32_t OP, const char* SLOW>
+at::Tensor fast_binary_alpha(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  bool has_b = false;
+  FooScalar bs{}, a{};
+  if (binary_fast(self, other, &has_b, &bs) && scalar_of(alpha, &a)) {
+    at::Tensor out = fast_empty(self);
+    run_binary(OP, a, out, self, other, has_b, bs);
+    return out;
+  }
+  static const auto op = slow_op(SLOW).typed<at::Tensor(const at::Tensor&, const at::Tensor&, const c10::Scalar&)>();
+  return op.redispatch(kSlowKeys, self, other, alpha);
+}
+
+template <uint32_t OP, const char* SLOW>
+at::Tensor& fast_binary_alpha_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  bool has_b = false;
+  FooScalar bs{}, a{};
+  if (binary_fast(self, other, &has_b, &bs) && scalar_of(alpha, &a) &&
+      !(has_b && other.data_ptr() != self.data_ptr() && other.is_alias_of(self))) {
+    run_binary(OP, a, self, self, other, has_b, bs);
+    return self;
+  }
+  static const auto op = slow_op(SLOW).typed<at::Tensor&(at::Tensor&, const at::Tensor&, const c10::Scalar&)>();
+  return op.redispatch(kSlowKeys, self, other, alpha);
+}
+
+template <uint32_t OP, const char* SLOW>
+at::Tensor fast_binary(const at::Tensor& self, const at::Tensor& other) {
+  bool has_b = false;
+  FooScalar bs{};
+  if (binary_fast(self, other, &has_b, &bs)) {
+    at::Tensor out = fast_empty(self);
+    run_binary(OP, FooScalar{0, 1, 0.0}, out, self, other, has_b, bs);
+    return out;
+  }
+  static const auto op = slow_op(SLOW).typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.redispatch(kSlowKeys, self, other);
+}
+
+template <uint32_t OP, const char* SLOW>
+at::Tensor& fast_binary_(at::Tensor& self, const at::Tensor& other) {
+  bool has_b = false;
+  FooScalar bs{};
+  if (binary_fast(self, other, &has_b, &bs) && !(has_b && other.data_ptr() != self.data_ptr() && other.is_alias_of(self))) {
+    run_binary(OP, FooScalar{0, 1, 0.0}, self, self, other, has_b, bs);
+    return self;
+  }
+  static const auto op = slow_op(SLOW).typed<at::Tensor&(at::Tensor&, const at::Tensor&)>();
+  return op.redispatch(kSlowKeys, self, other);
+}
+
+template <uint32_t OP, const char* SLOW>
+at::Tensor fast_unary(const at::Tensor& self) {
+  if (fast_tensor(self)) {
+    at::Tensor out = fast_empty(self);
+    run_unary(OP, out, self);
+    return out;
+  }
+  static const auto op = slow_op(SLOW).typed<at::Tensor(const at::Tensor&)>();
+  return op.redispatch(kSlowKeys, self);
+}
+
+template <uint32_t OP, const char* SLOW>
+at::Tensor& fast_unary_(at::Tensor& self) {
+  if (fast_tensor(self)) {
+    run_unary(OP, self, self);
+    return self;
+  }
+  static const auto op = slow_op(SLOW).typed<at::Tensor&(at::Tensor&)>();
+  return op.redispatch(kSlowKeys, self);
+}
+
+#define FOO_SLOW_NAME(var, text) constexpr char var[] = text;
+FOO_SLOW_NAME(kAddT, "add_Tensor")
+FOO_SLOW_NAME(kAddT_, "add__Tensor")
+FOO_SLOW_NAME(kSubT, "sub_Tensor")
+FOO_SLOW_NAME(kSubT_, "sub__Tensor")
+FOO_SLOW_NAME(kMulT, "mul_Tensor")
+FOO_SLOW_NAME(kMulT_, "mul__Tensor")
+FOO_SLOW_NAME(kDivT, "div_Tensor")
+FOO_SLOW_NAME(kDivT_, "div__Tensor")
+#undef FOO_SLOW_NAME
+
+using Registrar = void (*)(torch::Library&);
+
+struct FastOp {
+  const char* name;
+  Registrar reg;
+};
+
+#define FOO_UNARY(code, opname)                                                       \
+  constexpr char kSlow_##opname[] = #opname;                                          \
+  constexpr char kSlow_##opname##_[] = #opname "_";                                   \
+  void reg_##opname(torch::Library& m) {                                              \
+    m.impl(#opname, TORCH_FN((fast_unary<code, kSlow_##opname>)));                    \
+  }                                                                                   \
+  void reg_##opname##_(torch::Library& m) {                                           \
+    m.impl(#opname "_", TORCH_FN((fast_unary_<code, kSlow_##opname##_>)));            \
+  }
+FOO_UNARY(0, neg)
+FOO_UNARY(1, exp)
+FOO_UNARY(2, log)
+FOO_UNARY(3, sqrt)
+FOO_UNARY(4, rsqrt)
+FOO_UNARY(5, sigmoid)
+FOO_UNARY(6, tanh)
+FOO_UNARY(7, relu)
+FOO_UNARY(9, sin)
+FOO_UNARY(10, cos)
+FOO_UNARY(11, reciprocal)
+FOO_UNARY(12, silu)
+#undef FOO_UNARY
+
+#define FOO_UNARY_ENTRIES(opname) {#opname, reg_##opname}, {#opname "_", reg_##opname##_},
+
+const FastOp kFastOps[] = {
+    {"add.Tensor", [](torch::Library& m) { m.impl("add.Tensor", TORCH_FN((fast_binary_alpha<0, kAddT>))); }},
+    {"add_.Tensor", [](torch::Library& m) { m.impl("add_.Tensor", TORCH_FN((fast_binary_alpha_<0, kAddT_>))); }},
+    {"sub.Tensor", [](torch::Library& m) { m.impl("sub.Tensor", TORCH_FN((fast_binary_alpha<1, kSubT>))); }},
+    {"sub_.Tensor", [](torch::Library& m) { m.impl("sub_.Tensor", TORCH_FN((fast_binary_alpha_<1, kSubT_>))); }},
+    {"mul.Tensor", [](torch::Library& m) { m.impl("mul.Tensor", TORCH_FN((fast_binary<2, kMulT>))); }},
+    {"mul_.Tensor", [](torch::Library& m) { m.impl("mul_.Tensor", TORCH_FN((fast_binary_<2, kMulT_>))); }},
+    {"div.Tensor", [](torch::Library& m) { m.impl("div.Tensor", TORCH_FN((fast_binary<3, kDivT>))); }},
+    {"div_.Tensor", [](torch::Library& m) { m.impl("div_.Tensor", TORCH_FN((fast_binary_<3, kDivT_>))); }},
+    FOO_UNARY_ENTRIES(neg) FOO_UNARY_ENTRIES(exp) FOO_UNARY_ENTRIES(log) FOO_UNARY_ENTRIES(sqrt)
+    FOO_UNARY_ENTRIES(rsqrt) FOO_UNARY_ENTRIES(sigmoid) FOO_UNARY_ENTRIES(tanh) FOO_UNARY_ENTRIES(relu)
+    FOO_UNARY_ENTRIES(sin) FOO_UNARY_ENTRIES(cos) FOO_UNARY_ENTRIES(reciprocal) FOO_UNARY_ENTRIES(silu)
+};
+#undef FOO_UNARY_ENTRIES
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
@@ -440,6 +679,37 @@ FooHooks g_hooks;
 
 }  // namespace
 }  // namespace foo_rs
+
+// The aten overloads the fast lane has C++ kernels for, comma-separated.
+extern "C" const char* foo_glue_fast_ops() {
+  static const std::string names = [] {
+    std::string s;
+    for (const auto& op : foo_rs::kFastOps) {
+      if (!s.empty()) s += ",";
+      s += op.name;
+    }
+    return s;
+  }();
+  return names.c_str();
+}
+
+// Registers the fast-lane C++ kernel of `name` for PrivateUse1; 0 on success,
+// 1 if the lane has no kernel for it. The op's Python kernel must already be
+// registered as `foo_slow::<name with '.' as '_'>`.
+extern "C" int foo_glue_register_fast(const char* name) {
+  static torch::Library* lib =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const auto& op : foo_rs::kFastOps) {
+    if (std::strcmp(op.name, name) == 0) {
+      op.reg(*lib);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+// torch's intra-op thread count (torch.set_num_threads), which foo's kernels follow.
+extern "C" int foo_glue_num_threads() { return at::get_num_threads(); }
 
 // Called once from the PyO3 module's init, after torch is loaded.
 extern "C" void foo_glue_init() {

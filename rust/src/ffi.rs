@@ -2,7 +2,7 @@
 //! Every function is total: errors become return codes or messages, never
 //! panics across the FFI boundary.
 
-use crate::{allocator, device, rng};
+use crate::{allocator, device, kernels, rng};
 use std::ffi::{c_char, c_void, CStr};
 
 fn write_message(buf: *mut c_char, len: usize, msg: &str) {
@@ -181,4 +181,145 @@ pub extern "C" fn foo_rs_gen_set_offset(id: u64, offset: u64) {
 #[no_mangle]
 pub extern "C" fn foo_rs_gen_random_seed() -> u64 {
     rng::random_seed()
+}
+
+// ---- Fast lane: elementwise kernels called straight from C++ -------------
+//
+// The glue's C++ kernels for the hottest elementwise overloads (add, mul,
+// relu, ... on float tensors of one shape) call these without going through
+// Python; everything else they hand to the op's Python kernel.
+
+/// A tensor as the glue passes it: sizes and strides (in elements) point at
+/// `ndim` values each.
+#[repr(C)]
+pub struct FooView {
+    pub ptr: *mut c_void,
+    pub ndim: i64,
+    pub sizes: *const i64,
+    pub strides: *const i64,
+    pub dtype: u8,
+}
+
+/// A Python-number operand: `kind` 0 int, 1 float, 2 bool.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FooScalar {
+    pub kind: u8,
+    pub i: i64,
+    pub f: f64,
+}
+
+fn scalar_of(s: FooScalar) -> kernels::elementwise::Scalar {
+    use kernels::elementwise::Scalar;
+    match s.kind {
+        0 => Scalar::Int(s.i),
+        2 => Scalar::Bool(s.i != 0),
+        _ => Scalar::Float(s.f),
+    }
+}
+
+/// # Safety
+/// `v` points at a valid [`FooView`] whose arrays hold `ndim` values.
+unsafe fn strided_of(v: *const FooView) -> Result<kernels::Strided, String> {
+    let v = &*v;
+    let dtype = crate::DType::from_code(v.dtype).ok_or_else(|| format!("foo: unknown dtype code {}", v.dtype))?;
+    let nd = usize::try_from(v.ndim).map_err(|_| "foo: negative rank".to_string())?;
+    let (sizes, strides): (Vec<usize>, Vec<isize>) = if nd == 0 {
+        (Vec::new(), Vec::new())
+    } else {
+        let (s, st) = (std::slice::from_raw_parts(v.sizes, nd), std::slice::from_raw_parts(v.strides, nd));
+        (s.iter().map(|&x| x.max(0) as usize).collect(), st.iter().map(|&x| x as isize).collect())
+    };
+    Ok(kernels::Strided::new(v.ptr as *mut u8, dtype, sizes, strides))
+}
+
+/// Binary fast-lane ops: 0 add, 1 sub (both with `alpha`), 2 mul, 3 div.
+/// `b` is a tensor, or null with `bs` a number. `ct` is the compute dtype
+/// code. Returns 0, or 1 with a message in `err`.
+///
+/// # Safety
+/// Views describe live foo memory; `err` holds `err_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_ew_binary(
+    op: u32,
+    alpha: FooScalar,
+    out: *const FooView,
+    a: *const FooView,
+    b: *const FooView,
+    bs: FooScalar,
+    ct: u8,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    use kernels::elementwise::{self as ew, BinaryOp, DivMode, Operand};
+    let run = || -> Result<(), String> {
+        let op = match op {
+            0 => BinaryOp::Add { alpha: scalar_of(alpha) },
+            1 => BinaryOp::Sub { alpha: scalar_of(alpha) },
+            2 => BinaryOp::Mul,
+            3 => BinaryOp::Div { mode: DivMode::True },
+            _ => return Err(format!("foo: unknown fast binary op {op}")),
+        };
+        let ct = crate::DType::from_code(ct).ok_or("foo: unknown compute dtype")?;
+        let (o, a) = (strided_of(out)?, strided_of(a)?);
+        let bt = if b.is_null() { None } else { Some(strided_of(b)?) };
+        let bop = match &bt {
+            Some(t) => Operand::Tensor(t),
+            None => Operand::Scalar(scalar_of(bs)),
+        };
+        ew::binary(&op, &o, Operand::Tensor(&a), bop, ct).map_err(|e| e.to_string())
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(msg)) => {
+            write_message(err, err_len, &msg);
+            1
+        }
+        Err(_) => {
+            write_message(err, err_len, "foo: internal error (panic) in an elementwise kernel");
+            1
+        }
+    }
+}
+
+/// Unary fast-lane ops, by code: 0 neg, 1 exp, 2 log, 3 sqrt, 4 rsqrt,
+/// 5 sigmoid, 6 tanh, 7 relu, 8 abs, 9 sin, 10 cos, 11 reciprocal, 12 silu.
+///
+/// # Safety
+/// As [`foo_rs_ew_binary`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_ew_unary(op: u32, out: *const FooView, x: *const FooView, ct: u8, err: *mut c_char, err_len: usize) -> i32 {
+    use kernels::elementwise::{self as ew, Operand, UnaryOp::*};
+    let run = || -> Result<(), String> {
+        let op = match op {
+            0 => Neg,
+            1 => Exp,
+            2 => Log,
+            3 => Sqrt,
+            4 => Rsqrt,
+            5 => Sigmoid,
+            6 => Tanh,
+            7 => Relu,
+            8 => Abs,
+            9 => Sin,
+            10 => Cos,
+            11 => Reciprocal,
+            12 => Silu,
+            _ => return Err(format!("foo: unknown fast unary op {op}")),
+        };
+        let ct = crate::DType::from_code(ct).ok_or("foo: unknown compute dtype")?;
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        ew::unary(&op, &o, Operand::Tensor(&x), ct).map_err(|e| e.to_string())
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(msg)) => {
+            write_message(err, err_len, &msg);
+            1
+        }
+        Err(_) => {
+            write_message(err, err_len, "foo: internal error (panic) in an elementwise kernel");
+            1
+        }
+    }
 }

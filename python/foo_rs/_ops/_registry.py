@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import torch
@@ -9,23 +10,56 @@ import torch
 from .. import _C
 from .._dtypes import DTYPE_CODE
 
-__all__ = ["impl", "desc", "DTYPE_CODE", "_C", "check_same_device", "registered_ops", "dtype_code"]
+__all__ = ["impl", "desc", "DTYPE_CODE", "_C", "check_same_device", "registered_ops", "dtype_code", "fast_lane_ops",
+           "FAST_LANE"]
 
 _lib = torch.library.Library("aten", "IMPL")
 _registered: set[str] = set()
 
+#: The fast lane: overloads whose foo kernel is C++ in the glue, calling Rust
+#: directly in the common case (float tensors of one shape and dtype, or a
+#: tensor and a Python number) and this module's Python kernel otherwise.
+#: ``FOO_RS_FAST_LANE=0`` registers the Python kernels directly instead.
+FAST_LANE: frozenset[str] = (
+    frozenset(_C.fast_ops()) if os.environ.get("FOO_RS_FAST_LANE", "1") != "0" else frozenset()
+)
+_slow_lib = torch.library.Library("foo_slow", "DEF")
+_fast: set[str] = set()
+
+
+def _register_fast(name: str, fn: Callable) -> None:
+    # The Python kernel becomes the PrivateUse1 kernel of foo_slow::<name>,
+    # an op with the aten overload's schema, which the C++ kernel calls for
+    # every case it does not handle itself.
+    base, _, ov = name.partition(".")
+    schema = str(getattr(getattr(torch.ops.aten, base), ov or "default")._schema)
+    slow = name.replace(".", "_")
+    _slow_lib.define(slow + schema[schema.index("("):])
+    _slow_lib.impl(slow, fn, "PrivateUse1")
+    _C.register_fast(name)
+    _fast.add(name)
+
 
 def impl(*aten_names: str) -> Callable:
     """Registers the decorated function as the PrivateUse1 (foo) kernel of
-    each aten operator overload named, e.g. ``@impl("add.Tensor", "add.out")``."""
+    each aten operator overload named, e.g. ``@impl("add.Tensor", "add.out")``
+    (behind the fast lane's C++ kernel for the overloads in ``FAST_LANE``)."""
 
     def register(fn: Callable) -> Callable:
         for name in aten_names:
-            _lib.impl(name, fn, "PrivateUse1")
+            if name in FAST_LANE:
+                _register_fast(name, fn)
+            else:
+                _lib.impl(name, fn, "PrivateUse1")
             _registered.add(name)
         return fn
 
     return register
+
+
+def fast_lane_ops() -> frozenset[str]:
+    """The overloads registered behind the fast lane's C++ kernels."""
+    return frozenset(_fast)
 
 
 def registered_ops() -> frozenset[str]:

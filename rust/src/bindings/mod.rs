@@ -16,6 +16,39 @@ use pyo3::prelude::*;
 extern "C" {
     /// Registers the PrivateUse1 hooks with ATen (rust/glue/foo_glue.cpp).
     fn foo_glue_init();
+    /// `at::get_num_threads()`: foo's kernels follow `torch.set_num_threads`.
+    fn foo_glue_num_threads() -> i32;
+    /// The aten overloads with a fast-lane C++ kernel, comma-separated.
+    fn foo_glue_fast_ops() -> *const std::ffi::c_char;
+    /// Registers the fast-lane kernel of one overload (0 on success).
+    fn foo_glue_register_fast(name: *const std::ffi::c_char) -> i32;
+}
+
+/// The aten overloads the glue has fast-lane C++ kernels for: the common case
+/// (float foo tensors of one shape, or a tensor and a Python number) calls
+/// Rust from C++ with no Python in between; other calls reach the overload's
+/// Python kernel, registered as `foo_slow::<name>`.
+#[pyfunction]
+fn fast_ops() -> Vec<String> {
+    // SAFETY: a static NUL-terminated string owned by the glue.
+    let s = unsafe { std::ffi::CStr::from_ptr(foo_glue_fast_ops()) };
+    s.to_string_lossy().split(',').filter(|x| !x.is_empty()).map(str::to_owned).collect()
+}
+
+/// Registers the fast-lane kernel of `name` (an aten overload) for foo.
+#[pyfunction]
+fn register_fast(name: &str) -> PyResult<()> {
+    let c = std::ffi::CString::new(name).map_err(|_| pyo3::exceptions::PyValueError::new_err("foo: bad op name"))?;
+    // SAFETY: `c` is a valid C string; registration happens at import, under the GIL.
+    match unsafe { foo_glue_register_fast(c.as_ptr()) } {
+        0 => Ok(()),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!("foo: no fast-lane kernel for {name}"))),
+    }
+}
+
+extern "C" fn torch_num_threads() -> i32 {
+    // SAFETY: plain call into ATen; torch is loaded before this module.
+    unsafe { foo_glue_num_threads() }
 }
 
 /// A tensor as it crosses into Rust: (data_ptr, dtype code, sizes, strides in elements).
@@ -101,8 +134,11 @@ fn in_bad_fork() -> bool {
 fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // SAFETY: idempotent registration; torch is loaded (foo_rs imports it first).
     unsafe { foo_glue_init() };
+    crate::kernels::parallel::set_threads_hook(torch_num_threads);
     crate::fork::install();
     m.add_function(wrap_pyfunction!(in_bad_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(fast_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(register_fast, m)?)?;
     device::register(m)?;
     memory::register(m)?;
     kernels::register(m)?;

@@ -70,6 +70,9 @@ pub const PAR_GEMM_DEFAULT: usize = 1 << 23;
 /// depend on it.
 pub fn par_gemm() -> usize {
     static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if super::parallel::num_threads() <= 1 {
+        return usize::MAX;
+    }
     *V.get_or_init(|| super::reduce::env_usize("FOO_RS_PAR_GEMM", PAR_GEMM_DEFAULT))
 }
 
@@ -273,7 +276,8 @@ unsafe fn gemm_one<T: 'static + Copy>(
     alpha: T,
     par: bool,
 ) {
-    let parallelism = if par { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+    let threads = super::parallel::num_threads();
+    let parallelism = if par && threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // gemm's convention: dst := alpha * dst + beta * lhs * rhs.
     gemm::gemm(
         m, n, k, dst, dst_cs, dst_rs, read, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, beta, alpha, false, false, false,

@@ -8,6 +8,7 @@ pub mod copy;
 pub mod elementwise;
 pub mod linalg;
 pub mod nn;
+pub mod parallel;
 pub mod random;
 pub mod reduce;
 

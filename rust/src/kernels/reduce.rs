@@ -62,6 +62,9 @@ pub const PAR_MIN_DEFAULT: usize = 1 << 18;
 /// trees are fixed by the shapes), so this is a speed knob only.
 pub fn par_min() -> usize {
     static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if super::parallel::num_threads() <= 1 {
+        return usize::MAX;
+    }
     *V.get_or_init(|| env_usize("FOO_RS_PAR_MIN", PAR_MIN_DEFAULT))
 }
 

@@ -7,7 +7,8 @@
 //!    (exact aliasing, i.e. in-place, is fine),
 //! 3. orders dimensions by the outputs' strides and coalesces the ones that
 //!    are contiguous for every operand, so most calls become one flat loop,
-//! 4. splits the flat index range across rayon tasks (above `GRAIN_SIZE`),
+//! 4. splits the flat index range into tasks for `parallel::parallel_for`
+//!    (above `GRAIN_SIZE`),
 //! 5. runs the kernel on contiguous runs: operands that are already
 //!    contiguous in the kernel's dtype are passed straight through; others
 //!    (strided, broadcast, or of another dtype) are loaded with a cast into a
@@ -21,7 +22,7 @@
 use super::cast::{self, Scalar};
 use crate::dtype::DType;
 use crate::kernels::{KernelError, Strided, GRAIN_SIZE};
-use rayon::prelude::*;
+use crate::kernels::parallel;
 
 /// An input of an elementwise op.
 #[derive(Clone, Copy, Debug)]
@@ -602,7 +603,7 @@ fn run_flat(
         optr[k] = o.ptr;
     }
     let (nout, nin) = (outs.len(), ins.len());
-    let threads = rayon::current_num_threads();
+    let threads = parallel::num_threads();
     if n <= GRAIN_SIZE || threads <= 1 {
         return Some(kernel(n, &optr[..nout], &iptr[..nin]));
     }
@@ -613,7 +614,7 @@ fn run_flat(
     // SAFETY: tasks touch disjoint element ranges of live tensors.
     unsafe impl Sync for Ptrs {}
     let p = Ptrs(optr, iptr);
-    Some((0..ntasks).into_par_iter().try_for_each(|t| {
+    Some(parallel::try_parallel_for(ntasks, |t| {
         let s = t * chunk;
         let e = (s + chunk).min(n);
         let p = &p;
@@ -732,13 +733,13 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
 
 impl Plan<'_> {
     fn execute(&self, numel: usize) -> Result<(), KernelError> {
-        let threads = rayon::current_num_threads();
+        let threads = parallel::num_threads();
         if numel <= GRAIN_SIZE || threads <= 1 {
             // SAFETY: the range covers valid elements of every operand.
             return unsafe { self.range(0, numel) };
         }
         let (ntasks, chunk) = split(numel, threads);
-        (0..ntasks).into_par_iter().try_for_each(|t| {
+        parallel::try_parallel_for(ntasks, |t| {
             let s = t * chunk;
             let e = (s + chunk).min(numel);
             // SAFETY: tasks cover disjoint ranges of valid elements.

@@ -235,6 +235,18 @@ pub fn binary(
         }
         _ => {}
     }
+    // ATen's vectorized add/sub for 16-bit floats holds alpha in the 16-bit
+    // type (`Vectorized<BFloat16>(alpha)`) and fuses the multiply-add in f32.
+    let rounded;
+    let op = match (ct, op) {
+        (DType::F16 | DType::BF16, Add { alpha } | Sub { alpha }) => {
+            let v = alpha.to::<f64>();
+            let v = if ct == DType::F16 { half::f16::from_f64(v).to_f64() } else { half::bf16::from_f64(v).to_f64() };
+            rounded = if matches!(op, Add { .. }) { Add { alpha: Scalar::Float(v) } } else { Sub { alpha: Scalar::Float(v) } };
+            &rounded
+        }
+        _ => op,
+    };
     match ct {
         DType::F32 | DType::F16 | DType::BF16 => float_binary::<f32>(op, out, a, b),
         DType::F64 => float_binary::<f64>(op, out, a, b),
