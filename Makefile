@@ -17,16 +17,23 @@ build-dev: ## Rebuild foo_rs into .venv (debug, fast to compile)
 demo: setup ## Set up, then train a small model on foo and on CPU side by side
 	$(PY) -m foo_rs.demo
 
-test: setup test-rust test-python ## Set up, then run every test (Rust and Python)
+test: setup test-rust test-memcheck test-python ## Set up, then run every test (Rust, Rust under valgrind, Python)
 
 test-rust: ## Rust unit tests of the allocator, kernels and RNG (no Python needed)
 	cargo test
 
+test-memcheck: ## The allocator and thread-pool tests under valgrind memcheck (part of `make test`)
+	bash scripts/valgrind_tests.sh allocator:: kernels::parallel::
+
+test-valgrind: ## Rust unit tests under valgrind memcheck (invalid reads/writes, uninitialised use, definite leaks)
+	bash scripts/valgrind_tests.sh
+
 test-python: ## pytest against the built package
 	$(PY) -m pytest -q
 
-bench: ## criterion benches of the Rust kernels and allocator
+bench: ## criterion benches of the Rust kernels, allocator and machine limits, then % of limit per bench
 	cargo bench
+	python3 scripts/bench_report.py
 
 bench-python: ## Side-by-side foo vs torch CPU report
 	$(PY) -m foo_rs.bench

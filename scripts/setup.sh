@@ -12,6 +12,14 @@ if ! command -v cargo >/dev/null; then
     echo "setup: cargo (Rust) is required: https://rustup.rs" >&2
     exit 1
 fi
+# valgrind runs the allocator and pool tests under memcheck in `make test`.
+if ! command -v valgrind >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        apt-get install -y -qq valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
+    else
+        echo "setup: valgrind not found (needed by make test-memcheck); install it with your package manager" >&2
+    fi
+fi
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi

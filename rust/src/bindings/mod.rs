@@ -35,6 +35,13 @@ fn fast_ops() -> Vec<String> {
     s.to_string_lossy().split(',').filter(|x| !x.is_empty()).map(str::to_owned).collect()
 }
 
+/// Threads foo's kernels use (follows `torch.set_num_threads`, or
+/// `FOO_RS_NUM_THREADS`).
+#[pyfunction]
+fn num_threads() -> usize {
+    crate::kernels::parallel::num_threads()
+}
+
 /// Registers the fast-lane kernel of `name` (an aten overload) for foo.
 #[pyfunction]
 fn register_fast(name: &str) -> PyResult<()> {
@@ -139,6 +146,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(in_bad_fork, m)?)?;
     m.add_function(wrap_pyfunction!(fast_ops, m)?)?;
     m.add_function(wrap_pyfunction!(register_fast, m)?)?;
+    m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     device::register(m)?;
     memory::register(m)?;
     kernels::register(m)?;

@@ -4,7 +4,11 @@
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use rayon::prelude::*;
+use super::parallel;
+
+/// An address that crosses to pool threads.
+#[derive(Clone, Copy)]
+struct P(usize);
 
 /// Conversions an element takes part in, with torch CPU's semantics.
 pub trait Scalar: Copy + Send + Sync + 'static {
@@ -372,14 +376,14 @@ fn run_copy<S: Scalar, D: Scalar>(dst: &Strided, src: &Strided, plan: Plan) {
     let n: usize = plan.sizes.iter().product();
     let dptr = dst.ptr as usize;
     let sptr = src.ptr as usize;
-    let nchunks = n.div_ceil(GRAIN_SIZE).clamp(1, rayon::current_num_threads() * 4);
+    let nchunks = n.div_ceil(GRAIN_SIZE).clamp(1, parallel::num_threads() * 4);
     if n < 2 * GRAIN_SIZE || nchunks == 1 {
         // SAFETY: the caller checked shapes; every offset is inside both views.
         unsafe { copy_range::<S, D>(dptr as *mut D, sptr as *const S, &plan, 0, n) };
         return;
     }
     let chunk = n.div_ceil(nchunks);
-    (0..nchunks).into_par_iter().for_each(|c| {
+    parallel::parallel_for(nchunks, |c| {
         let start = c * chunk;
         let len = chunk.min(n.saturating_sub(start));
         if len > 0 {
@@ -412,12 +416,12 @@ pub fn copy(dst: &Strided, src: &Strided) -> Result<(), KernelError> {
         if d == s {
             return Ok(());
         }
-        let chunk = (GRAIN_SIZE * 16).max(bytes.div_ceil(rayon::current_num_threads() * 2));
+        let chunk = (GRAIN_SIZE * 16).max(bytes.div_ceil(parallel::num_threads() * 2));
         if bytes <= chunk {
             // SAFETY: both views hold `bytes` bytes and do not overlap.
             unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, bytes) };
         } else {
-            (0..bytes.div_ceil(chunk)).into_par_iter().for_each(|c| {
+            parallel::parallel_for(bytes.div_ceil(chunk), |c| {
                 let start = c * chunk;
                 let len = chunk.min(bytes - start);
                 // SAFETY: disjoint byte ranges of the two buffers.
@@ -444,7 +448,13 @@ pub fn fill(dst: &Strided, value_f64: f64, value_i64: i64, value_is_int: bool) -
             if n < 2 * GRAIN_SIZE {
                 slice.fill(v);
             } else {
-                slice.par_chunks_mut(GRAIN_SIZE * 4).for_each(|c| c.fill(v));
+                let (len, chunk) = (slice.len(), GRAIN_SIZE * 4);
+                let base = P(slice.as_mut_ptr() as usize);
+                parallel::parallel_for(len.div_ceil(chunk), |c| {
+                    let (s, e) = (c * chunk, ((c + 1) * chunk).min(len));
+                    // SAFETY: tasks fill disjoint parts of the slice.
+                    unsafe { std::slice::from_raw_parts_mut((base.0 as *mut D).add(s), e - s) }.fill(v);
+                });
             }
             return;
         }

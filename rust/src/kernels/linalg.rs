@@ -26,7 +26,7 @@ use super::copy::{self, Scalar};
 use super::{KernelError, Strided};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use rayon::prelude::*;
+use super::parallel;
 
 /// A Python scalar coefficient (`beta`, `alpha`), as a float and as an int:
 /// integer tensors use `i`, floating tensors use `f`.
@@ -207,7 +207,7 @@ fn broadcast_into(out: &Strided, inp: &Strided) -> Result<(), KernelError> {
         };
         let rows = bn * m;
         if rows > 1 && rows * n >= super::reduce::par_min() {
-            (0..rows).into_par_iter().with_min_len((super::GRAIN_SIZE / n.max(1)).max(1)).for_each(row);
+            parallel::for_range(rows, (super::GRAIN_SIZE / n.max(1)).max(1), row);
         } else {
             (0..rows).for_each(row);
         }
@@ -247,7 +247,7 @@ impl Shape {
 /// batch for small products, in order (each product threaded) for large ones.
 fn for_batches(shape: Shape, f: impl Fn(usize, bool) + Sync) {
     if shape.batch_parallel() {
-        (0..shape.bn).into_par_iter().for_each(|i| f(i, false));
+        parallel::parallel_for(shape.bn, |i| f(i, false));
     } else {
         let par = shape.work() >= par_gemm();
         for i in 0..shape.bn {
@@ -451,7 +451,7 @@ fn int_bmm<T: Scalar>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *mut u8, bm
                 }
             };
             if par {
-                (0..s.m).into_par_iter().for_each(row);
+                parallel::parallel_for(s.m, row);
             } else {
                 (0..s.m).for_each(row);
             }
@@ -649,7 +649,7 @@ fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(a: SendPtr, sa: isize, b: SendPtr,
     let blocks = n.div_ceil(DOT_BLOCK);
     let mid = lo + blocks.div_ceil(2) * DOT_BLOCK;
     let (l, r) = if n >= super::reduce::par_min() {
-        rayon::join(|| dot_tree(a, sa, b, sb, lo, mid, mul), || dot_tree(a, sa, b, sb, mid, hi, mul))
+        parallel::join(|| dot_tree(a, sa, b, sb, lo, mid, mul), || dot_tree(a, sa, b, sb, mid, hi, mul))
     } else {
         (dot_tree(a, sa, b, sb, lo, mid, mul), dot_tree(a, sa, b, sb, mid, hi, mul))
     };
@@ -927,7 +927,9 @@ mod tests {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                 let mut c = vec![0f32; m * n];
                 pool.install(|| {
-                    mm(&view(&mut c, DType::F32, &[m, n]), &view(a, DType::F32, &[m, k]), &view(b, DType::F32, &[k, n])).unwrap()
+                    super::parallel::with_threads(threads, || {
+                        mm(&view(&mut c, DType::F32, &[m, n]), &view(a, DType::F32, &[m, k]), &view(b, DType::F32, &[k, n])).unwrap()
+                    })
                 });
                 c
             };

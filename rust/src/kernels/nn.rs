@@ -20,7 +20,7 @@ use super::reduce::{crate_simd_level, par_min, AccF, FloatElem, Walker3};
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use rayon::prelude::*;
+use super::parallel;
 
 /// Accumulators per row in the softmax row kernels.
 pub const LANES: usize = 16;
@@ -97,7 +97,7 @@ struct P(usize);
 /// first error (in order when sequential).
 fn try_chunks(n: usize, parallel: bool, f: impl Fn(usize) -> Result<(), KernelError> + Sync + Send) -> Result<(), KernelError> {
     if parallel && n > 1 {
-        (0..n).into_par_iter().try_for_each(f)
+        parallel::try_parallel_for(n, f)
     } else {
         (0..n).try_for_each(f)
     }
@@ -206,7 +206,7 @@ where
             rows_dispatch::<T>(kind, o, a, b, r0, r1, d, simd);
         };
         if tasks > 1 && outer * d >= par_min() {
-            (0..tasks).into_par_iter().for_each(task);
+            parallel::parallel_for(tasks, task);
         } else {
             (0..tasks).for_each(task);
         }
@@ -221,7 +221,7 @@ where
         };
         if items > 1 && items * d * TILE.min(inner) >= par_min() {
             let min_len = (GRAIN_SIZE / (d * TILE.min(inner)).max(1)).max(1);
-            (0..items).into_par_iter().with_min_len(min_len).for_each(task);
+            parallel::for_range(items, min_len, task);
         } else {
             (0..items).for_each(task);
         }
@@ -521,7 +521,7 @@ fn tree_sum2(n: usize, f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + 
             return Ok(acc[0]);
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
-        let (a, b) = if n >= par_min() { rayon::join(|| go(lo, mid, f), || go(mid, hi, f)) } else { (go(lo, mid, f), go(mid, hi, f)) };
+        let (a, b) = if n >= par_min() { parallel::join(|| go(lo, mid, f), || go(mid, hi, f)) } else { (go(lo, mid, f), go(mid, hi, f)) };
         let (a, b) = (a?, b?);
         Ok((a.0 + b.0, a.1 + b.1))
     }
@@ -796,7 +796,7 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
         let (x, y) = if n >= par_min() {
-            rayon::join(|| go::<T>(lo, mid, shape, sa, sb, sq), || go::<T>(mid, hi, shape, sa, sb, sq))
+            parallel::join(|| go::<T>(lo, mid, shape, sa, sb, sq), || go::<T>(mid, hi, shape, sa, sb, sq))
         } else {
             (go::<T>(lo, mid, shape, sa, sb, sq), go::<T>(mid, hi, shape, sa, sb, sq))
         };
@@ -929,7 +929,7 @@ pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided
             }
         };
         if nw * d >= par_min() {
-            (0..nw).into_par_iter().with_min_len((GRAIN_SIZE / d.max(1)).max(1)).for_each(row);
+            parallel::for_range(nw, (GRAIN_SIZE / d.max(1)).max(1), row);
         } else {
             (0..nw).for_each(row);
         }

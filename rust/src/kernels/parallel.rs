@@ -11,7 +11,9 @@
 //!
 //! - the calling thread runs tasks too (no hand-back wake-up);
 //! - workers spin on an epoch counter for [`spin_time`] after their last job
-//!   (`FOO_RS_SPIN_US`, default 200 us), then sleep on a condition variable;
+//!   (`FOO_RS_SPIN_US`, default 200 us; `0` sleeps at once), yielding the
+//!   core to any other runnable thread after the first microseconds, then
+//!   sleep on a condition variable;
 //! - one job at a time: a caller that finds the pool busy (another Python
 //!   thread's kernel, or a nested call from inside a task) runs its tasks
 //!   inline, so concurrent callers never wait for each other.
@@ -56,6 +58,22 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 thread_local! {
     /// Set on pool workers and while a caller runs a job: nested calls run inline.
     static INSIDE: Cell<bool> = const { Cell::new(false) };
+    /// A thread count for calls from this thread only (see [`with_threads`]).
+    static LOCAL: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Runs `f` with [`num_threads`] fixed to `n` for kernels called from this
+/// thread (tests use it to check that results do not depend on the count).
+pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    let old = LOCAL.with(|c| c.replace(n));
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LOCAL.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(old);
+    f()
 }
 
 /// Signature of the thread-count hook (returns <= 0 when it has no answer).
@@ -81,6 +99,10 @@ fn env_threads() -> usize {
 
 /// Threads a parallel loop uses, the calling thread included.
 pub fn num_threads() -> usize {
+    let l = LOCAL.with(|c| c.get());
+    if l > 0 {
+        return l;
+    }
     let o = OVERRIDE.load(Acquire);
     if o > 0 {
         return o;
@@ -165,7 +187,7 @@ impl Pool {
                     break e;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 256 == 0 && start.elapsed() >= spin_time() {
+                if (spins % 256 == 0 || spins > 2048) && start.elapsed() >= spin_time() {
                     let mut sleepers = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
                     *sleepers += 1;
                     while self.epoch.load(Acquire) == seen || self.epoch.load(Acquire) % 2 == 1 {
@@ -175,7 +197,14 @@ impl Pool {
                     drop(sleepers);
                     continue;
                 }
-                std::hint::spin_loop();
+                if spins < 2048 {
+                    std::hint::spin_loop();
+                } else {
+                    // Past the first microseconds, yield between checks so a
+                    // runnable thread on this core (torch's OpenMP workers,
+                    // the Python thread) gets it at once.
+                    std::thread::yield_now();
+                }
             };
             seen = e;
             if index >= self.helpers.load(Acquire) {
@@ -285,6 +314,47 @@ pub fn try_parallel_for<E: Send>(ntasks: usize, f: impl Fn(usize) -> Result<(), 
     }
 }
 
+/// Runs `f(i)` for every `i` in `0..n` in tasks of at least `min_len`
+/// indices (at most four tasks per thread), as [`parallel_for`].
+pub fn for_range(n: usize, min_len: usize, f: impl Fn(usize) + Sync) {
+    let tasks = n.div_ceil(min_len.max(1)).min(num_threads() * 4).max(1);
+    let chunk = n.div_ceil(tasks).max(1);
+    parallel_for(n.div_ceil(chunk), |t| (t * chunk..((t + 1) * chunk).min(n)).for_each(&f));
+}
+
+/// `rayon::join` on this pool: `a` and `b` on two threads when the pool is
+/// free (nested joins run in sequence on their thread, so a recursive tree
+/// runs its top split in parallel). With more than two threads the work goes
+/// to rayon, whose work stealing splits deeper levels too. The results are
+/// the same either way.
+pub fn join<RA: Send, RB: Send>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB + Send) -> (RA, RB) {
+    let threads = num_threads();
+    if threads > 2 {
+        return rayon::join(a, b);
+    }
+    if threads <= 1 || INSIDE.with(|c| c.get()) {
+        return (a(), b());
+    }
+    let (fa, fb) = (Mutex::new(Some(a)), Mutex::new(Some(b)));
+    let (ra, rb) = (Mutex::new(None), Mutex::new(None));
+    parallel_for(2, |t| {
+        if t == 0 {
+            let f = fa.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                *ra.lock().unwrap_or_else(|e| e.into_inner()) = Some(f());
+            }
+        } else {
+            let f = fb.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                *rb.lock().unwrap_or_else(|e| e.into_inner()) = Some(f());
+            }
+        }
+    });
+    let ra = ra.into_inner().unwrap_or_else(|e| e.into_inner()).expect("join: first task ran");
+    let rb = rb.into_inner().unwrap_or_else(|e| e.into_inner()).expect("join: second task ran");
+    (ra, rb)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +418,26 @@ mod tests {
             sum.fetch_add(t, Relaxed);
         });
         assert_eq!(sum.load(Relaxed), 28);
+    }
+
+    #[test]
+    fn join_and_for_range() {
+        fn tree(lo: u64, hi: u64) -> u64 {
+            if hi - lo <= 4 {
+                return (lo..hi).sum();
+            }
+            let mid = lo + (hi - lo) / 2;
+            let (a, b) = join(|| tree(lo, mid), || tree(mid, hi));
+            a + b
+        }
+        assert_eq!(tree(0, 1000), 999 * 1000 / 2);
+        for (n, min_len) in [(0usize, 1usize), (1, 1), (10, 3), (1000, 7), (5, 100)] {
+            let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+            for_range(n, min_len, |i| {
+                hits[i].fetch_add(1, Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Relaxed) == 1), "n={n}");
+        }
     }
 
     #[test]

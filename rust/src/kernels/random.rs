@@ -8,7 +8,6 @@ use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use crate::rng::{uniform_f32, uniform_f64, Philox};
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 /// The distribution a fill draws from.
 #[derive(Clone, Copy, Debug)]
@@ -130,7 +129,7 @@ fn run<T: Draw>(dst: &Strided, seed: u64, offset: u64, dist: Distribution) {
     if n <= chunk {
         fill_range::<T>(p, &dst.sizes, &dst.strides, dense, &ph, offset, 0, n, dist);
     } else {
-        (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        super::parallel::parallel_for(n.div_ceil(chunk), |c| {
             let start = c * chunk;
             fill_range::<T>(p, &dst.sizes, &dst.strides, dense, &ph, offset, start, chunk.min(n - start), dist);
         });
@@ -191,7 +190,7 @@ mod tests {
     #[test]
     fn thread_count_does_not_matter() {
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let a = one.install(|| normal(100_003, 9, 3));
+        let a = one.install(|| crate::kernels::parallel::with_threads(1, || normal(100_003, 9, 3)));
         let b = normal(100_003, 9, 3);
         assert_eq!(a, b);
     }

@@ -41,7 +41,7 @@ use super::copy::{for_each_offset, Scalar};
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use rayon::prelude::*;
+use super::parallel;
 
 /// Independent accumulators per leaf of the inner layout.
 pub const LANES: usize = 32;
@@ -848,7 +848,7 @@ fn run_outputs(plan: &Plan, _p: Ptrs, f: impl Fn(&Walker3) + Sync) {
     };
     if m > 1 && m.saturating_mul(per) >= par_min() {
         let nchunks = m.div_ceil(chunk);
-        (0..nchunks).into_par_iter().for_each(|c| run(c * chunk, ((c + 1) * chunk).min(m)));
+        parallel::parallel_for(nchunks, |c| run(c * chunk, ((c + 1) * chunk).min(m)));
     } else {
         run(0, m);
     }
@@ -868,7 +868,7 @@ fn inner_tree<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
     let blocks = n.div_ceil(BLOCK);
     let mid = lo + blocks.div_ceil(2) * BLOCK;
     let (a, b) = if n >= par_min() {
-        rayon::join(|| inner_tree(red, plan, base, lo, mid, simd), || inner_tree(red, plan, base, mid, hi, simd))
+        parallel::join(|| inner_tree(red, plan, base, lo, mid, simd), || inner_tree(red, plan, base, mid, hi, simd))
     } else {
         (inner_tree(red, plan, base, lo, mid, simd), inner_tree(red, plan, base, mid, hi, simd))
     };
@@ -1039,7 +1039,7 @@ fn reduce_outer_w<R: Reducer, const W: usize>(red: &R, plan: &Plan, ptrs: Ptrs, 
     let work_per_item = r.saturating_mul(W.min(vlen));
     if items > 1 && items.saturating_mul(work_per_item) >= par_min() {
         let min_len = (GRAIN_SIZE / work_per_item.max(1)).max(1);
-        (0..items).into_par_iter().with_min_len(min_len).for_each(one);
+        parallel::for_range(items, min_len, one);
     } else {
         (0..items).for_each(one);
     }
@@ -1054,7 +1054,7 @@ fn outer_tree<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs:
     let leaves = n.div_ceil(OUTER_LEAF);
     let mid = lo + leaves.div_ceil(2) * OUTER_LEAF;
     let (mut a, b) = if n * width >= par_min() {
-        rayon::join(
+        parallel::join(
             || outer_tree::<R, W>(red, plan, base, vs, width, lo, mid, simd),
             || outer_tree::<R, W>(red, plan, base, vs, width, mid, hi, simd),
         )
@@ -1448,7 +1448,7 @@ fn scan_generic<T: Copy, O: Copy>(out: &Strided, inp: &Strided, dim: usize, line
         });
     };
     if lines > 1 && lines * n >= par_min() {
-        (0..lines.div_ceil(chunk)).into_par_iter().for_each(|c| run(c * chunk, ((c + 1) * chunk).min(lines)));
+        parallel::parallel_for(lines.div_ceil(chunk), |c| run(c * chunk, ((c + 1) * chunk).min(lines)));
     } else {
         run(0, lines);
     }

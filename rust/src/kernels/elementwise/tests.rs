@@ -333,13 +333,9 @@ fn results_do_not_depend_on_thread_count() {
             .unwrap();
         let o = Buf::zeros(DType::F32, n);
         pool.install(|| {
-            unary(
-                &UnaryOp::Gelu { tanh: false },
-                &o.contiguous(&[n]),
-                t(&a.contiguous(&[n])),
-                DType::F32,
-            )
-            .unwrap();
+            crate::kernels::parallel::with_threads(threads, || {
+                unary(&UnaryOp::Gelu { tanh: false }, &o.contiguous(&[n]), t(&a.contiguous(&[n])), DType::F32).unwrap();
+            })
         });
         (0..n).map(|i| (o.get(i) as f32).to_bits()).collect()
     };

@@ -94,7 +94,7 @@ fn big_sum_is_accurate_and_thread_count_independent() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let mut out = vec![0f32; 1];
         set_simd_level(level);
-        pool.install(|| reduce_op(ReduceOp::Sum, &view(&mut out, DType::F32, &[1]), None, &view(x, DType::F32, &[n])).unwrap());
+        pool.install(|| crate::kernels::parallel::with_threads(threads, || reduce_op(ReduceOp::Sum, &view(&mut out, DType::F32, &[1]), None, &view(x, DType::F32, &[n])).unwrap()));
         set_simd_level(2);
         out[0]
     };
@@ -115,7 +115,7 @@ fn outer_layout_is_thread_count_independent() {
     let run = |threads: usize, x: &mut Vec<f32>| {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let mut out = vec![0f32; c];
-        pool.install(|| reduce_op(ReduceOp::Sum, &view(&mut out, DType::F32, &[1, c]), None, &view(x, DType::F32, &[r, c])).unwrap());
+        pool.install(|| crate::kernels::parallel::with_threads(threads, || reduce_op(ReduceOp::Sum, &view(&mut out, DType::F32, &[1, c]), None, &view(x, DType::F32, &[r, c])).unwrap()));
         out
     };
     let one = run(1, &mut x);

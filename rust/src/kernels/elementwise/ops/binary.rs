@@ -239,10 +239,14 @@ pub fn binary(
     // type (`Vectorized<BFloat16>(alpha)`) and fuses the multiply-add in f32.
     let rounded;
     let op = match (ct, op) {
-        (DType::F16 | DType::BF16, Add { alpha } | Sub { alpha }) => {
+        (DType::F16 | DType::BF16, BinaryOp::Add { alpha } | BinaryOp::Sub { alpha }) => {
             let v = alpha.to::<f64>();
             let v = if ct == DType::F16 { half::f16::from_f64(v).to_f64() } else { half::bf16::from_f64(v).to_f64() };
-            rounded = if matches!(op, Add { .. }) { Add { alpha: Scalar::Float(v) } } else { Sub { alpha: Scalar::Float(v) } };
+            rounded = if matches!(op, BinaryOp::Add { .. }) {
+                BinaryOp::Add { alpha: Scalar::Float(v) }
+            } else {
+                BinaryOp::Sub { alpha: Scalar::Float(v) }
+            };
             &rounded
         }
         _ => op,
