@@ -6,6 +6,7 @@ mod elementwise;
 mod kernels;
 mod linalg;
 mod memory;
+mod norm_pool;
 
 use crate::allocator::AllocError;
 use crate::dtype::DType;
@@ -108,5 +109,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernels::register(m)?;
     elementwise::register(m)?;
     linalg::register(m)?;
+    norm_pool::register(m)?;
     Ok(())
 }

@@ -5,9 +5,12 @@
 //! of threads rayon uses.
 
 pub mod copy;
+pub mod dropout;
 pub mod elementwise;
 pub mod linalg;
 pub mod nn;
+pub mod norm;
+pub mod pool;
 pub mod random;
 pub mod reduce;
 
