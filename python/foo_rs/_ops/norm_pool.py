@@ -199,6 +199,8 @@ def _bn_view(t: torch.Tensor) -> torch.Tensor:
 
 def _bn_checks(name, input, weight, bias, running_mean, running_var):
     check_same_device(name, input, weight, bias, running_mean, running_var)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
     _floating("batch_norm", input)
     if input.dim() < 2:
         raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got 1) (on foo)")
@@ -570,5 +572,5 @@ def native_dropout_backward(grad_output, mask, scale):
         out = torch.empty(g.shape, dtype=g.dtype, device=g.device)
         _C.dropout_backward(desc(out), desc(g), desc(mask.contiguous()), float(scale))
         return out
-    # Other mask dtypes / broadcasting: the same product from native foo ops.
-    return torch.mul(grad_output, mask).mul_(scale)
+    # Other dtypes / broadcasting: CPU's very expression, from native foo ops.
+    return grad_output * mask * scale

@@ -273,6 +273,16 @@ fn bn_geometry(op: &str, what: &str, s: &Strided, like: &Strided) -> Result<(), 
     Ok(())
 }
 
+/// `v` rounded to `dtype` (floating dtypes; others leave it).
+fn round_as(dtype: DType, v: f64) -> f64 {
+    match dtype {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f16::from_f64(v).to_f64(),
+        DType::BF16 => bf16::from_f64(v).to_f64(),
+        _ => v,
+    }
+}
+
 /// Calls `f(offset)` for every element of channel `c` of a 3-d view, in order.
 #[inline(always)]
 fn channel(s: &Strided, c: usize, mut f: impl FnMut(isize)) {
@@ -309,6 +319,8 @@ pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Optio
             "foo: {OP}: running_mean and running_var must be defined in evaluation mode"
         )));
     }
+    // CPU normalizes with the statistics as stored (rounded to their dtype).
+    let stat_dtype = save_mean.map_or(DType::F64, |s| s.dtype);
     let stats = each(c, x.numel(), |ch| {
         let (mean, invstd, var_sum) = if training {
             let mut s = 0.0;
@@ -317,7 +329,7 @@ pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Optio
             let mut v = 0.0;
             channel(x, ch, |o| v += (ld(x, o) - mean).powi(2));
             let invstd = if cnt == 0 { 0.0 } else { 1.0 / (v / cnt as f64 + eps).sqrt() };
-            (mean, invstd, v)
+            (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
         } else {
             let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
             (m, 1.0 / (v + eps).sqrt(), 0.0)
