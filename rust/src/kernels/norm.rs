@@ -452,16 +452,31 @@ mod tests {
 
     #[test]
     fn layer_norm_rows() {
-        let mut x = vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -1.0, -1.0, -1.0];
+        let mut x = vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -1.0, 1.0, 1.0];
         let mut out = vec![0f32; 8];
         let (mut mean, mut rstd) = (vec![0f32; 2], vec![0f32; 2]);
         let mut w = vec![2.0f32; 4];
         layer_norm(&view(&mut out, &[2, 4]), &view(&mut mean, &[2]), &view(&mut rstd, &[2]), &view(&mut x, &[2, 4]), Some(&view(&mut w, &[4])), None, 2, 4, 0.0).unwrap();
-        assert_eq!(mean, vec![2.5, -1.0]);
+        assert_eq!(mean, vec![2.5, 0.0]);
         let r = 1.0 / 1.25f32.sqrt();
         assert!((rstd[0] - r).abs() < 1e-6);
         assert!((out[0] - 2.0 * (-1.5) * r).abs() < 1e-5);
-        assert_eq!(&out[4..], &[0.0; 4]);
+        assert_eq!(&out[4..], &[-2.0, -2.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn layer_norm_independent_of_threads() {
+        let (m, n) = (600, 512); // above par_min(): rows split over threads
+        let mut x: Vec<f32> = (0..m * n).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
+        let run = |x: &mut Vec<f32>| {
+            let (mut out, mut mean, mut rstd) = (vec![0f32; m * n], vec![0f32; m], vec![0f32; m]);
+            layer_norm(&view(&mut out, &[m, n]), &view(&mut mean, &[m]), &view(&mut rstd, &[m]), &view(x, &[m, n]), None, None, m, n, 1e-5).unwrap();
+            (out, mean, rstd)
+        };
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let a = one.install(|| run(&mut x));
+        let b = run(&mut x);
+        assert_eq!(a, b);
     }
 
     #[test]
