@@ -554,3 +554,20 @@ def test_layer_norm_dropout_block_is_native():
     model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Dropout(0.1), nn.Linear(8, 2)).to("foo")
     x = foo(torch.randn(3, 5, 8))
     model(x).sum().backward()
+
+
+def test_composite_out_forms_stay_native():
+    # These out= overloads are ATen composites of the functional kernels above.
+    x = make_tensor((3, 4, 6), torch.float32, seed=80)
+    w, b = torch.rand(6) + 0.5, torch.randn(6)
+    outs = [torch.empty(0, device="foo") for _ in range(3)]
+    A.native_layer_norm.out(foo(x), [6], foo(w), foo(b), 1e-5, out0=outs[0], out1=outs[1], out2=outs[2])
+    close(tuple(outs), A.native_layer_norm(x, [6], w, b, 1e-5))
+    xp = torch.randn(2, 3, 7, 9)
+    out = torch.empty(0, device="foo")
+    A._adaptive_avg_pool2d.out(foo(xp), [3, 4], out=out)
+    close(out, A._adaptive_avg_pool2d(xp, [3, 4]))
+    g, m = torch.randn(4, 5), torch.rand(4, 5) > 0.5
+    out = torch.empty(0, device="foo")
+    A.native_dropout_backward.out(foo(g), foo(m), 2.0, out=out)
+    close(out, A.native_dropout_backward(g, m, 2.0))
