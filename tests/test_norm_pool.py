@@ -571,3 +571,27 @@ def test_composite_out_forms_stay_native():
     out = torch.empty(0, device="foo")
     A.native_dropout_backward.out(foo(g), foo(m), 2.0, out=out)
     close(out, A.native_dropout_backward(g, m, 2.0))
+
+
+def test_large_inputs_take_the_parallel_path():
+    # Above FOO_RS_PAR_MIN (256K elements) the kernels split rows / channels /
+    # planes over threads.
+    x = make_tensor((8, 16, 48, 48), torch.float32, seed=90)
+    w, b = torch.rand(16) + 0.5, torch.randn(16)
+    close(A.native_batch_norm(foo(x), foo(w), foo(b), None, None, True, 0.1, 1e-5),
+          A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5), rtol=1e-4, atol=1e-4)
+    close(F.max_pool2d(foo(x), 3, 2, 1, return_indices=True), F.max_pool2d(x, 3, 2, 1, return_indices=True))
+    close(F.avg_pool2d(foo(x), 3, 2, 1), F.avg_pool2d(x, 3, 2, 1))
+    xl = make_tensor((600, 512), torch.float32, seed=91)
+    close(F.layer_norm(foo(xl), (512,)), F.layer_norm(xl, (512,)), rtol=1e-4, atol=1e-4)
+
+
+def test_tensors_on_two_foo_devices_raise():
+    if torch.foo.device_count() < 2:
+        pytest.skip("needs two foo devices")
+    x = torch.randn(2, 3, 4, 4, device="foo:0")
+    w = torch.ones(3, device="foo:1")
+    with pytest.raises(RuntimeError, match="same device"):
+        A.native_batch_norm(x, w, None, None, None, True, 0.1, 1e-5)
+    with pytest.raises(RuntimeError, match="same device"):
+        F.layer_norm(torch.randn(3, 4, device="foo:0"), (4,), torch.ones(4, device="foo:1"))
