@@ -99,24 +99,24 @@ def _check_layer_norm(input, shape, weight, bias):
     if len(shape) < 1:
         raise RuntimeError(
             "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, "
-            f"but got normalized_shape = {shape}"
+            f"but got normalized_shape = {shape} (on foo)"
         )
     if weight is not None and list(weight.shape) != shape:
         raise RuntimeError(
             "Expected weight to be of same shape as normalized_shape, but got weight of shape "
-            f"{list(weight.shape)} and normalized_shape = {shape}"
+            f"{list(weight.shape)} and normalized_shape = {shape} (on foo)"
         )
     if bias is not None and list(bias.shape) != shape:
         raise RuntimeError(
             "Expected bias to be of same shape as normalized_shape, but got bias of shape "
-            f"{list(bias.shape)} and normalized_shape = {shape}"
+            f"{list(bias.shape)} and normalized_shape = {shape} (on foo)"
         )
     nd = len(shape)
     if input.dim() < nd or list(input.shape[input.dim() - nd:]) != shape:
         expected = "[*" + "".join(f", {s}" for s in shape) + "]"
         raise RuntimeError(
             f"Given normalized_shape={shape}, expected input with shape {expected}, but got input of size"
-            f"{list(input.shape)}"
+            f"{list(input.shape)} (on foo)"
         )
     return input.dim() - nd
 
@@ -200,10 +200,10 @@ def _bn_view(t: torch.Tensor) -> torch.Tensor:
 def _bn_checks(name, input, weight, bias, running_mean, running_var):
     check_same_device(name, input, weight, bias, running_mean, running_var)
     if (running_mean is None) != (running_var is None):
-        raise ValueError("running_mean and running_var must either both be None or neither be None")
+        raise ValueError("running_mean and running_var must either both be None or neither be None (on foo)")
     _floating("batch_norm", input)
     if input.dim() < 2:
-        raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got 1) (on foo)")
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1) (on foo)")
     mixed = _mixed(input, weight, bias, running_mean, running_var)
     c = input.shape[1]
     for what, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
@@ -216,7 +216,7 @@ def _batch_norm(name, input, weight, bias, running_mean, running_var, training, 
     mixed = _bn_checks(name, input, weight, bias, running_mean, running_var)
     if training and input.numel() == 0:
         raise RuntimeError(
-            f"input tensor must have at least one element, but got input_sizes = {list(input.shape)}"
+            f"input tensor must have at least one element, but got input_sizes = {list(input.shape)} (on foo)"
         )
     if not training and (running_mean is None or running_var is None):
         raise RuntimeError(f"{name}: running_mean and running_var must be defined in evaluation mode (on foo)")
@@ -439,14 +439,14 @@ def avg_pool2d_backward_grad_input(grad_output, self, kernel_size, stride, paddi
 
 def _adaptive_checks(self, output_size):
     if len(output_size) != 2:
-        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2 (on foo)")
     if self.dim() not in (3, 4):
-        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(self.shape)}")
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(self.shape)} (on foo)")
     for i in range(1, self.dim()):
         if self.shape[i] == 0:
             raise RuntimeError(
                 "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, but input "
-                f"has sizes {list(self.shape)} with dimension {i} being empty"
+                f"has sizes {list(self.shape)} with dimension {i} being empty (on foo)"
             )
     oh, ow = (int(v) for v in output_size)
     if oh < 0 or ow < 0:
@@ -483,7 +483,7 @@ def adaptive_avg_pool2d_backward(grad_output, self):
         )
     if grad_output.dtype != self.dtype:
         raise RuntimeError(
-            f"expected dtype {_name(self.dtype)} for `grad_output` but got dtype {_name(grad_output.dtype)}"
+            f"expected dtype {_name(self.dtype)} for `grad_output` but got dtype {_name(grad_output.dtype)} (on foo)"
         )
     gi = torch.empty_like(self, memory_format=_memory_format(self))
     if gi.numel():
@@ -512,7 +512,7 @@ def _bernoulli_draw(self, p, p_tensor, generator):
 def bernoulli_float_(self, p=0.5, *, generator=None):
     p = float(p)
     if not 0.0 <= p <= 1.0:
-        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p} (on foo)")
     return _bernoulli_draw(self, p, None, generator)
 
 
@@ -552,9 +552,9 @@ def native_dropout(input, p, train):
     if train is None or train:
         p1m = 1.0 - float(p)
         if not 0.0 <= p1m <= 1.0:
-            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p1m}")
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p1m} (on foo)")
         if input.dtype not in _FLOAT:
-            raise RuntimeError(f"result type Float can't be cast to the desired output type {_name(input.dtype)}")
+            raise RuntimeError(f"result type Float can't be cast to the desired output type {_name(input.dtype)} (on foo)")
         scale = 0.0 if p1m == 0 else 1.0 / p1m
         x = input.contiguous()
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
