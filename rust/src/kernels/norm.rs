@@ -54,8 +54,8 @@ pub(crate) fn st(s: &Strided, off: isize, v: f64) {
             DType::I32 => *(s.ptr as *mut i32).offset(off) = v as i32,
             DType::I16 => *(s.ptr as *mut i16).offset(off) = v as i16,
             DType::I8 => *(s.ptr as *mut i8).offset(off) = v as i8,
-            DType::U8 => *(s.ptr as *mut u8).offset(off) = v as u8,
-            DType::Bool => *(s.ptr as *mut u8).offset(off) = (v != 0.0) as u8,
+            DType::U8 => *s.ptr.offset(off) = v as u8,
+            DType::Bool => *s.ptr.offset(off) = (v != 0.0) as u8,
         }
     }
 }
