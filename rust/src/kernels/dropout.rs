@@ -18,19 +18,19 @@ pub fn blocks_needed(numel: usize) -> u64 {
     numel.div_ceil(4) as u64
 }
 
-/// The uniform of element `i`.
-#[inline(always)]
-fn uniform(ph: &Philox, offset: u64, i: usize) -> f64 {
-    uniform_f32(ph.block(offset + (i / 4) as u64)[i % 4]) as f64
-}
-
-/// `mask[i] = u_i < p(i)` for a contiguous byte buffer.
+/// `mask[i] = u_i < p(i)` for a contiguous byte buffer. Each Philox block
+/// is computed once for its 4 elements (chunks start at multiples of 4).
 fn draw(mask: &mut [u8], seed: u64, offset: u64, p: impl Fn(usize) -> f64 + Sync) {
     let ph = Philox::new(seed);
     let n = mask.len();
     let fill = |start: usize, m: &mut [u8]| {
-        for (k, v) in m.iter_mut().enumerate() {
-            *v = (uniform(&ph, offset, start + k) < p(start + k)) as u8;
+        debug_assert_eq!(start % 4, 0);
+        for (q, quad) in m.chunks_mut(4).enumerate() {
+            let first = start + 4 * q;
+            let w = ph.block(offset + (first / 4) as u64);
+            for (lane, v) in quad.iter_mut().enumerate() {
+                *v = ((uniform_f32(w[lane]) as f64) < p(first + lane)) as u8;
+            }
         }
     };
     if n <= GRAIN_SIZE {
