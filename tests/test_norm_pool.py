@@ -595,3 +595,35 @@ def test_tensors_on_two_foo_devices_raise():
         A.native_batch_norm(x, w, None, None, None, True, 0.1, 1e-5)
     with pytest.raises(RuntimeError, match="same device"):
         F.layer_norm(torch.randn(3, 4, device="foo:0"), (4,), torch.ones(4, device="foo:1"))
+
+
+def test_pooling_parameter_errors_match_cpu():
+    x = torch.randn(2, 3, 7, 7)
+    raises_like(F.max_pool2d, [x, 3, 1, -1])
+    raises_like(F.max_pool2d, [x, 3, 1, 0, 0])
+    raises_like(F.max_pool2d, [x, 3, 0])
+    raises_like(F.max_pool2d, [x, 3, -1])
+    raises_like(F.avg_pool2d, [x, 3, 1, -1])
+    raises_like(F.avg_pool2d, [x, 3, 0])
+    raises_like(A.max_pool2d_with_indices_backward,
+                [torch.ones(2, 3, 9, 9), x, [2], [2], [0], [1], False, torch.zeros(2, 3, 3, 3, dtype=torch.long)])
+
+
+def test_inconsistent_arguments_raise_where_cpu_corrupts_memory():
+    # CPU writes out of bounds (or reads past its buffers) for these; foo raises.
+    x = foo(torch.randn(2, 3, 7, 7))
+    bad_idx = torch.full((2, 3, 3, 3), 100, dtype=torch.long, device="foo")
+    with pytest.raises(RuntimeError, match="foo"):
+        A.max_pool2d_with_indices_backward(torch.ones(2, 3, 3, 3, device="foo"), x, [2], [2], [0], [1], False,
+                                           bad_idx)
+    with pytest.raises(RuntimeError, match="foo"):
+        A._adaptive_avg_pool2d_backward(torch.ones(2, 4, 3, 3, device="foo"), x)
+    with pytest.raises(RuntimeError, match="foo"):
+        A.native_batch_norm_backward(torch.ones(2, 3, 7, 6, device="foo"), x, None, None, None,
+                                     torch.zeros(3, device="foo"), torch.ones(3, device="foo"), True, 1e-5,
+                                     [True, True, True])
+    with pytest.raises(RuntimeError, match="foo"):
+        A.native_layer_norm_backward(torch.ones_like(x), x, [7], torch.zeros(3, device="foo"),
+                                     torch.zeros(3, device="foo"), None, None, [True, False, False])
+    with pytest.raises(RuntimeError, match="foo"):
+        torch.empty(3, device="foo").bernoulli_(torch.full((4,), 0.5, device="foo"))
