@@ -442,6 +442,38 @@ def test_adaptive_avg_pool2d_direct_layouts_and_bad_input():
     raises_like(A._adaptive_avg_pool2d, [x.long(), [3, 2]])
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("out_size", [(1, 1), (3, 2), (5, 7), (7, 9), (2, None)])
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (3, 5, 6)])
+def test_adaptive_max_pool2d(dtype, out_size, shape):
+    x = torch.randn(shape, dtype=torch.float64).to(dtype)
+    close(F.adaptive_max_pool2d(foo(x), out_size, return_indices=True),
+          F.adaptive_max_pool2d(x, out_size, return_indices=True))
+    autograd_check(lambda x: F.adaptive_max_pool2d(x, out_size), [x], dtype)
+
+
+def test_adaptive_max_pool2d_layouts_out_and_bad_input():
+    x = torch.randn(2, 3, 7, 9).contiguous(memory_format=torch.channels_last)
+    c = F.adaptive_max_pool2d(x, (3, 4), return_indices=True)
+    f = F.adaptive_max_pool2d(foo(x).contiguous(memory_format=torch.channels_last), (3, 4), return_indices=True)
+    close(f, c)
+    assert f[0].stride() == c[0].stride()
+    out, idx = torch.empty(0, device="foo"), torch.empty(0, dtype=torch.long, device="foo")
+    A.adaptive_max_pool2d.out(foo(x), [3, 4], out=out, indices=idx)
+    close((out, idx), c)
+    g = torch.randn(2, 3, 3, 4)
+    gi = torch.empty(0, device="foo")
+    A.adaptive_max_pool2d_backward.grad_input(foo(g), foo(x), idx, grad_input=gi)
+    close(gi, A.adaptive_max_pool2d_backward(g, x, c[1]))
+    x0 = torch.randn(0, 3, 5, 4)
+    close(F.adaptive_max_pool2d(foo(x0), 2, return_indices=True), F.adaptive_max_pool2d(x0, 2, return_indices=True))
+    close(nn.AdaptiveMaxPool2d(2)(foo(x)), nn.AdaptiveMaxPool2d(2)(x))
+    raises_like(A.adaptive_max_pool2d, [torch.randn(2, 3, 0, 4), [3, 2]])
+    raises_like(A.adaptive_max_pool2d, [torch.randn(5, 4), [3, 2]])
+    raises_like(A.adaptive_max_pool2d, [x, [3]])
+    raises_like(A.adaptive_max_pool2d, [x.long(), [3, 2]])
+
+
 # ---------------------------------------------------------------------------
 # dropout and bernoulli
 # ---------------------------------------------------------------------------

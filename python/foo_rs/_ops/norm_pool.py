@@ -11,7 +11,8 @@
 * pooling: ``max_pool2d_with_indices`` and ``avg_pool2d`` with their
   backward (out= forms: the functional forms are ATen composites that check
   the arguments with the shared meta functions and call these),
-  ``_adaptive_avg_pool2d`` and its backward, ``adaptive_avg_pool2d.out``;
+  ``_adaptive_avg_pool2d`` and its backward, ``adaptive_avg_pool2d.out``,
+  ``adaptive_max_pool2d`` and its backward (out= forms);
 * dropout: ``native_dropout``, ``native_dropout_backward``, ``bernoulli_``
   (``.float``, ``.Tensor``) and ``bernoulli.out``, drawing from foo's Philox
   generators (``torch.manual_seed`` makes them reproducible).
@@ -489,6 +490,35 @@ def adaptive_avg_pool2d_backward(grad_output, self):
     if gi.numel():
         _C.adaptive_avg_pool2d_backward(desc(_as4(gi)), desc(_as4(grad_output)))
     return gi
+
+
+@impl("adaptive_max_pool2d.out")
+def adaptive_max_pool2d_out(self, output_size, *, out, indices):
+    check_same_device("adaptive_max_pool2d", self, out, indices)
+    mo, mi = _A.adaptive_max_pool2d(_meta(self), output_size)
+    _fits(out, mo)
+    _fits(indices, mi)
+    _floating("adaptive_max_pool2d", self)
+    if out.numel():
+        _C.adaptive_max_pool2d(desc(_as4(out)), desc(_as4(indices)), desc(_as4(self)))
+    return out, indices
+
+
+@impl("adaptive_max_pool2d_backward.grad_input")
+def adaptive_max_pool2d_backward_grad_input(grad_output, self, indices, *, grad_input):
+    check_same_device("adaptive_max_pool2d_backward", grad_output, self, indices, grad_input)
+    mg = _A.adaptive_max_pool2d_backward(_meta(grad_output), _meta(self), _meta(indices))
+    _fits(grad_input, mg)
+    _floating("adaptive_max_pool2d_backward", self)
+    if grad_output.shape != indices.shape:
+        raise RuntimeError(
+            f"adaptive_max_pool2d_backward: expected indices of shape {list(grad_output.shape)}, but got "
+            f"{list(indices.shape)} (on foo)"
+        )
+    if grad_input.numel():
+        # The same scatter of each gradient to its maximum as max pooling.
+        _C.max_pool2d_backward(desc(_as4(grad_input)), desc(_as4(grad_output)), desc(_as4(indices)))
+    return grad_input
 
 
 # ---------------------------------------------------------------------------

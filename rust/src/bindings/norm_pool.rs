@@ -98,6 +98,12 @@ fn adaptive_avg_pool2d(py: Python<'_>, out: TensorDesc, x: TensorDesc) -> PyResu
 }
 
 #[pyfunction]
+fn adaptive_max_pool2d(py: Python<'_>, out: TensorDesc, indices: TensorDesc, x: TensorDesc) -> PyResult<()> {
+    let (o, i, x) = (strided(out)?, strided(indices)?, strided(x)?);
+    py.detach(|| pool::adaptive_max_pool2d(&o, &i, &x)).map_err(py_err)
+}
+
+#[pyfunction]
 fn adaptive_avg_pool2d_backward(py: Python<'_>, grad_input: TensorDesc, grad_output: TensorDesc) -> PyResult<()> {
     let (gi, go) = (strided(grad_input)?, strided(grad_output)?);
     py.detach(|| pool::adaptive_avg_pool2d_backward(&gi, &go)).map_err(py_err)
@@ -153,6 +159,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(avg_pool2d_backward, m)?)?;
     m.add_function(wrap_pyfunction!(adaptive_avg_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(adaptive_avg_pool2d_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(adaptive_max_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(bernoulli_, m)?)?;
     m.add_function(wrap_pyfunction!(dropout, m)?)?;
     m.add_function(wrap_pyfunction!(dropout_backward, m)?)?;

@@ -333,6 +333,55 @@ pub fn adaptive_avg_pool2d_backward(grad_input: &Strided, grad_output: &Strided)
     })
 }
 
+/// Adaptive max pooling of `x` into `out` (target height and width are the
+/// output's), with the flat index of each maximum in `indices` (int64); the
+/// gradient is [`max_pool2d_backward`]. NaN wins (as on CPU).
+pub fn adaptive_max_pool2d(out: &Strided, indices: &Strided, x: &Strided) -> Result<(), KernelError> {
+    const OP: &str = "adaptive_max_pool2d";
+    for (w, s) in [("input", x), ("output", out), ("indices", indices)] {
+        check4(OP, w, s)?;
+    }
+    same_planes(OP, x, out)?;
+    if indices.sizes != out.sizes || indices.dtype != DType::I64 || out.dtype != x.dtype {
+        return Err(KernelError::InvalidArgument(format!("foo: {OP}: indices must be int64 like the output")));
+    }
+    if !x.dtype.is_floating() {
+        return Err(KernelError::UnsupportedDtype { op: "adaptive_max_pool2d", dtype: x.dtype });
+    }
+    let (ih, iw) = (x.sizes[2], x.sizes[3]);
+    let (oh, ow) = (out.sizes[2], out.sizes[3]);
+    planes(out, x.numel() + out.numel(), |n, c| {
+        for y in 0..oh {
+            let (h0, h1) = adaptive_range(y, oh, ih);
+            for xw in 0..ow {
+                let (w0, w1) = adaptive_range(xw, ow, iw);
+                let mut best = h0 * iw + w0;
+                let mut bestv = f64::NEG_INFINITY;
+                let mut bo: Option<isize> = None;
+                for h in h0..h1 {
+                    for w in w0..w1 {
+                        let o = off(x, n, c, h, w);
+                        let v = ld(x, o);
+                        if v > bestv || v.is_nan() {
+                            bestv = v;
+                            best = h * iw + w;
+                            bo = Some(o);
+                        }
+                    }
+                }
+                let oo = off(out, n, c, y, xw);
+                match bo {
+                    Some(o) => copy_elem(out, oo, x, o),
+                    None => st(out, oo, f64::NEG_INFINITY),
+                }
+                // SAFETY: inside the indices view.
+                unsafe { *(indices.ptr as *mut i64).offset(off(indices, n, c, y, xw)) = best as i64 };
+            }
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
