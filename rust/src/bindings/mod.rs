@@ -6,6 +6,7 @@ mod elementwise;
 mod kernels;
 mod linalg;
 mod memory;
+mod norm_pool;
 
 use crate::allocator::AllocError;
 use crate::dtype::DType;
@@ -152,5 +153,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernels::register(m)?;
     elementwise::register(m)?;
     linalg::register(m)?;
+    norm_pool::register(m)?;
     Ok(())
 }

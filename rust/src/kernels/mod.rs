@@ -5,10 +5,13 @@
 //! of threads rayon uses.
 
 pub mod copy;
+pub mod dropout;
 pub mod elementwise;
 pub mod linalg;
 pub mod nn;
+pub mod norm;
 pub mod parallel;
+pub mod pool;
 pub mod random;
 pub mod reduce;
 

@@ -1,0 +1,510 @@
+//! Normalization kernels: layer norm and batch norm, forward and backward.
+//!
+//! Every statistic is accumulated in float64 whatever the element type
+//! (float16 / bfloat16 / float32 / float64), in a fixed order, so results do
+//! not depend on the thread count: work is split over rows (layer norm) or
+//! channels (batch norm), never inside one sum.
+//!
+//! Layer norm sees contiguous `[m, n]` data (rows of `n` normalized
+//! elements). Batch norm sees strided `[batch, channels, spatial]` views, so
+//! NCHW and channels-last inputs need no copy.
+
+use super::copy::Scalar;
+use super::reduce::par_min;
+use super::{KernelError, Strided};
+use crate::dtype::DType;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// A pointer that may cross threads (each thread touches its own elements).
+#[derive(Clone, Copy)]
+struct P(usize);
+
+/// Element `off` (in elements) of a view, as f64 (integers exact below 2^53).
+#[inline(always)]
+pub(crate) fn ld(s: &Strided, off: isize) -> f64 {
+    // SAFETY: callers pass offsets inside the view.
+    unsafe {
+        match s.dtype {
+            DType::F32 => *(s.ptr as *const f32).offset(off) as f64,
+            DType::F64 => *(s.ptr as *const f64).offset(off),
+            DType::F16 => (*(s.ptr as *const f16).offset(off)).to_f64(),
+            DType::BF16 => (*(s.ptr as *const bf16).offset(off)).to_f64(),
+            DType::I64 => *(s.ptr as *const i64).offset(off) as f64,
+            DType::I32 => *(s.ptr as *const i32).offset(off) as f64,
+            DType::I16 => *(s.ptr as *const i16).offset(off) as f64,
+            DType::I8 => *(s.ptr as *const i8).offset(off) as f64,
+            DType::U8 => *(s.ptr as *const u8).offset(off) as f64,
+            DType::Bool => *(s.ptr as *const u8).offset(off) as f64,
+        }
+    }
+}
+
+/// Stores `v` (rounded to the view's dtype) at element `off`.
+#[inline(always)]
+pub(crate) fn st(s: &Strided, off: isize, v: f64) {
+    // SAFETY: callers pass offsets inside the view.
+    unsafe {
+        match s.dtype {
+            DType::F32 => *(s.ptr as *mut f32).offset(off) = v as f32,
+            DType::F64 => *(s.ptr as *mut f64).offset(off) = v,
+            DType::F16 => *(s.ptr as *mut f16).offset(off) = f16::from_f64(v),
+            DType::BF16 => *(s.ptr as *mut bf16).offset(off) = bf16::from_f64(v),
+            DType::I64 => *(s.ptr as *mut i64).offset(off) = v as i64,
+            DType::I32 => *(s.ptr as *mut i32).offset(off) = v as i32,
+            DType::I16 => *(s.ptr as *mut i16).offset(off) = v as i16,
+            DType::I8 => *(s.ptr as *mut i8).offset(off) = v as i8,
+            DType::U8 => *s.ptr.offset(off) = v as u8,
+            DType::Bool => *s.ptr.offset(off) = (v != 0.0) as u8,
+        }
+    }
+}
+
+fn floating(op: &'static str, s: &Strided) -> Result<(), KernelError> {
+    if s.dtype.is_floating() {
+        Ok(())
+    } else {
+        Err(KernelError::UnsupportedDtype { op, dtype: s.dtype })
+    }
+}
+
+/// A 1-d floating parameter of `n` elements, read into f64.
+pub(crate) fn read_vec(op: &'static str, what: &str, s: Option<&Strided>, n: usize) -> Result<Option<Vec<f64>>, KernelError> {
+    let Some(s) = s else { return Ok(None) };
+    floating(op, s)?;
+    if s.numel() != n || s.ndim() > 1 {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo: {op}: expected {what} to have {n} elements, but got shape {:?}",
+            s.sizes
+        )));
+    }
+    let stride = s.strides.first().copied().unwrap_or(0);
+    Ok(Some((0..n).map(|i| ld(s, i as isize * stride)).collect()))
+}
+
+/// Writes `v` into a 1-d floating view of `v.len()` elements.
+pub(crate) fn write_vec(op: &'static str, what: &str, s: Option<&Strided>, v: &[f64]) -> Result<(), KernelError> {
+    let Some(s) = s else { return Ok(()) };
+    floating(op, s)?;
+    if s.numel() != v.len() || s.ndim() > 1 {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo: {op}: expected {what} to have {} elements, but got shape {:?}",
+            v.len(),
+            s.sizes
+        )));
+    }
+    let stride = s.strides.first().copied().unwrap_or(0);
+    for (i, &x) in v.iter().enumerate() {
+        st(s, i as isize * stride, x);
+    }
+    Ok(())
+}
+
+/// Runs `f(i)` for `i in 0..n`, in parallel when `work` elements are many.
+fn each<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    if work > par_min() && n > 1 {
+        (0..n).into_par_iter().map(f).collect()
+    } else {
+        (0..n).map(f).collect()
+    }
+}
+
+macro_rules! dispatch_float {
+    ($op:expr, $dtype:expr, $f:ident, $($arg:expr),*) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            DType::F16 => $f::<f16>($($arg),*),
+            DType::BF16 => $f::<bf16>($($arg),*),
+            d => return Err(KernelError::UnsupportedDtype { op: $op, dtype: d }),
+        }
+    };
+}
+pub(crate) use dispatch_float;
+
+fn check_dense(op: &str, what: &str, s: &Strided, numel: usize, dtype: DType) -> Result<(), KernelError> {
+    if s.numel() != numel || !(s.numel() == 0 || s.is_contiguous()) || s.dtype != dtype {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: {what} must be a contiguous {} tensor of {numel} elements",
+            dtype.name()
+        )));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// layer norm
+// ---------------------------------------------------------------------------
+
+/// Layer norm of `x` (contiguous, `m` rows of `n`): `out = (x - mean) * rstd
+/// * weight + bias`, with the row statistics written to `mean` and `rstd`
+/// (1-d, `m` elements; `rstd = 1 / sqrt(var + eps)`, biased variance).
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm(out: &Strided, mean: &Strided, rstd: &Strided, x: &Strided, weight: Option<&Strided>, bias: Option<&Strided>, m: usize, n: usize, eps: f64) -> Result<(), KernelError> {
+    const OP: &str = "native_layer_norm";
+    floating(OP, x)?;
+    check_dense(OP, "input", x, m * n, x.dtype)?;
+    check_dense(OP, "output", out, m * n, x.dtype)?;
+    let w = read_vec(OP, "weight", weight, n)?;
+    let b = read_vec(OP, "bias", bias, n)?;
+    let (xp, op) = (P(x.ptr as usize), P(out.ptr as usize));
+    fn rows<T: Scalar>(xp: P, op: P, m: usize, n: usize, eps: f64, w: &Option<Vec<f64>>, b: &Option<Vec<f64>>) -> Vec<(f64, f64)> {
+        each(m, m * n, |i| {
+            // SAFETY: row i of contiguous [m, n] views.
+            let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n) };
+            let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * n), n) };
+            // An empty row has mean 0 and rstd NaN (as on CPU).
+            let mu = if n == 0 { 0.0 } else { xs.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64 };
+            let var = if n == 0 { f64::NAN } else { xs.iter().map(|v| (v.to_f64() - mu).powi(2)).sum::<f64>() / n as f64 };
+            let r = 1.0 / (var.max(0.0) + eps).sqrt();
+            for j in 0..n {
+                let mut y = (xs[j].to_f64() - mu) * r;
+                if let Some(w) = w {
+                    y *= w[j];
+                }
+                if let Some(b) = b {
+                    y += b[j];
+                }
+                os[j] = T::from_f64(y);
+            }
+            (mu, r)
+        })
+    }
+    let stats = dispatch_float!(OP, x.dtype, rows, xp, op, m, n, eps, &w, &b);
+    let (mu, r): (Vec<f64>, Vec<f64>) = stats.into_iter().unzip();
+    write_vec(OP, "mean", Some(mean), &mu)?;
+    write_vec(OP, "rstd", Some(rstd), &r)?;
+    Ok(())
+}
+
+/// Gradients of [`layer_norm`]: `grad_input` (contiguous `[m, n]`),
+/// `grad_weight`, `grad_bias` (1-d, `n`) -- each only when given.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&Strided>, grad_bias: Option<&Strided>, dy: &Strided, x: &Strided, mean: &Strided, rstd: &Strided, weight: Option<&Strided>, m: usize, n: usize) -> Result<(), KernelError> {
+    const OP: &str = "native_layer_norm_backward";
+    floating(OP, x)?;
+    check_dense(OP, "input", x, m * n, x.dtype)?;
+    check_dense(OP, "grad_output", dy, m * n, x.dtype)?;
+    if let Some(gi) = grad_input {
+        check_dense(OP, "grad_input", gi, m * n, x.dtype)?;
+    }
+    let mu = read_vec(OP, "mean", Some(mean), m)?.unwrap_or_default();
+    let rs = read_vec(OP, "rstd", Some(rstd), m)?.unwrap_or_default();
+    let w = read_vec(OP, "weight", weight, n)?;
+    let (xp, dyp) = (P(x.ptr as usize), P(dy.ptr as usize));
+    fn grads<T: Scalar>(gi: Option<P>, xp: P, dyp: P, m: usize, n: usize, mu: &[f64], rs: &[f64], w: &Option<Vec<f64>>, need_wb: bool) -> (Vec<f64>, Vec<f64>) {
+        let row = |i: usize| unsafe {
+            // SAFETY: row i of contiguous [m, n] views.
+            (
+                std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n),
+                std::slice::from_raw_parts((dyp.0 as *const T).add(i * n), n),
+            )
+        };
+        if let Some(gp) = gi {
+            each(m, m * n, |i| {
+                let (xs, ds) = row(i);
+                let gs = unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n) };
+                let (mi, ri) = (mu[i], rs[i]);
+                let (mut a, mut c) = (0.0f64, 0.0f64);
+                for j in 0..n {
+                    let g = ds[j].to_f64() * w.as_ref().map_or(1.0, |w| w[j]);
+                    a += g;
+                    c += g * (xs[j].to_f64() - mi) * ri;
+                }
+                let (a, c) = (a / n as f64, c / n as f64);
+                for j in 0..n {
+                    let g = ds[j].to_f64() * w.as_ref().map_or(1.0, |w| w[j]);
+                    let xh = (xs[j].to_f64() - mi) * ri;
+                    gs[j] = T::from_f64(ri * (g - a - xh * c));
+                }
+            });
+        }
+        if !need_wb {
+            return (Vec::new(), Vec::new());
+        }
+        // Column sums: split over column blocks, each summed over all rows in order.
+        const COLS: usize = 64;
+        let blocks = each(n.div_ceil(COLS), m * n, |bk| {
+            let (j0, j1) = (bk * COLS, ((bk + 1) * COLS).min(n));
+            let mut gw = vec![0.0f64; j1 - j0];
+            let mut gb = vec![0.0f64; j1 - j0];
+            for i in 0..m {
+                let (xs, ds) = row(i);
+                for j in j0..j1 {
+                    let d = ds[j].to_f64();
+                    gw[j - j0] += d * (xs[j].to_f64() - mu[i]) * rs[i];
+                    gb[j - j0] += d;
+                }
+            }
+            (gw, gb)
+        });
+        let (mut gw, mut gb) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (a, b) in blocks {
+            gw.extend(a);
+            gb.extend(b);
+        }
+        (gw, gb)
+    }
+    let gi = grad_input.map(|g| P(g.ptr as usize));
+    let need_wb = grad_weight.is_some() || grad_bias.is_some();
+    let (gw, gb) = dispatch_float!(OP, x.dtype, grads, gi, xp, dyp, m, n, &mu, &rs, &w, need_wb);
+    if need_wb {
+        write_vec(OP, "grad_weight", grad_weight, &gw)?;
+        write_vec(OP, "grad_bias", grad_bias, &gb)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// batch norm
+// ---------------------------------------------------------------------------
+
+/// `[batch, channels, spatial]` view geometry.
+fn bn_geometry(op: &str, what: &str, s: &Strided, like: &Strided) -> Result<(), KernelError> {
+    if s.ndim() != 3 || s.sizes != like.sizes || s.dtype != like.dtype {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: {what} must be a 3-d view {:?} of {}, got {:?} of {}",
+            like.sizes,
+            like.dtype.name(),
+            s.sizes,
+            s.dtype.name()
+        )));
+    }
+    Ok(())
+}
+
+/// `v` rounded to `dtype` (floating dtypes; others leave it).
+fn round_as(dtype: DType, v: f64) -> f64 {
+    match dtype {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f16::from_f64(v).to_f64(),
+        DType::BF16 => bf16::from_f64(v).to_f64(),
+        _ => v,
+    }
+}
+
+/// Calls `f(offset)` for every element of channel `c` of a 3-d view, in order.
+#[inline(always)]
+fn channel(s: &Strided, c: usize, mut f: impl FnMut(isize)) {
+    let (nb, ns) = (s.sizes[0], s.sizes[2]);
+    let (sb, sc, ss) = (s.strides[0], s.strides[1], s.strides[2]);
+    for b in 0..nb {
+        let base = b as isize * sb + c as isize * sc;
+        for k in 0..ns {
+            f(base + k as isize * ss);
+        }
+    }
+}
+
+/// Batch norm of `x` (`[batch, channels, spatial]`) into `out`. Training:
+/// batch statistics (saved to `save_mean`, `save_invstd` when given) and the
+/// running statistics updated in place (`momentum`, unbiased variance);
+/// otherwise the running statistics normalize.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Option<&Strided>, x: &Strided, weight: Option<&Strided>, bias: Option<&Strided>, running_mean: Option<&Strided>, running_var: Option<&Strided>, training: bool, momentum: f64, eps: f64) -> Result<(), KernelError> {
+    const OP: &str = "batch_norm";
+    floating(OP, x)?;
+    if x.ndim() != 3 {
+        return Err(KernelError::InvalidArgument(format!("foo: {OP}: expected a 3-d view, got {:?}", x.sizes)));
+    }
+    bn_geometry(OP, "output", out, x)?;
+    let c = x.sizes[1];
+    let cnt = x.sizes[0] * x.sizes[2];
+    let w = read_vec(OP, "weight", weight, c)?;
+    let b = read_vec(OP, "bias", bias, c)?;
+    let rm = read_vec(OP, "running_mean", running_mean, c)?;
+    let rv = read_vec(OP, "running_var", running_var, c)?;
+    if !training && (rm.is_none() || rv.is_none()) {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {OP}: running_mean and running_var must be defined in evaluation mode"
+        )));
+    }
+    // CPU normalizes with the statistics as stored (rounded to their dtype).
+    let stat_dtype = save_mean.map_or(DType::F64, |s| s.dtype);
+    let stats = each(c, x.numel(), |ch| {
+        let (mean, invstd, var_sum) = if training {
+            let mut s = 0.0;
+            channel(x, ch, |o| s += ld(x, o));
+            let mean = s / cnt as f64;
+            let mut v = 0.0;
+            channel(x, ch, |o| v += (ld(x, o) - mean).powi(2));
+            let invstd = if cnt == 0 { 0.0 } else { 1.0 / (v / cnt as f64 + eps).sqrt() };
+            (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
+        } else {
+            let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
+            (m, 1.0 / (v + eps).sqrt(), 0.0)
+        };
+        let alpha = invstd * w.as_ref().map_or(1.0, |w| w[ch]);
+        let beta = b.as_ref().map_or(0.0, |b| b[ch]) - mean * alpha;
+        let (xo, oo) = (x.clone(), out.clone());
+        // out and x have the same sizes; walk both.
+        let (nb, ns) = (x.sizes[0], x.sizes[2]);
+        for bi in 0..nb {
+            for k in 0..ns {
+                let xi = bi as isize * xo.strides[0] + ch as isize * xo.strides[1] + k as isize * xo.strides[2];
+                let oi = bi as isize * oo.strides[0] + ch as isize * oo.strides[1] + k as isize * oo.strides[2];
+                st(&oo, oi, ld(&xo, xi) * alpha + beta);
+            }
+        }
+        (mean, invstd, var_sum)
+    });
+    if training {
+        let mean: Vec<f64> = stats.iter().map(|s| s.0).collect();
+        let invstd: Vec<f64> = stats.iter().map(|s| s.1).collect();
+        write_vec(OP, "save_mean", save_mean, &mean)?;
+        write_vec(OP, "save_invstd", save_invstd, &invstd)?;
+        if let Some(rm) = rm {
+            let v: Vec<f64> = rm.iter().zip(&mean).map(|(r, m)| momentum * m + (1.0 - momentum) * r).collect();
+            write_vec(OP, "running_mean", running_mean, &v)?;
+        }
+        if let Some(rv) = rv {
+            let v: Vec<f64> = rv
+                .iter()
+                .zip(&stats)
+                .map(|(r, s)| momentum * (s.2 / (cnt as f64 - 1.0)) + (1.0 - momentum) * r)
+                .collect();
+            write_vec(OP, "running_var", running_var, &v)?;
+        }
+    }
+    Ok(())
+}
+
+/// Gradients of [`batch_norm`] w.r.t. its input (into `grad_input`, a 3-d
+/// view like `x`), weight and bias (1-d), each only when given. `train`:
+/// the saved batch statistics were used; else the running ones.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&Strided>, grad_bias: Option<&Strided>, dy: &Strided, x: &Strided, weight: Option<&Strided>, running_mean: Option<&Strided>, running_var: Option<&Strided>, save_mean: Option<&Strided>, save_invstd: Option<&Strided>, train: bool, eps: f64) -> Result<(), KernelError> {
+    const OP: &str = "batch_norm_backward";
+    floating(OP, x)?;
+    if x.ndim() != 3 {
+        return Err(KernelError::InvalidArgument(format!("foo: {OP}: expected a 3-d view, got {:?}", x.sizes)));
+    }
+    bn_geometry(OP, "grad_output", dy, x)?;
+    if let Some(gi) = grad_input {
+        bn_geometry(OP, "grad_input", gi, x)?;
+    }
+    let c = x.sizes[1];
+    let cnt = x.sizes[0] * x.sizes[2];
+    let w = read_vec(OP, "weight", weight, c)?;
+    let (mean, invstd) = if train {
+        let m = read_vec(OP, "save_mean", save_mean, c)?;
+        let s = read_vec(OP, "save_invstd", save_invstd, c)?;
+        match (m, s) {
+            (Some(m), Some(s)) => (m, s),
+            _ => {
+                return Err(KernelError::InvalidArgument(format!(
+                    "foo: {OP}: save_mean and save_invstd must be defined in training mode"
+                )))
+            }
+        }
+    } else {
+        let m = read_vec(OP, "running_mean", running_mean, c)?;
+        let v = read_vec(OP, "running_var", running_var, c)?;
+        match (m, v) {
+            (Some(m), Some(v)) => (m, v.iter().map(|v| 1.0 / (v + eps).sqrt()).collect()),
+            _ => {
+                return Err(KernelError::InvalidArgument(format!(
+                    "foo: {OP}: running_mean and running_var must be defined in evaluation mode"
+                )))
+            }
+        }
+    };
+    let sums = each(c, x.numel(), |ch| {
+        let (mu, is) = (mean[ch], invstd[ch]);
+        let (nb, ns) = (x.sizes[0], x.sizes[2]);
+        let off = |s: &Strided, bi: usize, k: usize| bi as isize * s.strides[0] + ch as isize * s.strides[1] + k as isize * s.strides[2];
+        let (mut sum, mut dot) = (0.0f64, 0.0f64);
+        for bi in 0..nb {
+            for k in 0..ns {
+                let d = ld(dy, off(dy, bi, k));
+                sum += d;
+                dot += (ld(x, off(x, bi, k)) - mu) * d;
+            }
+        }
+        if let Some(gi) = grad_input {
+            let wc = w.as_ref().map_or(1.0, |w| w[ch]);
+            let kk = if cnt == 0 { 0.0 } else { dot * is * is / cnt as f64 };
+            let gm = if cnt == 0 { 0.0 } else { sum / cnt as f64 };
+            for bi in 0..nb {
+                for k in 0..ns {
+                    let d = ld(dy, off(dy, bi, k));
+                    let v = if train { (d - gm - (ld(x, off(x, bi, k)) - mu) * kk) * is * wc } else { d * is * wc };
+                    st(gi, off(gi, bi, k), v);
+                }
+            }
+        }
+        (dot * is, sum)
+    });
+    let gw: Vec<f64> = sums.iter().map(|s| s.0).collect();
+    let gb: Vec<f64> = sums.iter().map(|s| s.1).collect();
+    write_vec(OP, "grad_weight", grad_weight, &gw)?;
+    write_vec(OP, "grad_bias", grad_bias, &gb)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(v: &mut [f32], sizes: &[usize]) -> Strided {
+        Strided::contiguous(v.as_mut_ptr() as *mut u8, DType::F32, sizes)
+    }
+
+    #[test]
+    fn layer_norm_rows() {
+        let mut x = vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -1.0, 1.0, 1.0];
+        let mut out = vec![0f32; 8];
+        let (mut mean, mut rstd) = (vec![0f32; 2], vec![0f32; 2]);
+        let mut w = vec![2.0f32; 4];
+        layer_norm(&view(&mut out, &[2, 4]), &view(&mut mean, &[2]), &view(&mut rstd, &[2]), &view(&mut x, &[2, 4]), Some(&view(&mut w, &[4])), None, 2, 4, 0.0).unwrap();
+        assert_eq!(mean, vec![2.5, 0.0]);
+        let r = 1.0 / 1.25f32.sqrt();
+        assert!((rstd[0] - r).abs() < 1e-6);
+        assert!((out[0] - 2.0 * (-1.5) * r).abs() < 1e-5);
+        assert_eq!(&out[4..], &[-2.0, -2.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn layer_norm_independent_of_threads() {
+        let (m, n) = (600, 512); // above par_min(): rows split over threads
+        let mut x: Vec<f32> = (0..m * n).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
+        let run = |x: &mut Vec<f32>| {
+            let (mut out, mut mean, mut rstd) = (vec![0f32; m * n], vec![0f32; m], vec![0f32; m]);
+            layer_norm(&view(&mut out, &[m, n]), &view(&mut mean, &[m]), &view(&mut rstd, &[m]), &view(x, &[m, n]), None, None, m, n, 1e-5).unwrap();
+            (out, mean, rstd)
+        };
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let a = one.install(|| run(&mut x));
+        let b = run(&mut x);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn batch_norm_updates_running_stats() {
+        // [batch 2, channels 1, spatial 2]
+        let mut x = vec![1.0f32, 3.0, 5.0, 7.0];
+        let mut out = vec![0f32; 4];
+        let (mut rm, mut rv) = (vec![0f32], vec![1f32]);
+        let (mut sm, mut si) = (vec![0f32], vec![0f32]);
+        batch_norm(&view(&mut out, &[2, 1, 2]), Some(&view(&mut sm, &[1])), Some(&view(&mut si, &[1])), &view(&mut x, &[2, 1, 2]), None, None, Some(&view(&mut rm, &[1])), Some(&view(&mut rv, &[1])), true, 0.1, 0.0).unwrap();
+        assert_eq!(sm[0], 4.0);
+        assert!((si[0] - 1.0 / 5f32.sqrt()).abs() < 1e-6);
+        assert!((rm[0] - 0.4).abs() < 1e-6);
+        // unbiased variance 20/3
+        assert!((rv[0] - (0.1 * 20.0 / 3.0 + 0.9)).abs() < 1e-5);
+        let s: f32 = out.iter().sum();
+        assert!(s.abs() < 1e-5);
+    }
+
+    #[test]
+    fn batch_norm_backward_sums() {
+        let mut x = vec![1.0f32, 2.0, 3.0, 4.0];
+        let mut dy = vec![1.0f32; 4];
+        let (mut m, mut s) = (vec![2.5f32], vec![1.0f32]);
+        let (mut gw, mut gb, mut gi) = (vec![0f32], vec![0f32], vec![9f32; 4]);
+        batch_norm_backward(Some(&view(&mut gi, &[4, 1, 1])), Some(&view(&mut gw, &[1])), Some(&view(&mut gb, &[1])), &view(&mut dy, &[4, 1, 1]), &view(&mut x, &[4, 1, 1]), None, None, None, Some(&view(&mut m, &[1])), Some(&view(&mut s, &[1])), true, 0.0).unwrap();
+        assert_eq!(gb[0], 4.0);
+        assert_eq!(gw[0], 0.0);
+        assert_eq!(gi, vec![0.0; 4]);
+    }
+}
