@@ -11,7 +11,18 @@ use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use crate::rng::{uniform_f32, Philox};
 use half::{bf16, f16};
-use rayon::prelude::*;
+
+/// A pointer that crosses to pool threads (tasks write disjoint parts).
+struct Ptr<T>(*mut T);
+impl<T> Clone for Ptr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Ptr<T> {}
+// SAFETY: see above.
+unsafe impl<T> Send for Ptr<T> {}
+unsafe impl<T> Sync for Ptr<T> {}
 
 /// Philox blocks a draw of `numel` elements uses.
 pub fn blocks_needed(numel: usize) -> u64 {
@@ -36,7 +47,13 @@ fn draw(mask: &mut [u8], seed: u64, offset: u64, p: impl Fn(usize) -> f64 + Sync
     if n <= GRAIN_SIZE {
         fill(0, mask);
     } else {
-        mask.par_chunks_mut(GRAIN_SIZE).enumerate().for_each(|(c, m)| fill(c * GRAIN_SIZE, m));
+        let (len, base) = (mask.len(), Ptr(mask.as_mut_ptr()));
+        super::parallel::parallel_for(len.div_ceil(GRAIN_SIZE), |c| {
+            let (s, e) = (c * GRAIN_SIZE, ((c + 1) * GRAIN_SIZE).min(len));
+            let base = base;
+            // SAFETY: tasks fill disjoint chunks of the mask.
+            fill(s, unsafe { std::slice::from_raw_parts_mut(base.0.add(s), e - s) });
+        });
     }
 }
 
@@ -130,10 +147,13 @@ fn apply(out: &Strided, x: &Strided, mask: &Strided, scale: f64, op: &'static st
         if n <= GRAIN_SIZE {
             body(o, xs, m);
         } else {
-            o.par_chunks_mut(GRAIN_SIZE)
-                .zip(xs.par_chunks(GRAIN_SIZE))
-                .zip(m.par_chunks(GRAIN_SIZE))
-                .for_each(|((o, xs), m)| body(o, xs, m));
+            let (len, base) = (o.len(), Ptr(o.as_mut_ptr()));
+            super::parallel::parallel_for(len.div_ceil(GRAIN_SIZE), |c| {
+                let (s, e) = (c * GRAIN_SIZE, ((c + 1) * GRAIN_SIZE).min(len));
+                let base = base;
+                // SAFETY: tasks write disjoint chunks of the output.
+                body(unsafe { std::slice::from_raw_parts_mut(base.0.add(s), e - s) }, &xs[s..e], &m[s..e]);
+            });
         }
     }
     dispatch_float!(op, x.dtype, run, out, x, mask, scale);
@@ -185,7 +205,7 @@ mod tests {
         let mut b = vec![0f32; n];
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let db = Strided::contiguous(b.as_mut_ptr() as *mut u8, DType::F32, &[n]);
-        one.install(|| bernoulli(&db, 0.3, None, 7, 0)).unwrap();
+        one.install(|| crate::kernels::parallel::with_threads(1, || bernoulli(&db, 0.3, None, 7, 0))).unwrap();
         assert_eq!(a, b);
         assert!(bernoulli(&d, 1.5, None, 7, 0).is_err());
     }

@@ -14,7 +14,6 @@ use super::reduce::par_min;
 use super::{KernelError, Strided};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 /// A pointer that may cross threads (each thread touches its own elements).
 #[derive(Clone, Copy)]
@@ -103,7 +102,7 @@ pub(crate) fn write_vec(op: &'static str, what: &str, s: Option<&Strided>, v: &[
 /// Runs `f(i)` for `i in 0..n`, in parallel when `work` elements are many.
 fn each<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
     if work > par_min() && n > 1 {
-        (0..n).into_par_iter().map(f).collect()
+        super::parallel::collect(n, f)
     } else {
         (0..n).map(f).collect()
     }
@@ -474,7 +473,7 @@ mod tests {
             (out, mean, rstd)
         };
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let a = one.install(|| run(&mut x));
+        let a = one.install(|| crate::kernels::parallel::with_threads(1, || run(&mut x)));
         let b = run(&mut x);
         assert_eq!(a, b);
     }

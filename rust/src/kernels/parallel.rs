@@ -322,6 +322,29 @@ pub fn for_range(n: usize, min_len: usize, f: impl Fn(usize) + Sync) {
     parallel_for(n.div_ceil(chunk), |t| (t * chunk..((t + 1) * chunk).min(n)).for_each(&f));
 }
 
+/// [`for_range`] for fallible work: the error of the lowest failing index's
+/// task is returned.
+pub fn try_for_range<E: Send>(n: usize, min_len: usize, f: impl Fn(usize) -> Result<(), E> + Sync) -> Result<(), E> {
+    let tasks = n.div_ceil(min_len.max(1)).min(num_threads() * 4).max(1);
+    let chunk = n.div_ceil(tasks).max(1);
+    try_parallel_for(n.div_ceil(chunk), |t| (t * chunk..((t + 1) * chunk).min(n)).try_for_each(&f))
+}
+
+/// `(0..n).map(f).collect()`, computed on the pool.
+pub fn collect<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    struct Slots<R>(*mut Option<R>);
+    // SAFETY: each index is written by exactly one task.
+    unsafe impl<R: Send> Sync for Slots<R> {}
+    let mut v: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    let slots = Slots(v.as_mut_ptr());
+    for_range(n, 1, |i| {
+        let s = &slots;
+        // SAFETY: `i < n` and no other task writes slot `i`.
+        unsafe { *s.0.add(i) = Some(f(i)) };
+    });
+    v.into_iter().map(|x| x.expect("collect: every index ran")).collect()
+}
+
 /// `rayon::join` on this pool: `a` and `b` on two threads when the pool is
 /// free (nested joins run in sequence on their thread, so a recursive tree
 /// runs its top split in parallel). With more than two threads the work goes

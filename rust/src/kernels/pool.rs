@@ -10,7 +10,6 @@ use super::norm::{ld, st};
 use super::reduce::par_min;
 use super::{KernelError, Strided};
 use crate::dtype::DType;
-use rayon::prelude::*;
 
 /// Kernel, stride, padding and dilation of a 2-d window (height, width).
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +48,7 @@ fn planes(s: &Strided, work: usize, f: impl Fn(usize, usize) -> Result<(), Kerne
     let total = nb * nc;
     let g = |p: usize| f(p / nc.max(1), p % nc.max(1));
     if work > par_min() && total > 1 {
-        (0..total).into_par_iter().try_for_each(g)
+        super::parallel::try_for_range(total, 1, g)
     } else {
         (0..total).try_for_each(g)
     }
