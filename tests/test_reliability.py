@@ -157,6 +157,31 @@ def test_threads_match_sequential():
     assert _memory() == baseline
 
 
+@pytest.mark.skipif("FOO_RS_NUM_THREADS" in os.environ, reason="FOO_RS_NUM_THREADS fixes the count")
+def test_kernels_follow_torch_set_num_threads(no_fallback):
+    """torch.set_num_threads governs foo's pool; results do not depend on it."""
+    old = torch.get_num_threads()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(600, 700, generator=g).to("foo")
+    w = torch.randn(700, 300, generator=g).to("foo")
+
+    def work():
+        y = torch.nn.functional.gelu(x * 1.5 + x.sin())
+        return torch.cat([t.cpu() for t in (y.sum(0), y.sum(1), (y @ w).flatten(), y.softmax(1)[0])])
+
+    try:
+        results = []
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            assert foo_rs._C.num_threads() == n
+            results.append(work())
+    finally:
+        torch.set_num_threads(old)
+    assert foo_rs._C.num_threads() == old
+    for r in results[1:]:
+        assert torch.equal(r, results[0])
+
+
 def test_threads_share_one_tensor_readonly():
     x = torch.randn(256, 256, device="foo")
     expected = (x * 2).sum(1).cpu()
