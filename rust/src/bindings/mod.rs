@@ -3,6 +3,7 @@
 
 mod device;
 mod elementwise;
+mod index;
 mod kernels;
 mod linalg;
 mod memory;
@@ -108,5 +109,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernels::register(m)?;
     elementwise::register(m)?;
     linalg::register(m)?;
+    index::register(m)?;
     Ok(())
 }

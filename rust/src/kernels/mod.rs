@@ -6,6 +6,7 @@
 
 pub mod copy;
 pub mod elementwise;
+pub mod index;
 pub mod linalg;
 pub mod nn;
 pub mod random;
