@@ -270,7 +270,8 @@ def _expand_indices(self, indices):
 
 
 def _index_plan(self, indices):
-    """(view of self, plan shape, data strides, index args, result shape)."""
+    """(view of self, plan shape, data strides, index args, tensors to keep
+    alive while the args' pointers are in use)."""
     idx = _expand_indices(self, indices)
     defined = [k for k, t in enumerate(idx) if t is not None]
     if not defined:
@@ -295,17 +296,18 @@ def _index_plan(self, indices):
     nb = len(bshape)
     dstr = list(view.stride()[:first]) + [0] * nb + list(view.stride()[last + 1:])
     args = []
+    keep = [idx[k] for k in defined]
     for k in defined:
         t = idx[k].expand(bshape)
         istr = [0] * first + list(t.stride()) + [0] * len(after)
         args.append(_arg(t, shape, istr, view.shape[k], view.stride(k), dims[k]))
-    return view, shape, dstr, args
+    return view, shape, dstr, args, keep
 
 
 @impl("index.Tensor_out")
 def index_out(self, indices, *, out):
     check_same_device("index", self, out, *[i for i in indices if i is not None and i.dim() > 0])
-    view, shape, dstr, args = _index_plan(self, list(indices))
+    view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     check_out(out, shape, self.dtype)
 
     def run(target):
@@ -317,7 +319,7 @@ def index_out(self, indices, *, out):
 @impl("index.Tensor")
 def index(self, indices):
     check_same_device("index", self, *[i for i in indices if i is not None and i.dim() > 0])
-    view, shape, dstr, args = _index_plan(self, list(indices))
+    view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     out = torch.empty(shape, dtype=self.dtype, device=self.device)
     _C.index_gather(desc(out), _desc_as(view, shape, dstr), args, True, _INDEX_ERR)
     return out
@@ -343,7 +345,7 @@ def _put_value(values, shape, dtype, device):
 @impl("_index_put_impl_")
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     check_same_device("index_put_", self, values, *[i for i in indices if i is not None and i.dim() > 0])
-    view, shape, dstr, args = _index_plan(self, list(indices))
+    view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     v = _put_value(values, shape, self.dtype, self.device)
     if _overlaps(self, v):
         v = v.clone()
@@ -449,7 +451,7 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
         value = value.item()
     _C.index_scatter(
         _desc_as(o, shape, dstr), sdesc, value, [_arg(i, shape, i.stride(), o.shape[d], o.stride(d), d)], False,
-        op, include_self, _RUNTIME_OOB,
+        op, include_self, _RUNTIME_OOB, True,
     )
     return out
 
@@ -487,6 +489,7 @@ def scatter_add_out(self, dim, index, src, *, out):
 
 @impl("scatter_reduce.two_out")
 def scatter_reduce_two_out(self, dim, index, src, reduce, *, include_self=True, out):
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)
     if reduce not in _SCATTER_REDUCE:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce} (foo)")
     return _scatter_into("scatter_reduce", self, dim, index, src, None, reduce, include_self, out)
@@ -545,7 +548,7 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
     istr[d] = _as1d(index).stride(0)
     _C.index_scatter(
         _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
-        "add", True, _RUNTIME_OOB,
+        "add", True, _RUNTIME_OOB, True,
     )
     return out
 
@@ -765,21 +768,30 @@ def arange_start_out(start, end, step=1, *, out):
     if dtype == torch.bool:
         raise NotImplementedError("\"arange_cpu\" not implemented for 'Bool' (foo)")
     integral = dtype in _INT_DTYPES
+    # ATen: values in acc_type (int64 for integers: truncated bounds); the
+    # size from int64 arithmetic for int64, from doubles otherwise.
     if integral:
         xs, xe, xst = int(start), int(end), int(step)
     else:
         xs, xe, xst = float(start), float(end), float(step)
-    if dtype == torch.int64:
-        sgn = (xst > 0) - (xst < 0)
-        size_d = math.ceil((xe - xs + xst - sgn) / xst) if xst != 0 else 0
-    else:
-        size_d = math.ceil((float(end) - float(start)) / float(step)) if float(step) != 0 else 0
-    if xst == 0:
+    if float(step) == 0:
         raise RuntimeError("step must be nonzero (foo)")
-    if not (math.isfinite(float(xs)) and math.isfinite(float(xe))):
-        raise RuntimeError(f"unsupported range: {xs} -> {xe} (foo)")
-    if not ((xst > 0 and xe >= xs) or (xst < 0 and xe <= xs)):
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign (foo)")
+    if dtype == torch.int64:
+        if xst == 0:  # a fractional step truncated to 0 (CPU: ValueError)
+            raise ValueError("step must be nonzero (foo)")
+        sgn = (xst > 0) - (xst < 0)
+        num = xe - xs + xst - sgn
+        size_d = abs(num) // abs(xst) * (1 if (num >= 0) == (xst > 0) else -1)
+        cs, ce, cst = xs, xe, xst
+    else:
+        cs, ce, cst = float(start), float(end), float(step)
+        if cst == 0:
+            raise RuntimeError("step must be nonzero (foo)")
+        size_d = math.ceil((ce - cs) / cst)
+    if not (math.isfinite(float(cs)) and math.isfinite(float(ce))):
+        raise RuntimeError(f"unsupported range: {cs} -> {ce} (foo)")
+    if not ((cst > 0 and ce >= cs) or (cst < 0 and ce <= cs)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign (foo)")
     if not (0 <= size_d <= 2**63 - 1):
         raise RuntimeError("invalid size, possible overflow? (foo)")
     size = int(size_d)

@@ -65,9 +65,9 @@ fn reduce_of(name: &str) -> PyResult<Reduce> {
 /// Advanced-index scatter: `dst[r + Σ idx_k[r] * stride_k] op= src[r]`
 /// (`src` a tensor desc, or `value` a Python number), serially.
 #[pyfunction]
-#[pyo3(signature = (dst, src, value, args, wrap, op, include_self, err))]
+#[pyo3(signature = (dst, src, value, args, wrap, op, include_self, err, acc_float=false))]
 #[allow(clippy::too_many_arguments)]
-fn index_scatter(py: Python<'_>, dst: TensorDesc, src: Option<TensorDesc>, value: Option<&Bound<'_, PyAny>>, args: Vec<ArgDesc>, wrap: bool, op: &str, include_self: bool, err: ErrFmt) -> PyResult<()> {
+fn index_scatter(py: Python<'_>, dst: TensorDesc, src: Option<TensorDesc>, value: Option<&Bound<'_, PyAny>>, args: Vec<ArgDesc>, wrap: bool, op: &str, include_self: bool, err: ErrFmt, acc_float: bool) -> PyResult<()> {
     let (d, a) = (strided(dst)?, index_args(&args)?);
     let op = reduce_of(op)?;
     let s = src.map(strided).transpose()?;
@@ -88,7 +88,7 @@ fn index_scatter(py: Python<'_>, dst: TensorDesc, src: Option<TensorDesc>, value
             (None, Some((f, i, is_int))) => Src::Scalar { f, i, is_int },
             (None, None) => return Err(IndexError::Kernel(KernelError::InvalidArgument("foo scatter: no source".into()))),
         };
-        ix::scatter(&d, src, &a, wrap, op, include_self)
+        ix::scatter(&d, src, &a, wrap, op, include_self, acc_float)
     })
     .map_err(|e| index_err(e, &args, &err))
 }

@@ -391,7 +391,7 @@ fn identity<T: Arith>(op: Reduce) -> T {
     }
 }
 
-unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], op: Reduce, include_self: bool) {
+unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], op: Reduce, include_self: bool, acc_float: bool) {
     let shape = &dst.sizes;
     let n: usize = shape.iter().product();
     let dp = dst.ptr as *mut T;
@@ -415,6 +415,33 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
         });
     }
     let mut counts: HashMap<isize, i64> = HashMap::new();
+    if acc_float && matches!(op, Reduce::Add | Reduce::Mean | Reduce::Mul) {
+        // Sums and products of halves accumulate in f32 per destination
+        // element and round once (torch CPU's opmath for scatter/index_add).
+        let mut acc: HashMap<isize, f32> = HashMap::new();
+        let mut order: Vec<isize> = Vec::new();
+        walk(shape, &strides, 0, n, |o| {
+            let off = data_offset(o[0], o, 2, args);
+            let s = match sp {
+                Some(p) => *p.offset(o[1]),
+                None => scalar,
+            }
+            .to_f64() as f32;
+            let a = acc.entry(off).or_insert_with(|| {
+                order.push(off);
+                (*dp.offset(off)).to_f64() as f32
+            });
+            *a = if op == Reduce::Mul { *a * s } else { *a + s };
+            if op == Reduce::Mean {
+                *counts.entry(off).or_insert(include_self as i64) += 1;
+            }
+        });
+        for off in order {
+            let v = T::from_f64(acc[&off] as f64);
+            *dp.offset(off) = if op == Reduce::Mean { v.div_count(counts[&off]) } else { v };
+        }
+        return;
+    }
     walk(shape, &strides, 0, n, |o| {
         let off = data_offset(o[0], o, 2, args);
         let s = match sp {
@@ -440,7 +467,9 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
 /// row-major order. Without `include_self`, the positions written start
 /// from the reduction's identity. `Mean` divides each written position by
 /// its count (plus one with `include_self`), floor-dividing integers.
-pub fn scatter(dst: &Strided, src: Src, args: &[IndexArg], wrap: bool, op: Reduce, include_self: bool) -> Result<(), IndexError> {
+/// With `acc_float`, sums and products of f16/bf16 accumulate in f32 and
+/// round once per destination element.
+pub fn scatter(dst: &Strided, src: Src, args: &[IndexArg], wrap: bool, op: Reduce, include_self: bool, acc_float: bool) -> Result<(), IndexError> {
     let shape = dst.sizes.clone();
     for a in args {
         if a.idx.sizes != shape {
@@ -461,7 +490,8 @@ pub fn scatter(dst: &Strided, src: Src, args: &[IndexArg], wrap: bool, op: Reduc
         return Ok(());
     }
     // SAFETY: indices checked; offsets stay inside the views.
-    dispatch_dtype!(dst.dtype, T => unsafe { scatter_typed::<T>(dst, &src, args, op, include_self) });
+    let acc_float = acc_float && matches!(dst.dtype, DType::F16 | DType::BF16);
+    dispatch_dtype!(dst.dtype, T => unsafe { scatter_typed::<T>(dst, &src, args, op, include_self, acc_float) });
     Ok(())
 }
 
@@ -655,8 +685,16 @@ pub fn arange(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i6
     }
     fn go<T: Scalar>(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i64, integral: bool) {
         let p = out.ptr as *mut T;
+        let half = matches!(out.dtype, DType::F16 | DType::BF16);
         for i in 0..out.sizes[0] {
-            let v = if integral { T::from_i64(start_i.wrapping_add(step_i.wrapping_mul(i as i64))) } else { T::from_f64(start_f + step_f * i as f64) };
+            let v = if integral {
+                T::from_i64(start_i.wrapping_add(step_i.wrapping_mul(i as i64)))
+            } else if half {
+                // acc_type of f16/bf16 is f32
+                T::from_f64((start_f as f32 + step_f as f32 * i as f32) as f64)
+            } else {
+                T::from_f64(start_f + step_f * i as f64)
+            };
             // SAFETY: i < size of the 1-d view.
             unsafe { *p.offset(i as isize * out.strides[0]) = v };
         }
@@ -695,11 +733,26 @@ pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> 
             }
         }};
     }
+    // c10::Half / BFloat16 arithmetic: each operation computes in f32 and
+    // rounds back (integers convert to the half type first).
+    macro_rules! halfy {
+        ($t:ty) => {{
+            let r = |x: f32| <$t>::from_f32(x).to_f32();
+            let s = r(start as f32);
+            let e = r(end as f32);
+            let step = r(r(e - s) / r((steps - 1) as f32));
+            for i in 0..steps {
+                let ii = i as i64;
+                let v = if ii < half { r(s + r(step * r(ii as f32))) } else { r(e - r(step * r((steps as i64 - ii - 1) as f32))) };
+                write::<$t>(p, st, i, <$t>::from_f32(v));
+            }
+        }};
+    }
     match out.dtype {
         DType::F64 => floaty!(f64, f64),
         DType::F32 => floaty!(f32, f32),
-        DType::F16 => floaty!(f16, f32),
-        DType::BF16 => floaty!(bf16, f32),
+        DType::F16 => halfy!(f16),
+        DType::BF16 => halfy!(bf16),
         dt => {
             dispatch_dtype!(dt, T => {
                 let s = T::from_f64(start).to_i64() as f64;
@@ -763,17 +816,17 @@ mod tests {
         let s = view(&mut src, DType::F64, &[4], &[1]);
         let i = view(&mut idx, DType::I64, &[4], &[1]);
         let args = [IndexArg { idx: i, size: 3, stride: 1 }];
-        scatter(&d, Src::Tensor(&s), &args, false, Reduce::Add, true).unwrap();
+        scatter(&d, Src::Tensor(&s), &args, false, Reduce::Add, true, false).unwrap();
         assert_eq!(dst, vec![9., 1., 3.]);
         let mut dst2 = vec![1f64; 3];
         let d2 = view(&mut dst2, DType::F64, &[4], &[0]);
-        scatter(&d2, Src::Tensor(&s), &args, false, Reduce::Mean, true).unwrap();
+        scatter(&d2, Src::Tensor(&s), &args, false, Reduce::Mean, true, false).unwrap();
         assert_eq!(dst2, vec![9. / 4., 1., 3. / 2.]);
         let mut dst3 = vec![5i32; 3];
         let mut src3 = vec![1i32, 2, 3, 4];
         let d3 = view(&mut dst3, DType::I32, &[4], &[0]);
         let s3 = view(&mut src3, DType::I32, &[4], &[1]);
-        scatter(&d3, Src::Tensor(&s3), &args, false, Reduce::Max, false).unwrap();
+        scatter(&d3, Src::Tensor(&s3), &args, false, Reduce::Max, false, false).unwrap();
         assert_eq!(dst3, vec![4, 5, 2]);
     }
 
