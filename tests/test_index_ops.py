@@ -543,3 +543,22 @@ def test_ops_are_native():
                "scatter_add.out", "scatter_reduce.two_out", "nonzero", "masked_select", "flip", "roll", "tril.out",
                "triu.out", "arange.start_out", "linspace.out", "index_add.out", "index_fill_.int_Scalar"):
         assert any(op == n or n.endswith("::" + op) or n == "aten::" + op for n in names), op
+
+
+def test_cpu_index_tensors_are_accepted():
+    x = make_tensor((5, 4), torch.float32, 57)
+    xf = x.to(FOO)
+    m = torch.tensor([True, False, True, False, True])
+    compare(x[m], xf[m])
+    compare(x[idx([4, 0])], xf[idx([4, 0])])
+    xf.index_put_((m,), torch.ones(4, device=FOO))
+    x.index_put_((m,), torch.ones(4))
+    compare(x, xf)
+
+
+def test_empty_index_of_any_dtype():
+    x = make_tensor((5,), torch.float32, 58)
+    check(lambda x, i: torch.gather(x, 0, i), x, torch.empty(0, dtype=torch.uint8))
+    check(lambda x, i: torch.gather(x, 0, i), x, torch.empty(2, 0, dtype=torch.uint8))
+    check(lambda x, i: torch.gather(x, 0, i), x, torch.empty(2, 0, dtype=torch.float32))
+    check(lambda x, i: x.scatter_(0, i, 1.0), x, torch.empty(0, dtype=torch.uint8))

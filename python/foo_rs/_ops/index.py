@@ -306,7 +306,7 @@ def _index_plan(self, indices):
 
 @impl("index.Tensor_out")
 def index_out(self, indices, *, out):
-    check_same_device("index", self, out, *[i for i in indices if i is not None and i.dim() > 0])
+    check_same_device("index", self, out)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     check_out(out, shape, self.dtype)
 
@@ -318,7 +318,7 @@ def index_out(self, indices, *, out):
 
 @impl("index.Tensor")
 def index(self, indices):
-    check_same_device("index", self, *[i for i in indices if i is not None and i.dim() > 0])
+    check_same_device("index", self)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     out = torch.empty(shape, dtype=self.dtype, device=self.device)
     _C.index_gather(desc(out), _desc_as(view, shape, dstr), args, True, _INDEX_ERR)
@@ -344,7 +344,7 @@ def _put_value(values, shape, dtype, device):
 
 @impl("_index_put_impl_")
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
-    check_same_device("index_put_", self, values, *[i for i in indices if i is not None and i.dim() > 0])
+    check_same_device("index_put_", self, values)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     v = _put_value(values, shape, self.dtype, self.device)
     if _overlaps(self, v):
@@ -380,11 +380,13 @@ def _gather_checks(name, self, d, index):
 def gather_out(self, dim, index, *, sparse_grad=False, out):
     check_same_device("gather", self, index, out)
     d = wrap_dim(dim, self.dim())
-    _index_dtype(index, (torch.int64, torch.int32), RuntimeError, "gather(): Expected dtype int32/int64 for index (foo)")
+    if index.numel():
+        _index_dtype(index, (torch.int64, torch.int32), RuntimeError, "gather(): Expected dtype int32/int64 for index (foo)")
+    if index.numel() == 0:  # CPU checks neither dtype nor shapes of an empty index
+        check_out(out, index.shape, self.dtype)
+        return out
     _gather_checks("gather", self, d, index)
     check_out(out, index.shape, self.dtype)
-    if index.numel() == 0:
-        return out
     s, i = _as1d(self), _as1d(index)
     shape = list(i.shape)
     dstr = list(s.stride())
@@ -408,7 +410,8 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
     tensors = [self, index, out] + ([src] if src is not None else [])
     check_same_device(name, *tensors)
     d = wrap_dim(dim, self.dim())
-    _index_dtype(index, (torch.int64, torch.int32), RuntimeError, f"{name}(): Expected dtype int32/int64 for index (foo)")
+    if index.numel():
+        _index_dtype(index, (torch.int64, torch.int32), RuntimeError, f"{name}(): Expected dtype int32/int64 for index (foo)")
     if src is not None:
         src = _on(src, self.device)
         if src.dtype != self.dtype:
