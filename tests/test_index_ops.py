@@ -562,3 +562,32 @@ def test_empty_index_of_any_dtype():
     check(lambda x, i: torch.gather(x, 0, i), x, torch.empty(2, 0, dtype=torch.uint8))
     check(lambda x, i: torch.gather(x, 0, i), x, torch.empty(2, 0, dtype=torch.float32))
     check(lambda x, i: x.scatter_(0, i, 1.0), x, torch.empty(0, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", FOO_DTYPES)
+def test_index_copy_take_put_masked_scatter(dtype):
+    x = make_tensor((5, 4), dtype, 59)
+    src = make_tensor((3, 4), dtype, 60)
+    check(lambda x, i, s: x.index_copy_(0, i, s), x, idx([4, 0, 2]), src, mutated=(0,))
+    check(lambda x, i, s: torch.index_copy(x, 1, i, torch.cat([s, s[:2]])[:, :2]), x, idx([3, 1]), src)
+    check(lambda x, i, s: torch.index_copy(x, 0, i, s, out=torch.empty(0, dtype=x.dtype, device=x.device)), x, idx([1, 2, 3]), src)
+    for bad in (idx([5, 0, 1]), idx([-1, 0, 1]), idx([1, 2]), idx([1, 2, 3], torch.int32), idx([[1, 2, 3]])):
+        check(lambda x, i, s: x.index_copy_(0, i, s), x, bad, src)
+    check(lambda x, i, s: x.index_copy_(0, i, s), x, idx([1, 2, 3]), src.double() if dtype != torch.float64 else src.float())
+    check(lambda x, i: torch.take(x, i), x, idx([[19, -20, 3]]))
+    check(lambda x, i: torch.take(x.t(), i), x, idx([1, 7]))
+    for bad in (idx([20]), idx([-21]), idx([1], torch.int32)):
+        check(lambda x, i: torch.take(x, i), x, bad)
+    check(lambda x, i: torch.take(x[:0], i), x, idx([0]))
+    check(lambda x, i, s: x.put_(i, s), x, idx([19, -1, 3]), src[0, :3], mutated=(0,))
+    check(lambda x, i, s: x.t().put_(i, s), x, idx([[1, 7, 3]]), src[0, :3], mutated=(0,))
+    if dtype != torch.bool:
+        check(lambda x, i, s: x.put_(i, s, accumulate=True), x, idx([1, 1, 1]), src[0, :3], mutated=(0,))
+    for bad in (idx([20, 0, 1]), idx([1, 2]), idx([1, 2, 3], torch.int32)):
+        check(lambda x, i, s: x.put_(i, s), x, bad, src[0, :3])
+    m = make_tensor((5, 4), torch.bool, 61)
+    big = make_tensor((30,), dtype, 62)
+    check(lambda x, m, s: x.masked_scatter_(m, s), x, m, big, mutated=(0,))
+    check(lambda x, m, s: torch.masked_scatter(x, m[0], s), x, m, big)
+    check(lambda x, m, s: x.masked_scatter_(m, s[:2]), x, m, big)
+    check(lambda x, m, s: x.masked_scatter_(m.long(), s), x, m, big)

@@ -831,3 +831,145 @@ def linspace_out(start, end, steps, *, out):
         return out
     _C.linspace(desc(out.view(-1)), float(start), float(end))
     return out
+
+
+# ---------------------------------------------------------------------------
+# index_copy / take / put_ / masked_scatter_
+# ---------------------------------------------------------------------------
+
+
+@impl("index_copy.out")
+def index_copy_out(self, dim, index, source, *, out):
+    check_same_device("index_copy", self, index, source, out)
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.dim()}) (foo)")
+    n = index.numel()
+    if source.dim() > 0 and source.dim() != self.dim() and self.dim() > 0:
+        raise IndexError(
+            "index_copy_(): When source and destination are not scalars, their dimensionality must match. "
+            f"Source dimensionality ({source.dim()}), destination dimensionality ({self.dim()}) (foo)"
+        )
+    if (source.shape[d] if source.dim() else 1) != n:
+        raise IndexError(
+            f"index_copy_(): Number of indices ({n}) should be equal to source.size(dim) "
+            f"({source.shape[d] if source.dim() else 1}) (foo)"
+        )
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)")
+    if source.dtype != self.dtype:
+        raise RuntimeError(
+            "index_copy_(): self and source expected to have the same dtype, but got (self) "
+            f"{SCALAR_NAME[self.dtype]} and (source) {SCALAR_NAME[source.dtype]} (foo)"
+        )
+    src1, s1 = _as1d(source), _as1d(self)
+    for k in range(s1.dim()):
+        if k != d and src1.shape[k] != s1.shape[k]:
+            raise RuntimeError(
+                "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice shape: "
+                f"{s1.shape[k]} at dimension {k} and source slice shape: {src1.shape[k]} at dimension {k}. (foo)"
+            )
+    check_out(out, self.shape, self.dtype)
+    if _overlaps(out, source) or _overlaps(out, index):
+        source, index = source.clone(), index.clone()
+        src1 = _as1d(source)
+    if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
+        out.copy_(self)
+    if n == 0:
+        return out
+    o = _as1d(out)
+    shape = list(src1.shape)
+    dstr = list(o.stride())
+    dstr[d] = 0
+    istr = [0] * len(shape)
+    istr[d] = _as1d(index).stride(0)
+    _C.index_scatter(
+        _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
+        "assign", True, (0, "index_copy_(): index {index} is out of bounds for dimension {dim} with size {size} (foo)"),
+    )
+    return out
+
+
+_TAKE_OOB = (0, "out of range: tried to access index {index} on a tensor of {size} elements. (foo)")
+
+
+def _flat(t):
+    """A 1-d view of ``t`` (a contiguous copy on foo when it has no such view)."""
+    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+@impl("take")
+def take(self, index):
+    check_same_device("take", self, index)
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)")
+    if self.numel() == 0 and index.numel() > 0:
+        raise IndexError("take(): tried to take from an empty tensor (foo)")
+    out = torch.empty(index.shape, dtype=self.dtype, device=self.device)
+    if index.numel() == 0:
+        return out
+    flat = _flat(self)
+    shape = list(index.shape)
+    _C.index_gather(
+        desc(out), _desc_as(flat, shape, [0] * len(shape)), [_arg(index, shape, index.stride(), flat.numel(), 1, 0)],
+        True, _TAKE_OOB,
+    )
+    return out
+
+
+@impl("put_")
+def put_(self, index, source, accumulate=False):
+    check_same_device("put_", self, index, source)
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)")
+    if source.dtype != self.dtype:
+        raise RuntimeError(
+            "put_(): self and source expected to have the same dtype, but got self.dtype = "
+            f"{SCALAR_NAME[self.dtype]} and source.dtype = {SCALAR_NAME[source.dtype]} (foo)"
+        )
+    if source.numel() != index.numel():
+        raise IndexError(
+            "put_(): Expected source and index to have the same number of elements, but got source.numel() = "
+            f"{source.numel()}, index.numel() = {index.numel()} (foo)"
+        )
+    if self.numel() == 0 and index.numel() > 0:
+        raise IndexError("put_(): Tried to put elements into an empty tensor (foo)")
+    if index.numel() == 0:
+        return self
+    flat = self.reshape(-1) if self.is_contiguous() else None
+    target = flat if flat is not None else self.contiguous().reshape(-1)
+    src, idx = _flat(source), _flat(index)
+    if _overlaps(target, src):
+        src = src.clone()
+    n = idx.numel()
+    _C.index_scatter(
+        _desc_as(target, [n], [0]), _desc_as(src, [n], [1]), None, [_arg(idx, [n], [1], target.numel(), 1, 0)],
+        True, "add" if accumulate else "assign", True, _TAKE_OOB,
+    )
+    if flat is None:
+        self.copy_(target.view(self.shape))
+    return self
+
+
+@impl("masked_scatter_")
+def masked_scatter_(self, mask, source):
+    check_same_device("masked_scatter_", self, mask, source)
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {SCALAR_NAME.get(mask.dtype, mask.dtype)} (foo)")
+    if source.dtype != self.dtype:
+        raise RuntimeError(
+            f"masked_scatter: expected self and source to have same dtypes but got{SCALAR_NAME[self.dtype]} and "
+            f"{SCALAR_NAME[source.dtype]} (foo)"
+        )
+    m = _on(mask, self.device).expand(self.shape)
+    nz = nonzero(m)
+    count = nz.shape[0]
+    if source.numel() < count:
+        raise RuntimeError("Number of elements of source < number of ones in mask (foo)")
+    if count == 0:
+        return self
+    src = _flat(source).narrow(0, 0, count)
+    if self.dim() == 0:
+        return self.copy_(src.view(()))
+    index_put_impl_(self, [nz.select(1, j) for j in range(self.dim())], src.clone() if _overlaps(self, src) else src)
+    return self
