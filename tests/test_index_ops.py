@@ -402,6 +402,23 @@ def test_index_add(dtype):
     check(lambda x, i, s, o: torch.index_add(x, 0, i, s, out=o), x, idx([0, 1, 2]), src, torch.empty(0, dtype=dtype), mutated=(3,))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool])
+def test_index_add_paths(dtype):
+    # CPU's two paths (scatter_add along the first/last dim with an int64
+    # index; per-slice add otherwise) differ in error type and half rounding.
+    x3 = make_tensor((3, 5, 4), dtype, 63)
+    s3 = make_tensor((3, 6, 4), dtype, 64)
+    i = idx([4, 0, 4, 4, 1, 0])
+    check(lambda x, i, s: x.index_add_(1, i, s), x3, i, s3, mutated=(0,))
+    check(lambda x, i, s: x.index_add_(0, i, s), x3[0], i, s3[0], mutated=(0,))
+    check(lambda x, i, s: x.index_add_(0, i.int(), s), x3[0], i, s3[0], mutated=(0,))
+    check(lambda x, i, s: x.index_add_(0, i, s), x3[0, 0], i, s3[0, :, 0], mutated=(0,))
+    for bad in (idx([5]), idx([-1])):
+        check(lambda x, i: x.index_add_(1, i, torch.ones(3, 1, 4, dtype=dtype, device=x.device)), x3, bad)
+        check(lambda x, i: x.index_add_(0, i, torch.ones(1, dtype=dtype, device=x.device)), x3[0, 0], bad)
+        check(lambda x, i: x.index_add_(0, i.int(), torch.ones(1, 4, dtype=dtype, device=x.device)), x3[0], bad)
+
+
 def test_index_add_bad_input():
     x = make_tensor((3, 4), torch.float32, 48)
     check(lambda x, i: x.index_add_(0, i, torch.ones(1, 4, device=x.device)), x, idx([3]))

@@ -549,9 +549,14 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
     dstr[d] = 0
     istr = [0] * len(shape)
     istr[d] = _as1d(index).stride(0)
+    # CPU takes scatter_add (RuntimeError on a bad index, f32 accumulation of
+    # halves) for an int64 index along the first or last dim of a >1-d self,
+    # and per-slice add_ (IndexError, one rounding per add) otherwise.
+    via_scatter = self.dim() > 1 and d in (0, self.dim() - 1) and index.dtype == torch.int64
+    err = _RUNTIME_OOB if via_scatter else (0, "index out of range in self (foo index_add)")
     _C.index_scatter(
         _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
-        "add", True, _RUNTIME_OOB, True,
+        "add", True, err, via_scatter,
     )
     return out
 
