@@ -47,8 +47,8 @@ def check(fn, *args, mutated=(), **kwargs):
     foo_args = [to_foo(a) for a in args]
     foo_kwargs = {k: to_foo(v) for k, v in kwargs.items()}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(record=True) as cpu_w:
+            warnings.simplefilter("always")
             expected = fn(*cpu_args, **kwargs)
     except Exception as e:  # noqa: BLE001
         with pytest.raises(type(e)):
@@ -56,10 +56,12 @@ def check(fn, *args, mutated=(), **kwargs):
                 warnings.simplefilter("ignore")
                 fn(*foo_args, **foo_kwargs)
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as foo_w:
+        warnings.simplefilter("always")
         got = fn(*foo_args, **foo_kwargs)
     compare(expected, got)
+    # an out= resize warns on foo exactly when it does on CPU
+    assert any("resized" in str(w.message) for w in foo_w) == any("resized" in str(w.message) for w in cpu_w)
     for i in mutated:
         compare(cpu_args[i], foo_args[i])
     return got
@@ -608,3 +610,53 @@ def test_index_copy_take_put_masked_scatter(dtype):
     check(lambda x, m, s: torch.masked_scatter(x, m[0], s), x, m, big)
     check(lambda x, m, s: x.masked_scatter_(m, s[:2]), x, m, big)
     check(lambda x, m, s: x.masked_scatter_(m.long(), s), x, m, big)
+
+
+def test_outputs_aliasing_inputs_raise_like_cpu():
+    def x6(d):
+        return torch.arange(6, device=d)
+
+    cases = [
+        lambda d: x6(d).index_put_((x6(d)[:3] % 3,), torch.tensor(1, device=d)),
+        lambda d: (lambda x: x.index_put_((x[:3],), torch.tensor(100, device=d)))(x6(d)),
+        lambda d: (lambda x: x.index_put_((x[:3],), torch.tensor(1, device=d), accumulate=True))(x6(d)),
+        lambda d: (lambda x: x.view(2, 3).scatter_(1, x.view(2, 3)[:, :2] % 3, 7))(x6(d)),
+        lambda d: (lambda x: x.index_fill_(0, x[:2], 9))(x6(d)),
+        lambda d: (lambda x: x.index_add_(0, x[:2], x[2:4]))(x6(d)),
+        lambda d: (lambda x: x.index_copy_(0, x[:2], x[2:4]))(x6(d)),
+        lambda d: (lambda x: x.put_(x[:2], x[2:4]))(x6(d)),
+        lambda d: (lambda x: torch.index_select(x, 0, x[:2], out=x[2:4]))(x6(d)),
+        lambda d: (lambda x: torch.gather(x, 0, x[:2], out=x[2:4]))(x6(d)),
+        lambda d: (lambda x: torch.take(x, x[:2], out=x[2:4]))(x6(d)),
+        lambda d: (lambda x: torch.cat([x[:2], x[2:4]], out=x[3:]))(x6(d)),
+        # non-dense overlaps are computed, not refused (as CPU)
+        lambda d: (lambda x: torch.index_select(x[:, 2:], 1, torch.tensor([0, 1], device=d), out=x[:, :2]))(torch.arange(12.0, device=d).view(3, 4)),
+        lambda d: (lambda x: torch.cat([x[:, :1], x[:, 1:]], 1, out=x.t()[:1].t()))(torch.arange(12.0, device=d).view(3, 4)),
+        lambda d: (lambda x: x.masked_scatter_(x > 2, x))(torch.arange(6.0, device=d)),
+        lambda d: (lambda x: torch.tril(x, out=x))(torch.arange(6.0, device=d).view(2, 3)),
+    ]
+    for fn in cases:
+        try:
+            expected = fn("cpu")
+        except Exception as e:  # noqa: BLE001
+            with pytest.raises(type(e)):
+                fn("foo")
+            continue
+        compare(expected, fn("foo"))
+
+
+def test_scatter_through_self_aliasing_indices_is_safe():
+    # Where CPU refuses an index that aliases the output, foo does too; the
+    # Rust kernel also snapshots such indices before writing (memory safety
+    # does not rest on the Python check).
+    x = torch.tensor([[1, 0, 2]], device="foo")
+    with pytest.raises(RuntimeError):
+        x.scatter_(1, x, 7)
+    assert x.cpu().tolist() == [[1, 0, 2]]
+    x = torch.tensor([2, 0, 1], device="foo")
+    foo_rs._C.index_scatter(
+        (x.data_ptr(), foo_rs._ops._registry.DTYPE_CODE[torch.int64], (3,), (0,)), None, 9,
+        [((x.data_ptr(), foo_rs._ops._registry.DTYPE_CODE[torch.int64], (3,), (1,)), 3, 1, 0)], False, "assign", True,
+        (0, "bad {index}"),
+    )
+    assert x.cpu().tolist() == [9, 9, 9]

@@ -58,6 +58,33 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1
 
 
+def _dense(t: torch.Tensor) -> bool:
+    """ATen's is_non_overlapping_and_dense."""
+    expected = 1
+    for d in sorted(range(t.dim()), key=lambda d: t.stride(d)):
+        if t.shape[d] == 1:
+            continue
+        if t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
+_OVERLAP_MSG = (
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory "
+    "location. Please clone() the tensor before performing the operation. (foo {})"
+)
+
+
+def _assert_no_overlap(name: str, out: torch.Tensor, *inputs) -> None:
+    """ATen's assert_no_overlap: raises when ``out`` and an input, both
+    non-overlapping and dense, share memory (other overlaps are left to the
+    caller, which computes them safely)."""
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and _overlaps(out, t) and _dense(out) and _dense(t):
+            raise RuntimeError(_OVERLAP_MSG.format(name))
+
+
 def _on(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A CPU 0-d tensor (allowed by check_same_device) moved to foo."""
     return t.to(device) if t.device != device else t
@@ -146,20 +173,15 @@ def cat_out(tensors, dim=0, *, out):
         shape[d] = sum(t.shape[d] for t in valid)
     else:
         shape = [0]
-    for t in tensors:
-        if _overlaps(out, t):
-            raise RuntimeError(
-                "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-                "single memory location. Please clone() the tensor before performing the operation. (foo cat)"
-            )
+    _assert_no_overlap("cat", out, *tensors)
     if tuple(out.shape) != tuple(shape):
-        resize_out(out, shape)
+        resize_out(out, tuple(shape))
         fmt = _cat_memory_format(valid)
         if fmt != torch.contiguous_format:
             out.resize_(shape, memory_format=fmt)
     inputs = [_on(t, out.device) for t in valid if t.numel() > 0]
     if out.numel() > 0:
-        _C.cat(desc(out), [desc(t) for t in inputs], d)
+        _run_gather(out, lambda o: _C.cat(desc(o), [desc(t) for t in inputs], d), *inputs)
     return out
 
 
@@ -221,7 +243,8 @@ def index_select_out(self, dim, index, *, out):
     shape = list(self.shape)
     if self.dim():
         shape[d] = index.numel()
-    resize_out(out, shape)
+    resize_out(out, tuple(shape))
+    _assert_no_overlap("index_select", out, self, index)
     return _index_select_into(out, self, d, index)
 
 
@@ -308,7 +331,8 @@ def _index_plan(self, indices):
 def index_out(self, indices, *, out):
     check_same_device("index", self, out)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
-    check_out(out, shape, self.dtype)
+    check_out(out, tuple(shape), self.dtype)
+    _assert_no_overlap("index", out, self, *[i for i in indices if i is not None])
 
     def run(target):
         _C.index_gather(desc(target), _desc_as(view, shape, dstr), args, True, _INDEX_ERR)
@@ -347,6 +371,7 @@ def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     check_same_device("index_put_", self, values)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     v = _put_value(values, shape, self.dtype, self.device)
+    _assert_no_overlap("index_put_", self, values, *[i for i in indices if i is not None])
     if _overlaps(self, v):
         v = v.clone()
     _C.index_scatter(
@@ -387,6 +412,7 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
         return out
     _gather_checks("gather", self, d, index)
     check_out(out, index.shape, self.dtype)
+    _assert_no_overlap("gather", out, self, index)
     s, i = _as1d(self), _as1d(index)
     shape = list(i.shape)
     dstr = list(s.stride())
@@ -433,11 +459,9 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
                     + " (foo)"
                 )
     check_out(out, self.shape, self.dtype)
+    _assert_no_overlap(name, out, index, src)
     if src is not None and _overlaps(out, src):
-        raise RuntimeError(
-            "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
-            "memory location. Please clone() the tensor before performing the operation. (foo scatter)"
-        )
+        src = src.clone()
     if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
         out.copy_(self)
     if index.numel() == 0:
@@ -534,6 +558,7 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
                 f"self.shape = {list(self.shape)} source.shape = {list(source.shape)} (foo)"
             )
     check_out(out, self.shape, self.dtype)
+    _assert_no_overlap("index_add/index_copy", out, index, source)
     if _overlaps(out, source) or _overlaps(out, index):
         source, index = source.clone(), index.clone()
         src1 = _as1d(source)
@@ -568,9 +593,7 @@ def _index_fill(self, dim, index, value):
         raise IndexError("index_fill_(): Expected dtype int64 for index. (foo)")
     if index.dim() > 1:
         raise RuntimeError("Index has to be a vector/scalar (foo)")
-    if self.numel() == 0 or index.numel() == 0:
-        # CPU still checks the indices against the dim
-        pass
+    _assert_no_overlap("index_fill_", self, index)
     o = _as1d(self)
     shape = list(o.shape)
     shape[d] = index.numel()
@@ -875,6 +898,7 @@ def index_copy_out(self, dim, index, source, *, out):
                 f"{s1.shape[k]} at dimension {k} and source slice shape: {src1.shape[k]} at dimension {k}. (foo)"
             )
     check_out(out, self.shape, self.dtype)
+    _assert_no_overlap("index_add/index_copy", out, index, source)
     if _overlaps(out, source) or _overlaps(out, index):
         source, index = source.clone(), index.clone()
         src1 = _as1d(source)
@@ -939,6 +963,7 @@ def put_(self, index, source, accumulate=False):
         )
     if self.numel() == 0 and index.numel() > 0:
         raise IndexError("put_(): Tried to put elements into an empty tensor (foo)")
+    _assert_no_overlap("put_", self, index, source)
     if index.numel() == 0:
         return self
     flat = self.reshape(-1) if self.is_contiguous() else None

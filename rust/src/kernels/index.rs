@@ -160,24 +160,88 @@ fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> Ve
     v
 }
 
+/// The data offset of one element, re-checking every index at use (the
+/// indices were validated up front; this keeps memory safe even if they
+/// changed since, e.g. written by another thread): None if one is now bad.
 #[inline(always)]
-unsafe fn data_offset(base: isize, offs: &[isize], first_arg: usize, args: &[IndexArg]) -> isize {
+unsafe fn data_offset(base: isize, offs: &[isize], first_arg: usize, args: &[IndexArg]) -> Option<isize> {
     let mut o = base;
     for (k, a) in args.iter().enumerate() {
         let mut v = read_index(a.idx.ptr, a.idx.dtype, offs[first_arg + k]);
         if v < 0 {
             v += a.size as i64;
         }
+        if v < 0 || v as u64 >= a.size as u64 {
+            return None;
+        }
         o += v as isize * a.stride;
     }
-    o
+    Some(o)
+}
+
+/// Byte range `[lo, hi)` a view touches (empty for no elements).
+fn extent(s: &Strided) -> (usize, usize) {
+    if s.numel() == 0 {
+        return (0, 0);
+    }
+    let (mut lo, mut hi) = (0isize, 0isize);
+    for (&n, &st) in s.sizes.iter().zip(&s.strides) {
+        let span = (n as isize - 1) * st;
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    let es = s.dtype.size() as isize;
+    let p = s.ptr as isize;
+    ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
+}
+
+fn overlaps(a: &Strided, b: &Strided) -> bool {
+    let ((a0, a1), (b0, b1)) = (extent(a), extent(b));
+    a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
+}
+
+/// Index operands that alias `dst` are snapshotted into `bufs` (a scatter
+/// must not read indices it may overwrite).
+fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) -> Vec<IndexArg> {
+    // Everything the scatter may write: the plan view plus each indexed dim.
+    let mut full = dst.clone();
+    for a in args {
+        full.sizes.push(a.size);
+        full.strides.push(a.stride);
+    }
+    let dst = &full;
+    args.iter()
+        .map(|a| {
+            if !overlaps(dst, &a.idx) {
+                return a.clone();
+            }
+            let n = a.idx.numel();
+            let mut v = vec![0i64; n.max(1)];
+            let p = a.idx.ptr as *const u8;
+            let mut k = 0;
+            walk(&a.idx.sizes, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
+                // SAFETY: the view's own offsets.
+                v[k] = unsafe { read_index(p, a.idx.dtype, o[0]) };
+                k += 1;
+            });
+            let ptr = v.as_mut_ptr() as *mut u8;
+            bufs.push(v);
+            // The snapshot is dense over the index's (plan) sizes.
+            let strides = super::contiguous_strides(&a.idx.sizes);
+            IndexArg { idx: Strided::new(ptr, DType::I64, a.idx.sizes.clone(), strides), size: a.size, stride: a.stride }
+        })
+        .collect()
 }
 
 unsafe fn gather_range<T: Copy>(out: &Strided, data: &Strided, args: &[IndexArg], strides: &[Vec<isize>], start: usize, len: usize) {
     let (op, dp) = (out.ptr as *mut T, data.ptr as *const T);
     walk(&out.sizes, strides, start, len, |o| {
-        let src = data_offset(o[0], o, 2, args);
-        *op.offset(o[1]) = *dp.offset(src);
+        if let Some(src) = data_offset(o[0], o, 2, args) {
+            *op.offset(o[1]) = *dp.offset(src);
+        }
     });
 }
 
@@ -411,7 +475,9 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
     if !include_self && op != Reduce::Assign {
         let id = identity::<T>(op);
         walk(shape, &strides, 0, n, |o| {
-            *dp.offset(data_offset(o[0], o, 2, args)) = id;
+            if let Some(off) = data_offset(o[0], o, 2, args) {
+                *dp.offset(off) = id;
+            }
         });
     }
     let mut counts: HashMap<isize, i64> = HashMap::new();
@@ -421,7 +487,7 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
         let mut acc: HashMap<isize, f32> = HashMap::new();
         let mut order: Vec<isize> = Vec::new();
         walk(shape, &strides, 0, n, |o| {
-            let off = data_offset(o[0], o, 2, args);
+            let Some(off) = data_offset(o[0], o, 2, args) else { return };
             let s = match sp {
                 Some(p) => *p.offset(o[1]),
                 None => scalar,
@@ -443,7 +509,7 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
         return;
     }
     walk(shape, &strides, 0, n, |o| {
-        let off = data_offset(o[0], o, 2, args);
+        let Some(off) = data_offset(o[0], o, 2, args) else { return };
         let s = match sp {
             Some(p) => *p.offset(o[1]),
             None => scalar,
@@ -486,6 +552,9 @@ pub fn scatter(dst: &Strided, src: Src, args: &[IndexArg], wrap: bool, op: Reduc
     }
     check_shapes(&shape, dst, args)?;
     check_indices(&shape, args, wrap)?;
+    let mut bufs = Vec::new();
+    let detached = detach_indices(dst, args, &mut bufs);
+    let args = &detached[..];
     if shape.iter().product::<usize>() == 0 {
         return Ok(());
     }
@@ -828,6 +897,17 @@ mod tests {
         let s3 = view(&mut src3, DType::I32, &[4], &[1]);
         scatter(&d3, Src::Tensor(&s3), &args, false, Reduce::Max, false, false).unwrap();
         assert_eq!(dst3, vec![4, 5, 2]);
+    }
+
+    #[test]
+    fn scatter_through_indices_that_alias_the_destination() {
+        // dst[idx] = 100 where idx is dst itself: the indices are read before
+        // any write, never after (100 would be out of range).
+        let mut v: Vec<i64> = vec![1, 0, 2];
+        let d = view(&mut v, DType::I64, &[3], &[0]);
+        let i = Strided::new(d.ptr, DType::I64, vec![3], vec![1]);
+        scatter(&d, Src::Scalar { f: 100.0, i: 100, is_int: true }, &[IndexArg { idx: i, size: 3, stride: 1 }], false, Reduce::Assign, true, false).unwrap();
+        assert_eq!(v, vec![100, 100, 100]);
     }
 
     #[test]
