@@ -660,3 +660,12 @@ def test_scatter_through_self_aliasing_indices_is_safe():
         (0, "bad {index}"),
     )
     assert x.cpu().tolist() == [9, 9, 9]
+
+
+def test_index_on_another_foo_device_raises():
+    x = torch.ones(3, device="foo:0")
+    i = torch.tensor([0], device="foo:1")
+    with pytest.raises(RuntimeError):
+        x[i]
+    with pytest.raises(RuntimeError):
+        x.index_put_((i,), torch.tensor(1.0, device="foo:0"))

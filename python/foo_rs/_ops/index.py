@@ -262,6 +262,10 @@ def _expand_indices(self, indices):
         if idx is None:
             out.append(None)
             continue
+        if idx.device.type != "cpu" and idx.device != self.device:
+            raise RuntimeError(
+                f"indices should be either on cpu or on the same device as the indexed tensor ({self.device}) (foo)"
+            )
         if idx.dtype not in (torch.int64, torch.int32, torch.uint8, torch.bool):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors (foo)")
         if idx.dtype in (torch.uint8, torch.bool):
