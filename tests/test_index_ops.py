@@ -669,3 +669,19 @@ def test_index_on_another_foo_device_raises():
         x[i]
     with pytest.raises(RuntimeError):
         x.index_put_((i,), torch.tensor(1.0, device="foo:0"))
+
+
+def test_zero_size_with_bad_indices_and_noncontiguous_put():
+    x = make_tensor((0, 5), torch.float32, 65)
+    check(lambda x, i: torch.index_select(x, 1, i), x, idx([9]))
+    check(lambda x, i: torch.index_select(x, 0, i), x, idx([0]))
+    check(lambda x, i: x[:, i], x, idx([9]))
+    check(lambda x, i: x[i], x, idx([0]))
+    check(lambda x, i: torch.gather(x, 1, i), x, torch.zeros(0, 2, dtype=torch.long))
+    check(lambda x, i: torch.index_select(x, 1, i), x, idx([-1], torch.int32))
+    check(lambda x, i: torch.index_select(x, 1, i), x, idx([4, 0]))
+    check(lambda x, i: torch.index_select(x[0], 0, i), x, idx([0]))
+    check(lambda x, i: torch.ops.aten.index_put_(x, [None, i], torch.tensor(1.0)), x, idx([9]))
+    y = make_tensor((3, 4, 5), torch.float64, 66)
+    check(lambda y, i, j: y.index_put_((i, None, j), torch.ones(4, device=y.device)), y, idx([[2], [0]]), idx([4, 1, 0]), mutated=(0,))
+    check(lambda y, i, j: y.index_put_((i, None, j), torch.ones(2, 3, 4, device=y.device), accumulate=True), y, idx([[2], [2]]), idx([4, 4, 0]), mutated=(0,))

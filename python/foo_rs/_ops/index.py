@@ -199,6 +199,15 @@ def _index_select_checks(self, dim, index):
 
 def _index_select_into(out, self, d, index):
     n = index.numel()
+    if self.dim() > 1 and self.numel() == 0 and n > 0:
+        # CPU's path for an empty multi-dim self still checks the indices.
+        if self.shape[d] == 0:
+            raise RuntimeError("index_select(): self indexing axis dim should be positive (foo)")
+        i1 = index.reshape(-1)
+        _C.check_index(
+            [_arg(i1, [n], [i1.stride(0)], self.shape[d], 0, d)], False,
+            (1, "INDICES element is out of DATA bounds, id={index} axis_dim={size} (foo)"),
+        )
     if self.dim() == 0:
         shape, dstr, size, stride = (), (), 1, 0
         istr = ()

@@ -93,6 +93,23 @@ fn index_scatter(py: Python<'_>, dst: TensorDesc, src: Option<TensorDesc>, value
     .map_err(|e| index_err(e, &args, &err))
 }
 
+/// Validates the indices of `args` over their own shape (for ops that check
+/// indices even when there is nothing to gather).
+#[pyfunction]
+fn check_index(py: Python<'_>, args: Vec<ArgDesc>, wrap: bool, err: ErrFmt) -> PyResult<()> {
+    let a = index_args(&args)?;
+    py.detach(|| {
+        for (k, x) in a.iter().enumerate() {
+            match ix::check_indices(&x.idx.sizes, std::slice::from_ref(x), wrap) {
+                Err(IndexError::OutOfRange { value, .. }) => return Err(IndexError::OutOfRange { arg: k, value }),
+                r => r?,
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| index_err(e, &args, &err))
+}
+
 /// Concatenates `inputs` into `out` along `dim`.
 #[pyfunction]
 fn cat(py: Python<'_>, out: TensorDesc, inputs: Vec<TensorDesc>, dim: usize) -> PyResult<()> {
@@ -153,6 +170,7 @@ fn linspace(py: Python<'_>, out: TensorDesc, start: f64, end: f64) -> PyResult<(
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index_gather, m)?)?;
     m.add_function(wrap_pyfunction!(index_scatter, m)?)?;
+    m.add_function(wrap_pyfunction!(check_index, m)?)?;
     m.add_function(wrap_pyfunction!(cat, m)?)?;
     m.add_function(wrap_pyfunction!(count_nonzero_all, m)?)?;
     m.add_function(wrap_pyfunction!(nonzero, m)?)?;
