@@ -685,3 +685,17 @@ def test_zero_size_with_bad_indices_and_noncontiguous_put():
     y = make_tensor((3, 4, 5), torch.float64, 66)
     check(lambda y, i, j: y.index_put_((i, None, j), torch.ones(4, device=y.device)), y, idx([[2], [0]]), idx([4, 1, 0]), mutated=(0,))
     check(lambda y, i, j: y.index_put_((i, None, j), torch.ones(2, 3, 4, device=y.device), accumulate=True), y, idx([[2], [2]]), idx([4, 4, 0]), mutated=(0,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+def test_embedding_renorm(dtype, norm_type):
+    w = make_tensor((6, 4), dtype, 67)
+    i = idx([[1, 5, 1], [-1, 0, 2]])
+    check(lambda w, i: torch.embedding_renorm_(w, i, 5.0, norm_type), w, i, mutated=(0,))
+    check(lambda w, i: torch.nn.functional.embedding(i, w, max_norm=4.0, norm_type=norm_type), w, i.abs(), mutated=(0,))
+    check(lambda w, i: torch.embedding_renorm_(w.t(), i, 5.0, norm_type), w, idx([3, 0]), mutated=(0,))
+    for bad in (idx([6]), idx([-7]), idx([0.0], torch.float32)):
+        check(lambda w, i: torch.embedding_renorm_(w, i, 5.0, norm_type), w, bad)
+    check(lambda w, i: torch.embedding_renorm_(w[0], i, 5.0, norm_type), w, idx([0]))
+    check(lambda w, i: torch.embedding_renorm_(w.long(), i, 5.0, norm_type), w, idx([0]))

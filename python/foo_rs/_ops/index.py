@@ -1016,3 +1016,30 @@ def masked_scatter_(self, mask, source):
         return self.copy_(src.view(()))
     index_put_impl_(self, [nz.select(1, j) for j in range(self.dim())], src.clone() if _overlaps(self, src) else src)
     return self
+
+
+# ---------------------------------------------------------------------------
+# embedding_renorm_ (nn.Embedding(max_norm=...))
+# ---------------------------------------------------------------------------
+
+
+@impl("embedding_renorm_")
+def embedding_renorm_(self, indices, max_norm, norm_type):
+    check_same_device("embedding_renorm_", self, indices)
+    if self.dim() != 2:
+        raise RuntimeError(
+            f"Expected 2-dimensional tensor, but got {self.dim()}-dimensional tensor for argument #1 'self' "
+            "(while checking arguments for embedding_renorm_) (foo)"
+        )
+    if indices.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; "
+            f"but got {indices.dtype} instead (while checking arguments for embedding_renorm_) (foo)"
+        )
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(
+            f"norm(): input dtype should be either floating point or complex. Got {SCALAR_NAME[self.dtype]} instead. (foo)"
+        )
+    if indices.numel():
+        _C.embedding_renorm(desc(self), desc(indices), float(max_norm), float(norm_type))
+    return self

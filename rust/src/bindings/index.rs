@@ -110,6 +110,16 @@ fn check_index(py: Python<'_>, args: Vec<ArgDesc>, wrap: bool, err: ErrFmt) -> P
     .map_err(|e| index_err(e, &args, &err))
 }
 
+/// In-place embedding_renorm_ of the 2-d `weight` over the rows `indices` names.
+#[pyfunction]
+fn embedding_renorm(py: Python<'_>, weight: TensorDesc, indices: TensorDesc, max_norm: f64, norm_type: f64) -> PyResult<()> {
+    let (w, i) = (strided(weight)?, strided(indices)?);
+    let rows = w.sizes.first().copied().unwrap_or(0);
+    let fake = [(((0usize, 0u8, vec![], vec![]) as TensorDesc), rows, 0isize, 0i64)];
+    py.detach(|| ix::embedding_renorm(&w, &i, max_norm, norm_type))
+        .map_err(|e| index_err(e, &fake, &(0, "index {index} is out of bounds for dimension 0 with size {size} (foo embedding_renorm_)".into())))
+}
+
 /// Concatenates `inputs` into `out` along `dim`.
 #[pyfunction]
 fn cat(py: Python<'_>, out: TensorDesc, inputs: Vec<TensorDesc>, dim: usize) -> PyResult<()> {
@@ -172,6 +182,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index_scatter, m)?)?;
     m.add_function(wrap_pyfunction!(check_index, m)?)?;
     m.add_function(wrap_pyfunction!(cat, m)?)?;
+    m.add_function(wrap_pyfunction!(embedding_renorm, m)?)?;
     m.add_function(wrap_pyfunction!(count_nonzero_all, m)?)?;
     m.add_function(wrap_pyfunction!(nonzero, m)?)?;
     m.add_function(wrap_pyfunction!(masked_select, m)?)?;

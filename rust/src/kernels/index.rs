@@ -838,6 +838,81 @@ pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> 
     Ok(())
 }
 
+/// torch CPU's embedding_renorm_: each distinct row of the 2-d `weight`
+/// named by `indices` (validated, negative wrapped) whose `norm_type`-norm
+/// exceeds `max_norm` is scaled by `max_norm / (norm + 1e-7)`. The norm is
+/// rounded to the weight's dtype (as `row.norm()` returns it), so is the
+/// scale, which multiplies in f32 for f32/f16/bf16 and in f64 for f64.
+pub fn embedding_renorm(weight: &Strided, indices: &Strided, max_norm: f64, norm_type: f64) -> Result<(), IndexError> {
+    if weight.sizes.len() != 2 {
+        return Err(KernelError::InvalidArgument("foo embedding_renorm_: weight must be 2-d".into()).into());
+    }
+    if !weight.dtype.is_floating() {
+        return Err(KernelError::UnsupportedDtype { op: "embedding_renorm_", dtype: weight.dtype }.into());
+    }
+    let rows = weight.sizes[0];
+    let arg = IndexArg { idx: indices.clone(), size: rows, stride: 0 };
+    check_indices(&indices.sizes, std::slice::from_ref(&arg), true)?;
+    let mut ids: Vec<i64> = Vec::with_capacity(indices.numel());
+    walk(&indices.sizes, std::slice::from_ref(&indices.strides), 0, indices.numel(), |o| {
+        // SAFETY: the view's own offsets.
+        let mut v = unsafe { read_index(indices.ptr, indices.dtype, o[0]) };
+        if v < 0 {
+            v += rows as i64;
+        }
+        ids.push(v);
+    });
+    ids.sort_unstable();
+    ids.dedup();
+    fn go<T: Scalar>(w: &Strided, ids: &[i64], max_norm: f64, p: f64) {
+        let (cols, rs, cs) = (w.sizes[1], w.strides[0], w.strides[1]);
+        let base = w.ptr as *mut T;
+        let wide = w.dtype == DType::F64;
+        for &r in ids {
+            if r < 0 || r as usize >= w.sizes[0] {
+                continue; // validated above; kept for memory safety
+            }
+            // SAFETY: r < rows and c < cols: inside the view.
+            let at = |c: usize| unsafe { base.offset(r as isize * rs + c as isize * cs) };
+            let mut acc = 0f64;
+            for c in 0..cols {
+                let a = unsafe { (*at(c)).to_f64() }.abs();
+                if p == f64::INFINITY {
+                    acc = acc.max(a);
+                } else if p == 0.0 {
+                    acc += (a != 0.0) as u8 as f64;
+                } else if p == 1.0 {
+                    acc += a;
+                } else if p == 2.0 {
+                    acc += a * a;
+                } else {
+                    acc += a.powf(p);
+                }
+            }
+            let norm = if p == f64::INFINITY || p == 0.0 || p == 1.0 {
+                acc
+            } else if p == 2.0 {
+                acc.sqrt()
+            } else {
+                acc.powf(1.0 / p)
+            };
+            let norm = T::from_f64(norm).to_f64();
+            if norm > max_norm {
+                // `row *= scale`: the scalar converts to the row's dtype first.
+                let scale = T::from_f64(max_norm / (norm + 1e-7)).to_f64();
+                for c in 0..cols {
+                    unsafe {
+                        let x = at(c);
+                        *x = if wide { T::from_f64((*x).to_f64() * scale) } else { T::from_f64(((*x).to_f64() as f32 * scale as f32) as f64) };
+                    }
+                }
+            }
+        }
+    }
+    dispatch_dtype!(weight.dtype, T => go::<T>(weight, &ids, max_norm, norm_type));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
