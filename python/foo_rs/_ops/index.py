@@ -1,6 +1,7 @@
 """Indexing and shape ops: cat, index_select, index (advanced indexing),
-index_put, gather, the scatter family, index_add, index_fill, nonzero,
-masked_select, flip, roll, tril/triu, arange, linspace.
+index_put, gather, the scatter family, index_add, index_copy, index_fill,
+take, put_, masked_scatter_, nonzero, masked_select, flip, roll, tril/triu,
+arange, linspace, embedding_renorm_.
 
 Every index op is one plan for two Rust kernels (rust/src/kernels/index.rs):
 a "plan shape" over which the data operand is restrided (indexed dims get
@@ -9,9 +10,16 @@ index, the size and stride of the data dimension it selects along. ``gather``
 reads ``data[r + Σ idx_k[r] * stride_k]``; ``scatter`` writes (or reduces)
 into it. Indices are validated in Rust before any memory is touched.
 
-Structured ops (cat, gather, scatter*, index.Tensor, index_add, tril/triu)
-register their ``.out`` overload: ATen's generated functional and in-place
-kernels run the meta checks, allocate on foo and call it.
+Structured ops (cat, gather, scatter*, index.Tensor, index_add, index_copy,
+tril/triu) register their ``.out`` overload: ATen's generated functional and
+in-place kernels run the meta checks, allocate on foo and call it (index.Tensor
+also gets a functional kernel, which skips the meta's extra nonzero pass).
+Scatters run serially in row-major order, so duplicate indices accumulate in
+a fixed order; like CPU, sums of f16/bf16 in scatter*/index_add (scatter
+path) accumulate in f32, index_put_(accumulate=True) rounds per add. Output
+and input memory that overlap (both dense) raise as ATen's assert_no_overlap.
+roll is cat of two narrowed views per dim; masked_scatter_ is nonzero +
+index_put_ (native foo ops both).
 """
 
 from __future__ import annotations
