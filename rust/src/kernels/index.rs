@@ -273,7 +273,7 @@ pub fn gather(out: &Strided, data: &Strided, args: &[IndexArg], wrap: bool) -> R
     if n < pm.max(2) {
         run(0, n);
     } else {
-        let nchunks = n.div_ceil(pm / 4).clamp(1, rayon::current_num_threads() * 4);
+        let nchunks = n.div_ceil((pm / 4).max(1)).clamp(1, rayon::current_num_threads() * 4);
         let chunk = n.div_ceil(nchunks);
         // SAFETY (inside run): chunks write disjoint output elements.
         (0..nchunks).into_par_iter().for_each(|c| {
