@@ -133,7 +133,10 @@ pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(
         let lo = if wrap { -size } else { 0 };
         let mut bad = None;
         let p = a.idx.ptr as *const u8;
-        walk(shape, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
+        // Each distinct index once: broadcast (stride-0) dims count as size 1.
+        let sizes: Vec<usize> = shape.iter().zip(&a.idx.strides).map(|(&n, &st)| if st == 0 { n.min(1) } else { n }).collect();
+        let n = if n == 0 { 0 } else { sizes.iter().product() };
+        walk(&sizes, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
             if bad.is_none() {
                 // SAFETY: offsets come from the index view's own sizes and strides.
                 let v = unsafe { read_index(p, a.idx.dtype, o[0]) };
@@ -261,6 +264,10 @@ pub fn gather(out: &Strided, data: &Strided, args: &[IndexArg], wrap: bool) -> R
     // Walk order: data, out, then the indices.
     let strides = all_strides(data, Some(out), args);
     let es = out.dtype.size();
+    if let Some(rows) = RowPlan::new(out, data, args, &strides) {
+        rows.run(out, data, args, es, n);
+        return Ok(());
+    }
     let run = |start: usize, len: usize| unsafe {
         match es {
             1 => gather_range::<u8>(out, data, args, &strides, start, len),
@@ -284,6 +291,83 @@ pub fn gather(out: &Strided, data: &Strided, args: &[IndexArg], wrap: bool) -> R
         });
     }
     Ok(())
+}
+
+/// Gather by rows: the trailing plan dims no index varies along (merged
+/// while contiguous in both `out` and `data`) are copied as runs, so the
+/// indices are read once per row instead of once per element.
+struct RowPlan {
+    outer_sizes: Vec<usize>,
+    outer_strides: Vec<Vec<isize>>,
+    inner: usize,
+    out_stride: isize,
+    data_stride: isize,
+}
+
+impl RowPlan {
+    fn new(out: &Strided, data: &Strided, args: &[IndexArg], strides: &[Vec<isize>]) -> Option<RowPlan> {
+        let nd = out.sizes.len();
+        let unindexed = |d: usize| args.iter().all(|a| a.idx.strides[d] == 0 || a.idx.sizes[d] == 1);
+        if nd == 0 || !unindexed(nd - 1) || out.sizes[nd - 1] < 2 {
+            return None;
+        }
+        let (os, ds) = (out.strides[nd - 1], data.strides[nd - 1]);
+        let mut inner = out.sizes[nd - 1];
+        let mut k = nd - 1;
+        while k > 0 && unindexed(k - 1) && out.strides[k - 1] == os * inner as isize && data.strides[k - 1] == ds * inner as isize {
+            inner *= out.sizes[k - 1];
+            k -= 1;
+        }
+        Some(RowPlan {
+            outer_sizes: out.sizes[..k].to_vec(),
+            outer_strides: strides.iter().map(|s| s[..k].to_vec()).collect(),
+            inner,
+            out_stride: os,
+            data_stride: ds,
+        })
+    }
+
+    unsafe fn rows<T: Copy>(&self, out: &Strided, data: &Strided, args: &[IndexArg], start: usize, len: usize) {
+        let (op, dp) = (out.ptr as *mut T, data.ptr as *const T);
+        let (inner, os, ds) = (self.inner, self.out_stride, self.data_stride);
+        walk(&self.outer_sizes, &self.outer_strides, start, len, |o| {
+            let Some(base) = data_offset(o[0], o, 2, args) else { return };
+            if os == 1 && ds == 1 {
+                // SAFETY: `out` does not overlap `data` (the caller resolves that).
+                std::ptr::copy_nonoverlapping(dp.offset(base), op.offset(o[1]), inner);
+            } else {
+                for k in 0..inner as isize {
+                    *op.offset(o[1] + k * os) = *dp.offset(base + k * ds);
+                }
+            }
+        });
+    }
+
+    fn run(&self, out: &Strided, data: &Strided, args: &[IndexArg], es: usize, n: usize) {
+        let m: usize = self.outer_sizes.iter().product();
+        let go = |start: usize, len: usize| unsafe {
+            match es {
+                1 => self.rows::<u8>(out, data, args, start, len),
+                2 => self.rows::<u16>(out, data, args, start, len),
+                4 => self.rows::<u32>(out, data, args, start, len),
+                _ => self.rows::<u64>(out, data, args, start, len),
+            }
+        };
+        let pm = super::reduce::par_min();
+        if n < pm.max(2) || m < 2 {
+            go(0, m);
+        } else {
+            let nchunks = n.div_ceil((pm / 4).max(1)).clamp(1, rayon::current_num_threads() * 4).min(m);
+            let chunk = m.div_ceil(nchunks);
+            // SAFETY (inside rows): chunks write disjoint output rows.
+            (0..nchunks).into_par_iter().for_each(|c| {
+                let s = c * chunk;
+                if s < m {
+                    go(s, chunk.min(m - s));
+                }
+            });
+        }
+    }
 }
 
 /// How a scatter combines the destination with the source.
@@ -587,6 +671,22 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
             let mut sizes = out.sizes.clone();
             sizes[dim] = n;
             let sub = Strided::new(ptr, out.dtype, sizes, out.strides.clone());
+            let last = sub.sizes.len() - 1;
+            if t.dtype == sub.dtype && !t.is_contiguous() || t.dtype == sub.dtype && !sub.is_contiguous() {
+                if t.strides[last] == 1 && sub.strides[last] == 1 && sub.sizes[last] > 1 {
+                    // Rows contiguous in both: one memcpy per row.
+                    let row = sub.sizes[last] * es as usize;
+                    let outer = &sub.sizes[..last];
+                    let m: usize = outer.iter().product();
+                    let (dp, sp) = (sub.ptr as usize, t.ptr as usize);
+                    walk(outer, &[sub.strides[..last].to_vec(), t.strides[..last].to_vec()], 0, m, |o| unsafe {
+                        // SAFETY: rows of the two views; out does not overlap the inputs.
+                        std::ptr::copy_nonoverlapping((sp as isize + o[1] * es) as *const u8, (dp as isize + o[0] * es) as *mut u8, row);
+                    });
+                    off += n;
+                    continue;
+                }
+            }
             copy::copy(&sub, t)?;
         }
         off += n;
@@ -936,6 +1036,25 @@ mod tests {
         assert_eq!(out, vec![4., 5., 0., 1., 4., 5.]);
         let args_nowrap = [IndexArg { idx: args[0].idx.clone(), size: 3, stride: 2 }];
         assert_eq!(gather(&o, &d, &args_nowrap, false), Err(IndexError::OutOfRange { arg: 0, value: -1 }));
+    }
+
+    #[test]
+    fn row_gather_matches_element_gather() {
+        // data 4x3 (rows) read transposed and straight; select rows [3, 1, 3]
+        let mut data: Vec<i32> = (0..12).collect();
+        let mut idx: Vec<i64> = vec![3, 1, 3];
+        for (dstr, expect) in [
+            (vec![0isize, 1], vec![9, 10, 11, 3, 4, 5, 9, 10, 11]),
+            (vec![0isize, 4], vec![3, 7, 11, 1, 5, 9, 3, 7, 11]),
+        ] {
+            let (size, stride) = if dstr[1] == 1 { (4, 3) } else { (4, 1) };
+            let mut out = vec![0i32; 9];
+            let o = view(&mut out, DType::I32, &[3, 3], &[3, 1]);
+            let d = view(&mut data, DType::I32, &[3, 3], &dstr);
+            let i = view(&mut idx, DType::I64, &[3, 3], &[1, 0]);
+            gather(&o, &d, &[IndexArg { idx: i, size, stride }], false).unwrap();
+            assert_eq!(out, expect);
+        }
     }
 
     #[test]
