@@ -699,3 +699,18 @@ def test_embedding_renorm(dtype, norm_type):
         check(lambda w, i: torch.embedding_renorm_(w, i, 5.0, norm_type), w, bad)
     check(lambda w, i: torch.embedding_renorm_(w[0], i, 5.0, norm_type), w, idx([0]))
     check(lambda w, i: torch.embedding_renorm_(w.long(), i, 5.0, norm_type), w, idx([0]))
+
+
+@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce(dtype, reduce, include_self):
+    x = make_tensor((5, 4), dtype, 68)
+    src = make_tensor((6, 4), dtype, 69) if dtype.is_floating_point or dtype == torch.bool else torch.randint(-3, 4, (6, 4)).to(dtype)
+    i = idx([4, 0, 4, 2, 4, 0])
+    check(lambda x, i, s: x.index_reduce_(0, i, s, reduce, include_self=include_self), x, i, src, mutated=(0,))
+    check(lambda x, i, s: torch.index_reduce(x, 1, i[:4].remainder(4), s[:5].t(), reduce, include_self=include_self), x, i, src)
+    check(lambda x, i, s: x.index_reduce_(0, i.int(), s, reduce, include_self=include_self,), x, i, src, mutated=(0,))
+    for bad in (idx([5] * 6), idx([-1] * 6), idx([1.0] * 6, torch.float32), idx([[1] * 6]), idx([1, 2])):
+        check(lambda x, i, s: x.index_reduce_(0, i, s, reduce, include_self=include_self), x, bad, src)
+    check(lambda x, i, s: x.index_reduce_(0, i, s, "sum"), x, i, src)

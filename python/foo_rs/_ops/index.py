@@ -1051,3 +1051,67 @@ def embedding_renorm_(self, indices, max_norm, norm_type):
     if indices.numel():
         _C.embedding_renorm(desc(self), desc(indices), float(max_norm), float(norm_type))
     return self
+
+
+# ---------------------------------------------------------------------------
+# index_reduce
+# ---------------------------------------------------------------------------
+
+
+@impl("index_reduce.out")
+def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out):
+    check_same_device("index_reduce", self, index, source, out)
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}. (foo)")
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError(
+            f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
+            f"{SCALAR_NAME.get(index.dtype, index.dtype)} and size: {list(index.shape)} (foo)"
+        )
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            f"index_reduce_(): Expected dtype int32/int64 for index but got: {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)"
+        )
+    if source.dtype != self.dtype:
+        raise RuntimeError(
+            f"index_reduce_(): self ({SCALAR_NAME[self.dtype]}) and source ({SCALAR_NAME[source.dtype]}) must have the "
+            "same scalar type (foo)"
+        )
+    src1, s1 = _as1d(source), _as1d(self)
+    n = index.numel()
+    if source.dim() > 0 and source.shape[d] != n:
+        raise RuntimeError(
+            f"index_reduce_(): Number of indices ({n}) should be equal to source.size(dim): ({source.shape[d]}), for dim: {d} (foo)"
+        )
+    if src1.dim() != s1.dim():
+        raise RuntimeError("index_reduce_(): Source and self must have the same number of dimensions (foo)")
+    for k in range(src1.dim()):
+        if k != d and src1.shape[k] != s1.shape[k]:
+            raise RuntimeError(
+                "source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+                f"self.shape = {list(self.shape)} source.shape = {list(source.shape)} (foo)"
+            )
+    if self.dtype == torch.bool and (not include_self or self.dim() <= 1):
+        # CPU: the index_fill_ / 1-d paths have no Bool kernel
+        raise NotImplementedError("\"index_func_\" not implemented for 'Bool' (foo)")
+    check_out(out, self.shape, self.dtype)
+    _assert_no_overlap("index_reduce", out, index, source)
+    if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
+        out.copy_(self)
+    if n == 0:
+        return out
+    o = _as1d(out)
+    shape = list(src1.shape)
+    dstr = list(o.stride())
+    dstr[d] = 0
+    istr = [0] * len(shape)
+    istr[d] = _as1d(index).stride(0)
+    _C.index_scatter(
+        _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
+        reduce, include_self, (0, "index out of range in self (foo index_reduce)"), False,
+    )
+    if self.dtype == torch.bool and reduce == "mean":
+        # CPU reduces, then fails dividing by the counts
+        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool' (foo)")
+    return out
