@@ -3,6 +3,7 @@
 
 mod device;
 mod elementwise;
+mod index;
 mod kernels;
 mod linalg;
 mod memory;
@@ -154,5 +155,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     elementwise::register(m)?;
     linalg::register(m)?;
     norm_pool::register(m)?;
+    index::register(m)?;
     Ok(())
 }

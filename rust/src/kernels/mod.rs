@@ -7,6 +7,7 @@
 pub mod copy;
 pub mod dropout;
 pub mod elementwise;
+pub mod index;
 pub mod linalg;
 pub mod nn;
 pub mod norm;

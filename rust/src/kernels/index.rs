@@ -1,0 +1,1151 @@
+//! Indexing and shape kernels: advanced-index gather (index, index_select,
+//! gather) and scatter (index_put, scatter*, index_add, index_fill),
+//! concatenation, nonzero / masked_select, flip, tril/triu, arange, linspace.
+//!
+//! Every index is validated before any memory is touched through it. The
+//! gather direction may run on the foo pool above `par_min()` elements (each output
+//! element is written once, so the result does not depend on the thread
+//! count); the scatter direction runs serially in row-major order, so
+//! duplicate indices accumulate in a fixed order.
+
+use super::copy::{self, Scalar};
+use super::{KernelError, Strided};
+use crate::dispatch_dtype;
+use crate::dtype::DType;
+use half::{bf16, f16};
+use std::collections::HashMap;
+
+/// One index operand: integer indices laid out over the plan's shape
+/// (broadcast strides allowed), selecting along a data dimension of `size`
+/// elements spaced `stride` elements apart.
+#[derive(Clone, Debug)]
+pub struct IndexArg {
+    pub idx: Strided,
+    pub size: usize,
+    pub stride: isize,
+}
+
+/// Why an index plan was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexError {
+    /// Index operand `arg` holds `value`, outside its dimension.
+    OutOfRange { arg: usize, value: i64 },
+    Kernel(KernelError),
+}
+
+impl From<KernelError> for IndexError {
+    fn from(e: KernelError) -> Self {
+        IndexError::Kernel(e)
+    }
+}
+
+/// Calls `f(offsets)` for each linear index in `start..start+len` of a
+/// row-major walk over `sizes`, with `offsets[k]` the element offset of that
+/// multi-index under `strides[k]`.
+pub fn walk(sizes: &[usize], strides: &[Vec<isize>], start: usize, len: usize, mut f: impl FnMut(&[isize])) {
+    let nd = sizes.len();
+    let nk = strides.len();
+    let mut offs = vec![0isize; nk];
+    if len == 0 {
+        return;
+    }
+    if nd == 0 {
+        f(&offs);
+        return;
+    }
+    let mut multi = vec![0usize; nd];
+    let mut rem = start;
+    for d in (0..nd).rev() {
+        let s = sizes[d].max(1);
+        multi[d] = rem % s;
+        rem /= s;
+        for k in 0..nk {
+            offs[k] += multi[d] as isize * strides[k][d];
+        }
+    }
+    let last = nd - 1;
+    let mut done = 0;
+    loop {
+        // Innermost run without carries.
+        let run = (sizes[last] - multi[last]).min(len - done);
+        for _ in 0..run {
+            f(&offs);
+            for k in 0..nk {
+                offs[k] += strides[k][last];
+            }
+        }
+        done += run;
+        multi[last] += run;
+        if done >= len {
+            return;
+        }
+        let mut d = last;
+        while multi[d] == sizes[d] {
+            for k in 0..nk {
+                offs[k] -= multi[d] as isize * strides[k][d];
+            }
+            multi[d] = 0;
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            multi[d] += 1;
+            for k in 0..nk {
+                offs[k] += strides[k][d];
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn read_index(p: *const u8, dtype: DType, off: isize) -> i64 {
+    match dtype {
+        DType::I32 => *(p as *const i32).offset(off) as i64,
+        DType::I16 => *(p as *const i16).offset(off) as i64,
+        DType::I8 => *(p as *const i8).offset(off) as i64,
+        DType::U8 => *p.offset(off) as i64,
+        _ => *(p as *const i64).offset(off),
+    }
+}
+
+fn check_shapes(shape: &[usize], data: &Strided, args: &[IndexArg]) -> Result<(), KernelError> {
+    if data.sizes != shape || data.strides.len() != shape.len() {
+        return Err(KernelError::ShapeMismatch(format!("foo index: data view {:?} does not match plan shape {:?}", data.sizes, shape)));
+    }
+    for a in args {
+        if a.idx.sizes != shape || a.idx.strides.len() != shape.len() {
+            return Err(KernelError::ShapeMismatch(format!("foo index: index view {:?} does not match plan shape {:?}", a.idx.sizes, shape)));
+        }
+        if !matches!(a.idx.dtype, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8) {
+            return Err(KernelError::UnsupportedDtype { op: "index", dtype: a.idx.dtype });
+        }
+    }
+    Ok(())
+}
+
+/// Checks every index of every operand: in `[0, size)`, or with `wrap` in
+/// `[-size, size)`. Returns the first bad one in row-major order.
+pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(), IndexError> {
+    let n: usize = shape.iter().product();
+    for (k, a) in args.iter().enumerate() {
+        let size = a.size as i64;
+        let lo = if wrap { -size } else { 0 };
+        let mut bad = None;
+        let p = a.idx.ptr as *const u8;
+        // Each distinct index once: broadcast (stride-0) dims count as size 1.
+        let sizes: Vec<usize> = shape.iter().zip(&a.idx.strides).map(|(&n, &st)| if st == 0 { n.min(1) } else { n }).collect();
+        let n = if n == 0 { 0 } else { sizes.iter().product() };
+        walk(&sizes, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
+            if bad.is_none() {
+                // SAFETY: offsets come from the index view's own sizes and strides.
+                let v = unsafe { read_index(p, a.idx.dtype, o[0]) };
+                if v < lo || v >= size {
+                    bad = Some(v);
+                }
+            }
+        });
+        if let Some(value) = bad {
+            return Err(IndexError::OutOfRange { arg: k, value });
+        }
+    }
+    Ok(())
+}
+
+fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> Vec<Vec<isize>> {
+    let mut v = vec![data.strides.clone()];
+    if let Some(e) = extra {
+        v.push(e.strides.clone());
+    }
+    for a in args {
+        v.push(a.idx.strides.clone());
+    }
+    v
+}
+
+/// The data offset of one element, re-checking every index at use (the
+/// indices were validated up front; this keeps memory safe even if they
+/// changed since, e.g. written by another thread): None if one is now bad.
+#[inline(always)]
+unsafe fn data_offset(base: isize, offs: &[isize], first_arg: usize, args: &[IndexArg]) -> Option<isize> {
+    let mut o = base;
+    for (k, a) in args.iter().enumerate() {
+        let mut v = read_index(a.idx.ptr, a.idx.dtype, offs[first_arg + k]);
+        if v < 0 {
+            v += a.size as i64;
+        }
+        if v < 0 || v as u64 >= a.size as u64 {
+            return None;
+        }
+        o += v as isize * a.stride;
+    }
+    Some(o)
+}
+
+/// Byte range `[lo, hi)` a view touches (empty for no elements).
+fn extent(s: &Strided) -> (usize, usize) {
+    if s.numel() == 0 {
+        return (0, 0);
+    }
+    let (mut lo, mut hi) = (0isize, 0isize);
+    for (&n, &st) in s.sizes.iter().zip(&s.strides) {
+        let span = (n as isize - 1) * st;
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    let es = s.dtype.size() as isize;
+    let p = s.ptr as isize;
+    ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
+}
+
+fn overlaps(a: &Strided, b: &Strided) -> bool {
+    let ((a0, a1), (b0, b1)) = (extent(a), extent(b));
+    a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
+}
+
+/// Index operands that alias `dst` are snapshotted into `bufs` (a scatter
+/// must not read indices it may overwrite).
+fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) -> Vec<IndexArg> {
+    // Everything the scatter may write: the plan view plus each indexed dim.
+    let mut full = dst.clone();
+    for a in args {
+        full.sizes.push(a.size);
+        full.strides.push(a.stride);
+    }
+    let dst = &full;
+    args.iter()
+        .map(|a| {
+            if !overlaps(dst, &a.idx) {
+                return a.clone();
+            }
+            let n = a.idx.numel();
+            let mut v = vec![0i64; n.max(1)];
+            let p = a.idx.ptr as *const u8;
+            let mut k = 0;
+            walk(&a.idx.sizes, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
+                // SAFETY: the view's own offsets.
+                v[k] = unsafe { read_index(p, a.idx.dtype, o[0]) };
+                k += 1;
+            });
+            let ptr = v.as_mut_ptr() as *mut u8;
+            bufs.push(v);
+            // The snapshot is dense over the index's (plan) sizes.
+            let strides = super::contiguous_strides(&a.idx.sizes);
+            IndexArg { idx: Strided::new(ptr, DType::I64, a.idx.sizes.clone(), strides), size: a.size, stride: a.stride }
+        })
+        .collect()
+}
+
+unsafe fn gather_range<T: Copy>(out: &Strided, data: &Strided, args: &[IndexArg], strides: &[Vec<isize>], start: usize, len: usize) {
+    let (op, dp) = (out.ptr as *mut T, data.ptr as *const T);
+    walk(&out.sizes, strides, start, len, |o| {
+        if let Some(src) = data_offset(o[0], o, 2, args) {
+            *op.offset(o[1]) = *dp.offset(src);
+        }
+    });
+}
+
+/// `out[r] = data[r + Σ_k idx_k[r] * stride_k]` over the plan shape
+/// (`out.sizes`): `data` is restrided to that shape (indexed dims have
+/// stride 0) and must have `out`'s dtype.
+pub fn gather(out: &Strided, data: &Strided, args: &[IndexArg], wrap: bool) -> Result<(), IndexError> {
+    check_shapes(&out.sizes, data, args)?;
+    if out.dtype != data.dtype {
+        return Err(KernelError::InvalidArgument(format!("foo index: out dtype {} differs from data dtype {}", out.dtype.name(), data.dtype.name())).into());
+    }
+    check_indices(&out.sizes, args, wrap)?;
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    // Walk order: data, out, then the indices.
+    let strides = all_strides(data, Some(out), args);
+    let es = out.dtype.size();
+    if let Some(rows) = RowPlan::new(out, data, args, &strides) {
+        rows.run(out, data, args, es, n);
+        return Ok(());
+    }
+    let run = |start: usize, len: usize| unsafe {
+        match es {
+            1 => gather_range::<u8>(out, data, args, &strides, start, len),
+            2 => gather_range::<u16>(out, data, args, &strides, start, len),
+            4 => gather_range::<u32>(out, data, args, &strides, start, len),
+            _ => gather_range::<u64>(out, data, args, &strides, start, len),
+        }
+    };
+    let pm = super::reduce::par_min();
+    if n < pm.max(2) {
+        run(0, n);
+    } else {
+        let nchunks = n.div_ceil((pm / 4).max(1)).clamp(1, super::parallel::num_threads() * 4);
+        let chunk = n.div_ceil(nchunks);
+        // SAFETY (inside run): chunks write disjoint output elements.
+        super::parallel::parallel_for(nchunks, |c| {
+            let s = c * chunk;
+            if s < n {
+                run(s, chunk.min(n - s));
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Gather by rows: the trailing plan dims no index varies along (merged
+/// while contiguous in both `out` and `data`) are copied as runs, so the
+/// indices are read once per row instead of once per element.
+struct RowPlan {
+    outer_sizes: Vec<usize>,
+    outer_strides: Vec<Vec<isize>>,
+    inner: usize,
+    out_stride: isize,
+    data_stride: isize,
+}
+
+impl RowPlan {
+    fn new(out: &Strided, data: &Strided, args: &[IndexArg], strides: &[Vec<isize>]) -> Option<RowPlan> {
+        let nd = out.sizes.len();
+        let unindexed = |d: usize| args.iter().all(|a| a.idx.strides[d] == 0 || a.idx.sizes[d] == 1);
+        if nd == 0 || !unindexed(nd - 1) || out.sizes[nd - 1] < 2 {
+            return None;
+        }
+        let (os, ds) = (out.strides[nd - 1], data.strides[nd - 1]);
+        let mut inner = out.sizes[nd - 1];
+        let mut k = nd - 1;
+        while k > 0 && unindexed(k - 1) && out.strides[k - 1] == os * inner as isize && data.strides[k - 1] == ds * inner as isize {
+            inner *= out.sizes[k - 1];
+            k -= 1;
+        }
+        Some(RowPlan {
+            outer_sizes: out.sizes[..k].to_vec(),
+            outer_strides: strides.iter().map(|s| s[..k].to_vec()).collect(),
+            inner,
+            out_stride: os,
+            data_stride: ds,
+        })
+    }
+
+    unsafe fn rows<T: Copy>(&self, out: &Strided, data: &Strided, args: &[IndexArg], start: usize, len: usize) {
+        let (op, dp) = (out.ptr as *mut T, data.ptr as *const T);
+        let (inner, os, ds) = (self.inner, self.out_stride, self.data_stride);
+        walk(&self.outer_sizes, &self.outer_strides, start, len, |o| {
+            let Some(base) = data_offset(o[0], o, 2, args) else { return };
+            if os == 1 && ds == 1 {
+                // SAFETY: `out` does not overlap `data` (the caller resolves that).
+                std::ptr::copy_nonoverlapping(dp.offset(base), op.offset(o[1]), inner);
+            } else {
+                for k in 0..inner as isize {
+                    *op.offset(o[1] + k * os) = *dp.offset(base + k * ds);
+                }
+            }
+        });
+    }
+
+    fn run(&self, out: &Strided, data: &Strided, args: &[IndexArg], es: usize, n: usize) {
+        let m: usize = self.outer_sizes.iter().product();
+        let go = |start: usize, len: usize| unsafe {
+            match es {
+                1 => self.rows::<u8>(out, data, args, start, len),
+                2 => self.rows::<u16>(out, data, args, start, len),
+                4 => self.rows::<u32>(out, data, args, start, len),
+                _ => self.rows::<u64>(out, data, args, start, len),
+            }
+        };
+        let pm = super::reduce::par_min();
+        if n < pm.max(2) || m < 2 {
+            go(0, m);
+        } else {
+            let nchunks = n.div_ceil((pm / 4).max(1)).clamp(1, super::parallel::num_threads() * 4).min(m);
+            let chunk = m.div_ceil(nchunks);
+            // SAFETY (inside rows): chunks write disjoint output rows.
+            super::parallel::parallel_for(nchunks, |c| {
+                let s = c * chunk;
+                if s < m {
+                    go(s, chunk.min(m - s));
+                }
+            });
+        }
+    }
+}
+
+/// How a scatter combines the destination with the source.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reduce {
+    Assign,
+    Add,
+    Mul,
+    Mean,
+    Max,
+    Min,
+}
+
+/// The source of a scatter: a tensor over the plan shape, or one value.
+pub enum Src<'a> {
+    Tensor(&'a Strided),
+    Scalar { f: f64, i: i64, is_int: bool },
+}
+
+/// Element arithmetic of the scatter reductions, with torch CPU's semantics
+/// (integers wrap, halves compute in f32, NaN propagates through max/min).
+pub trait Arith: Scalar {
+    fn add(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn max(self, o: Self) -> Self;
+    fn min(self, o: Self) -> Self;
+    fn lowest() -> Self;
+    fn highest() -> Self;
+    fn div_count(self, c: i64) -> Self;
+}
+
+macro_rules! int_arith {
+    ($t:ty) => {
+        impl Arith for $t {
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn mul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn max(self, o: Self) -> Self {
+                Ord::max(self, o)
+            }
+            fn min(self, o: Self) -> Self {
+                Ord::min(self, o)
+            }
+            fn lowest() -> Self {
+                <$t>::MIN
+            }
+            fn highest() -> Self {
+                <$t>::MAX
+            }
+            fn div_count(self, c: i64) -> Self {
+                // floor division by a count of the same dtype
+                let c = c as $t as i64;
+                if c == 0 {
+                    return self;
+                }
+                (self as i64).div_euclid(c) as $t
+            }
+        }
+    };
+}
+int_arith!(u8);
+int_arith!(i8);
+int_arith!(i16);
+int_arith!(i32);
+int_arith!(i64);
+
+impl Arith for bool {
+    fn add(self, o: Self) -> Self {
+        self || o
+    }
+    fn mul(self, o: Self) -> Self {
+        self && o
+    }
+    fn max(self, o: Self) -> Self {
+        self || o
+    }
+    fn min(self, o: Self) -> Self {
+        self && o
+    }
+    fn lowest() -> Self {
+        false
+    }
+    fn highest() -> Self {
+        true
+    }
+    fn div_count(self, _c: i64) -> Self {
+        self
+    }
+}
+
+macro_rules! float_arith {
+    ($t:ty, $via:ty, $to:expr, $from:expr) => {
+        impl Arith for $t {
+            fn add(self, o: Self) -> Self {
+                let (a, b): ($via, $via) = ($to(self), $to(o));
+                $from(a + b)
+            }
+            fn mul(self, o: Self) -> Self {
+                let (a, b): ($via, $via) = ($to(self), $to(o));
+                $from(a * b)
+            }
+            fn max(self, o: Self) -> Self {
+                let (a, b): ($via, $via) = ($to(self), $to(o));
+                if b.is_nan() || a.is_nan() {
+                    if a.is_nan() {
+                        self
+                    } else {
+                        o
+                    }
+                } else if a < b {
+                    o
+                } else {
+                    self
+                }
+            }
+            fn min(self, o: Self) -> Self {
+                let (a, b): ($via, $via) = ($to(self), $to(o));
+                if b.is_nan() || a.is_nan() {
+                    if a.is_nan() {
+                        self
+                    } else {
+                        o
+                    }
+                } else if b < a {
+                    o
+                } else {
+                    self
+                }
+            }
+            fn lowest() -> Self {
+                $from(<$via>::NEG_INFINITY)
+            }
+            fn highest() -> Self {
+                $from(<$via>::INFINITY)
+            }
+            fn div_count(self, c: i64) -> Self {
+                let a: $via = $to(self);
+                let c: $via = $to(<$t as Scalar>::from_i64(c));
+                $from(a / c)
+            }
+        }
+    };
+}
+float_arith!(f32, f32, |x: f32| x, |x: f32| x);
+float_arith!(f64, f64, |x: f64| x, |x: f64| x);
+float_arith!(f16, f32, |x: f16| x.to_f32(), f16::from_f32);
+float_arith!(bf16, f32, |x: bf16| x.to_f32(), bf16::from_f32);
+
+#[inline(always)]
+fn combine<T: Arith>(op: Reduce, d: T, s: T) -> T {
+    match op {
+        Reduce::Assign => s,
+        Reduce::Add | Reduce::Mean => d.add(s),
+        Reduce::Mul => d.mul(s),
+        Reduce::Max => d.max(s),
+        Reduce::Min => d.min(s),
+    }
+}
+
+fn identity<T: Arith>(op: Reduce) -> T {
+    match op {
+        Reduce::Mul => T::from_i64(1),
+        Reduce::Max => T::lowest(),
+        Reduce::Min => T::highest(),
+        _ => T::from_i64(0),
+    }
+}
+
+unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], op: Reduce, include_self: bool, acc_float: bool) {
+    let shape = &dst.sizes;
+    let n: usize = shape.iter().product();
+    let dp = dst.ptr as *mut T;
+    let (sview, scalar) = match src {
+        Src::Tensor(s) => (Some(*s), T::from_i64(0)),
+        Src::Scalar { f, i, is_int } => (None, if *is_int { T::from_i64(*i) } else { T::from_f64(*f) }),
+    };
+    let strides = match sview {
+        Some(s) => all_strides(dst, Some(s), args),
+        None => {
+            let mut v = all_strides(dst, None, args);
+            v.insert(1, vec![0; shape.len()]);
+            v
+        }
+    };
+    let sp = sview.map(|s| s.ptr as *const T);
+    if !include_self && op != Reduce::Assign {
+        let id = identity::<T>(op);
+        walk(shape, &strides, 0, n, |o| {
+            if let Some(off) = data_offset(o[0], o, 2, args) {
+                *dp.offset(off) = id;
+            }
+        });
+    }
+    let mut counts: HashMap<isize, i64> = HashMap::new();
+    if acc_float && matches!(op, Reduce::Add | Reduce::Mean | Reduce::Mul) {
+        // Sums and products of halves accumulate in f32 per destination
+        // element and round once (torch CPU's opmath for scatter/index_add).
+        let mut acc: HashMap<isize, f32> = HashMap::new();
+        let mut order: Vec<isize> = Vec::new();
+        walk(shape, &strides, 0, n, |o| {
+            let Some(off) = data_offset(o[0], o, 2, args) else { return };
+            let s = match sp {
+                Some(p) => *p.offset(o[1]),
+                None => scalar,
+            }
+            .to_f64() as f32;
+            let a = acc.entry(off).or_insert_with(|| {
+                order.push(off);
+                (*dp.offset(off)).to_f64() as f32
+            });
+            *a = if op == Reduce::Mul { *a * s } else { *a + s };
+            if op == Reduce::Mean {
+                *counts.entry(off).or_insert(include_self as i64) += 1;
+            }
+        });
+        for off in order {
+            let v = T::from_f64(acc[&off] as f64);
+            *dp.offset(off) = if op == Reduce::Mean { v.div_count(counts[&off]) } else { v };
+        }
+        return;
+    }
+    walk(shape, &strides, 0, n, |o| {
+        let Some(off) = data_offset(o[0], o, 2, args) else { return };
+        let s = match sp {
+            Some(p) => *p.offset(o[1]),
+            None => scalar,
+        };
+        let d = dp.offset(off);
+        *d = combine(op, *d, s);
+        if op == Reduce::Mean {
+            *counts.entry(off).or_insert(include_self as i64) += 1;
+        }
+    });
+    if op == Reduce::Mean {
+        for (off, c) in counts {
+            let d = dp.offset(off);
+            *d = (*d).div_count(c);
+        }
+    }
+}
+
+/// `dst[r + Σ_k idx_k[r] * stride_k] op= src[r]` over the plan shape
+/// (`dst.sizes`; `dst` restrided like `gather`'s data), serially in
+/// row-major order. Without `include_self`, the positions written start
+/// from the reduction's identity. `Mean` divides each written position by
+/// its count (plus one with `include_self`), floor-dividing integers.
+/// With `acc_float`, sums and products of f16/bf16 accumulate in f32 and
+/// round once per destination element.
+pub fn scatter(dst: &Strided, src: Src, args: &[IndexArg], wrap: bool, op: Reduce, include_self: bool, acc_float: bool) -> Result<(), IndexError> {
+    let shape = dst.sizes.clone();
+    for a in args {
+        if a.idx.sizes != shape {
+            return Err(KernelError::ShapeMismatch(format!("foo scatter: index view {:?} does not match {:?}", a.idx.sizes, shape)).into());
+        }
+    }
+    if let Src::Tensor(s) = &src {
+        if s.sizes != shape {
+            return Err(KernelError::ShapeMismatch(format!("foo scatter: source view {:?} does not match {:?}", s.sizes, shape)).into());
+        }
+        if s.dtype != dst.dtype {
+            return Err(KernelError::InvalidArgument(format!("foo scatter: source dtype {} differs from destination dtype {}", s.dtype.name(), dst.dtype.name())).into());
+        }
+    }
+    check_shapes(&shape, dst, args)?;
+    check_indices(&shape, args, wrap)?;
+    let mut bufs = Vec::new();
+    let detached = detach_indices(dst, args, &mut bufs);
+    let args = &detached[..];
+    if shape.iter().product::<usize>() == 0 {
+        return Ok(());
+    }
+    // SAFETY: indices checked; offsets stay inside the views.
+    let acc_float = acc_float && matches!(dst.dtype, DType::F16 | DType::BF16);
+    dispatch_dtype!(dst.dtype, T => unsafe { scatter_typed::<T>(dst, &src, args, op, include_self, acc_float) });
+    Ok(())
+}
+
+/// Copies each input into its slice of `out` along `dim` (inputs in order,
+/// each with `out`'s sizes except along `dim`), converting dtype.
+pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelError> {
+    let mut off = 0usize;
+    for t in inputs {
+        if t.sizes.len() != out.sizes.len() || dim >= out.sizes.len() {
+            return Err(KernelError::ShapeMismatch(format!("foo cat: input {:?} does not fit output {:?}", t.sizes, out.sizes)));
+        }
+        for d in 0..out.sizes.len() {
+            if d != dim && t.sizes[d] != out.sizes[d] {
+                return Err(KernelError::ShapeMismatch(format!("foo cat: input {:?} does not fit output {:?}", t.sizes, out.sizes)));
+            }
+        }
+        let n = t.sizes[dim];
+        if off + n > out.sizes[dim] {
+            return Err(KernelError::ShapeMismatch(format!("foo cat: inputs exceed output {:?} along {dim}", out.sizes)));
+        }
+        if n > 0 && t.numel() > 0 {
+            let es = out.dtype.size() as isize;
+            let ptr = unsafe { out.ptr.offset(off as isize * out.strides[dim] * es) };
+            let mut sizes = out.sizes.clone();
+            sizes[dim] = n;
+            let sub = Strided::new(ptr, out.dtype, sizes, out.strides.clone());
+            let last = sub.sizes.len() - 1;
+            if t.dtype == sub.dtype && !t.is_contiguous() || t.dtype == sub.dtype && !sub.is_contiguous() {
+                if t.strides[last] == 1 && sub.strides[last] == 1 && sub.sizes[last] > 1 {
+                    // Rows contiguous in both: one memcpy per row.
+                    let row = sub.sizes[last] * es as usize;
+                    let outer = &sub.sizes[..last];
+                    let m: usize = outer.iter().product();
+                    let (dp, sp) = (sub.ptr as usize, t.ptr as usize);
+                    walk(outer, &[sub.strides[..last].to_vec(), t.strides[..last].to_vec()], 0, m, |o| unsafe {
+                        // SAFETY: rows of the two views; out does not overlap the inputs.
+                        std::ptr::copy_nonoverlapping((sp as isize + o[1] * es) as *const u8, (dp as isize + o[0] * es) as *mut u8, row);
+                    });
+                    off += n;
+                    continue;
+                }
+            }
+            copy::copy(&sub, t)?;
+        }
+        off += n;
+    }
+    Ok(())
+}
+
+/// Number of nonzero elements of `src`.
+pub fn count_nonzero(src: &Strided) -> usize {
+    fn go<T: Scalar>(src: &Strided) -> usize {
+        let p = src.ptr as *const T;
+        let mut c = 0usize;
+        walk(&src.sizes, std::slice::from_ref(&src.strides), 0, src.numel(), |o| {
+            // SAFETY: the view's own offsets.
+            let v = unsafe { *p.offset(o[0]) };
+            if nonzero_val(v) {
+                c += 1;
+            }
+        });
+        c
+    }
+    dispatch_dtype!(src.dtype, T => go::<T>(src))
+}
+
+#[inline(always)]
+fn nonzero_val<T: Scalar>(v: T) -> bool {
+    if T::is_float() {
+        v.to_f64() != 0.0
+    } else {
+        v.to_i64() != 0
+    }
+}
+
+/// Writes the multi-indices of the nonzero elements of `src` (row-major)
+/// into the int64 `out` of shape `[count, ndim]`.
+pub fn nonzero(out: &Strided, src: &Strided) -> Result<(), KernelError> {
+    let nd = src.sizes.len();
+    let count = out.sizes.first().copied().unwrap_or(0);
+    if out.dtype != DType::I64 || out.sizes.len() != 2 || out.sizes[1] != nd {
+        return Err(KernelError::InvalidArgument(format!("foo nonzero: bad output {:?} for input {:?}", out.sizes, src.sizes)));
+    }
+    fn go<T: Scalar>(out: &Strided, src: &Strided, count: usize) -> Result<(), KernelError> {
+        let p = src.ptr as *const T;
+        let op = out.ptr as *mut i64;
+        let nd = src.sizes.len();
+        let n = src.numel();
+        let mut row = 0usize;
+        let mut lin = 0usize;
+        let mut overflow = false;
+        walk(&src.sizes, std::slice::from_ref(&src.strides), 0, n, |o| {
+            // SAFETY: the view's own offsets; rows bounded by `count`.
+            let v = unsafe { *p.offset(o[0]) };
+            if nonzero_val(v) {
+                if row >= count {
+                    overflow = true;
+                } else {
+                    let mut rem = lin;
+                    for d in (0..nd).rev() {
+                        let s = src.sizes[d].max(1);
+                        unsafe { *op.offset(row as isize * out.strides[0] + d as isize * out.strides[1]) = (rem % s) as i64 };
+                        rem /= s;
+                    }
+                    row += 1;
+                }
+            }
+            lin += 1;
+        });
+        if overflow || row != count {
+            return Err(KernelError::InvalidArgument("foo nonzero: the input changed while it was read".into()));
+        }
+        Ok(())
+    }
+    dispatch_dtype!(src.dtype, T => go::<T>(out, src, count))
+}
+
+/// Copies the elements of `src` where `mask` (same shape, bool) is true, in
+/// row-major order, into the 1-d `out` of exactly that many elements.
+pub fn masked_select(out: &Strided, src: &Strided, mask: &Strided) -> Result<(), KernelError> {
+    if mask.dtype != DType::Bool || mask.sizes != src.sizes || out.sizes.len() != 1 || out.dtype != src.dtype {
+        return Err(KernelError::InvalidArgument("foo masked_select: bad arguments".into()));
+    }
+    let count = out.sizes[0];
+    fn go<T: Copy>(out: &Strided, src: &Strided, mask: &Strided, count: usize) -> bool {
+        let (sp, mp, op) = (src.ptr as *const T, mask.ptr as *const u8, out.ptr as *mut T);
+        let mut k = 0usize;
+        let mut ok = true;
+        walk(&src.sizes, &[src.strides.clone(), mask.strides.clone()], 0, src.numel(), |o| unsafe {
+            if *mp.offset(o[1]) != 0 {
+                if k < count {
+                    *op.offset(k as isize * out.strides[0]) = *sp.offset(o[0]);
+                    k += 1;
+                } else {
+                    ok = false;
+                }
+            }
+        });
+        ok && k == count
+    }
+    let ok = match src.dtype.size() {
+        1 => go::<u8>(out, src, mask, count),
+        2 => go::<u16>(out, src, mask, count),
+        4 => go::<u32>(out, src, mask, count),
+        _ => go::<u64>(out, src, mask, count),
+    };
+    if !ok {
+        return Err(KernelError::InvalidArgument("foo masked_select: the mask changed while it was read".into()));
+    }
+    Ok(())
+}
+
+/// `out = src` reversed along `dims` (same shapes).
+pub fn flip(out: &Strided, src: &Strided, dims: &[usize]) -> Result<(), KernelError> {
+    if out.sizes != src.sizes {
+        return Err(KernelError::ShapeMismatch(format!("foo flip: {:?} vs {:?}", out.sizes, src.sizes)));
+    }
+    if src.numel() == 0 {
+        return Ok(());
+    }
+    let es = src.dtype.size() as isize;
+    let mut strides = src.strides.clone();
+    let mut ptr = src.ptr;
+    for &d in dims {
+        if d >= strides.len() {
+            return Err(KernelError::InvalidArgument(format!("foo flip: dim {d} out of range")));
+        }
+        ptr = unsafe { ptr.offset((src.sizes[d] as isize - 1) * strides[d] * es) };
+        strides[d] = -strides[d];
+    }
+    copy::copy(out, &Strided::new(ptr, src.dtype, src.sizes.clone(), strides))
+}
+
+/// `out = tril(src, k)` (`upper`: triu) over the last two dims; `out` may
+/// be `src` itself (same view).
+pub fn tri(out: &Strided, src: &Strided, k: i64, upper: bool) -> Result<(), KernelError> {
+    if out.sizes != src.sizes || out.sizes.len() < 2 || out.dtype != src.dtype {
+        return Err(KernelError::ShapeMismatch(format!("foo tril/triu: {:?} vs {:?}", out.sizes, src.sizes)));
+    }
+    fn go<T: Scalar>(out: &Strided, src: &Strided, k: i64, upper: bool) {
+        let nd = out.sizes.len();
+        let (rows, cols) = (out.sizes[nd - 2], out.sizes[nd - 1]);
+        let (op, sp) = (out.ptr as *mut T, src.ptr as *const T);
+        let zero = T::from_i64(0);
+        let mut lin = 0usize;
+        walk(&out.sizes, &[out.strides.clone(), src.strides.clone()], 0, out.numel(), |o| {
+            let j = (lin % cols) as i64;
+            let i = ((lin / cols) % rows) as i64;
+            let keep = if upper { j - i >= k } else { j - i <= k };
+            // SAFETY: the views' own offsets; same element read then written.
+            unsafe { *op.offset(o[0]) = if keep { *sp.offset(o[1]) } else { zero } };
+            lin += 1;
+        });
+    }
+    if out.numel() == 0 {
+        return Ok(());
+    }
+    dispatch_dtype!(out.dtype, T => go::<T>(out, src, k, upper));
+    Ok(())
+}
+
+/// `out[i] = start + i * step` (1-d), in f64 for floating dtypes (rounded
+/// once) and in i64 for the integer ones, as torch CPU's arange.
+pub fn arange(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i64, integral: bool) -> Result<(), KernelError> {
+    if out.sizes.len() != 1 {
+        return Err(KernelError::InvalidArgument("foo arange: output must be 1-d".into()));
+    }
+    fn go<T: Scalar>(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i64, integral: bool) {
+        let p = out.ptr as *mut T;
+        let half = matches!(out.dtype, DType::F16 | DType::BF16);
+        for i in 0..out.sizes[0] {
+            let v = if integral {
+                T::from_i64(start_i.wrapping_add(step_i.wrapping_mul(i as i64)))
+            } else if half {
+                // acc_type of f16/bf16 is f32
+                T::from_f64((start_f as f32 + step_f as f32 * i as f32) as f64)
+            } else {
+                T::from_f64(start_f + step_f * i as f64)
+            };
+            // SAFETY: i < size of the 1-d view.
+            unsafe { *p.offset(i as isize * out.strides[0]) = v };
+        }
+    }
+    dispatch_dtype!(out.dtype, T => go::<T>(out, start_f, step_f, start_i, step_i, integral));
+    Ok(())
+}
+
+/// torch CPU's linspace: `start + step*i` in the first half and
+/// `end - step*(steps-1-i)` in the second, with `step` computed in f64 for
+/// integer dtypes and in f32 for float32 / half types.
+pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> {
+    if out.sizes.len() != 1 {
+        return Err(KernelError::InvalidArgument("foo linspace: output must be 1-d".into()));
+    }
+    let steps = out.sizes[0];
+    if steps == 0 {
+        return Ok(());
+    }
+    let p = out.ptr;
+    let st = out.strides[0];
+    fn write<T: Scalar>(p: *mut u8, st: isize, i: usize, v: T) {
+        // SAFETY: i < steps, the view's size.
+        unsafe { *(p as *mut T).offset(i as isize * st) = v };
+    }
+    let half = (steps / 2) as i64;
+    macro_rules! floaty {
+        ($t:ty, $via:ty) => {{
+            let s: $via = <$t>::from_f64(start).to_f64() as $via;
+            let e: $via = <$t>::from_f64(end).to_f64() as $via;
+            let step: $via = if steps > 1 { (e - s) / (steps - 1) as $via } else { 0.0 };
+            for i in 0..steps {
+                let ii = i as i64;
+                let v: $via = if ii < half { s + step * ii as $via } else { e - step * (steps as i64 - ii - 1) as $via };
+                write::<$t>(p, st, i, <$t as Scalar>::from_f64(v as f64));
+            }
+        }};
+    }
+    // c10::Half / BFloat16 arithmetic: each operation computes in f32 and
+    // rounds back (integers convert to the half type first).
+    macro_rules! halfy {
+        ($t:ty) => {{
+            let r = |x: f32| <$t>::from_f32(x).to_f32();
+            let s = r(start as f32);
+            let e = r(end as f32);
+            let step = r(r(e - s) / r((steps - 1) as f32));
+            for i in 0..steps {
+                let ii = i as i64;
+                let v = if ii < half { r(s + r(step * r(ii as f32))) } else { r(e - r(step * r((steps as i64 - ii - 1) as f32))) };
+                write::<$t>(p, st, i, <$t>::from_f32(v));
+            }
+        }};
+    }
+    match out.dtype {
+        DType::F64 => floaty!(f64, f64),
+        DType::F32 => floaty!(f32, f32),
+        DType::F16 => halfy!(f16),
+        DType::BF16 => halfy!(bf16),
+        dt => {
+            dispatch_dtype!(dt, T => {
+                let s = T::from_f64(start).to_i64() as f64;
+                let e = T::from_f64(end).to_i64() as f64;
+                let step = if steps > 1 { (e - s) / (steps - 1) as f64 } else { 0.0 };
+                for i in 0..steps {
+                    let ii = i as i64;
+                    let v = if ii < half { s + step * ii as f64 } else { e - step * (steps as i64 - ii - 1) as f64 };
+                    write::<T>(p, st, i, T::from_f64(v));
+                }
+            })
+        }
+    }
+    Ok(())
+}
+
+/// torch CPU's embedding_renorm_: each distinct row of the 2-d `weight`
+/// named by `indices` (validated, negative wrapped) whose `norm_type`-norm
+/// exceeds `max_norm` is scaled by `max_norm / (norm + 1e-7)`. The norm is
+/// rounded to the weight's dtype (as `row.norm()` returns it), so is the
+/// scale, which multiplies in f32 for f32/f16/bf16 and in f64 for f64.
+pub fn embedding_renorm(weight: &Strided, indices: &Strided, max_norm: f64, norm_type: f64) -> Result<(), IndexError> {
+    if weight.sizes.len() != 2 {
+        return Err(KernelError::InvalidArgument("foo embedding_renorm_: weight must be 2-d".into()).into());
+    }
+    if !weight.dtype.is_floating() {
+        return Err(KernelError::UnsupportedDtype { op: "embedding_renorm_", dtype: weight.dtype }.into());
+    }
+    let rows = weight.sizes[0];
+    let arg = IndexArg { idx: indices.clone(), size: rows, stride: 0 };
+    check_indices(&indices.sizes, std::slice::from_ref(&arg), true)?;
+    let mut ids: Vec<i64> = Vec::with_capacity(indices.numel());
+    walk(&indices.sizes, std::slice::from_ref(&indices.strides), 0, indices.numel(), |o| {
+        // SAFETY: the view's own offsets.
+        let mut v = unsafe { read_index(indices.ptr, indices.dtype, o[0]) };
+        if v < 0 {
+            v += rows as i64;
+        }
+        ids.push(v);
+    });
+    ids.sort_unstable();
+    ids.dedup();
+    fn go<T: Scalar>(w: &Strided, ids: &[i64], max_norm: f64, p: f64) {
+        let (cols, rs, cs) = (w.sizes[1], w.strides[0], w.strides[1]);
+        let base = w.ptr as *mut T;
+        let wide = w.dtype == DType::F64;
+        for &r in ids {
+            if r < 0 || r as usize >= w.sizes[0] {
+                continue; // validated above; kept for memory safety
+            }
+            // SAFETY: r < rows and c < cols: inside the view.
+            let at = |c: usize| unsafe { base.offset(r as isize * rs + c as isize * cs) };
+            let mut acc = 0f64;
+            for c in 0..cols {
+                let a = unsafe { (*at(c)).to_f64() }.abs();
+                if p == f64::INFINITY {
+                    acc = acc.max(a);
+                } else if p == 0.0 {
+                    acc += (a != 0.0) as u8 as f64;
+                } else if p == 1.0 {
+                    acc += a;
+                } else if p == 2.0 {
+                    acc += a * a;
+                } else {
+                    acc += a.powf(p);
+                }
+            }
+            let norm = if p == f64::INFINITY || p == 0.0 || p == 1.0 {
+                acc
+            } else if p == 2.0 {
+                acc.sqrt()
+            } else {
+                acc.powf(1.0 / p)
+            };
+            let norm = T::from_f64(norm).to_f64();
+            if norm > max_norm {
+                // `row *= scale`: the scalar converts to the row's dtype first.
+                let scale = T::from_f64(max_norm / (norm + 1e-7)).to_f64();
+                for c in 0..cols {
+                    unsafe {
+                        let x = at(c);
+                        *x = if wide { T::from_f64((*x).to_f64() * scale) } else { T::from_f64(((*x).to_f64() as f32 * scale as f32) as f64) };
+                    }
+                }
+            }
+        }
+    }
+    dispatch_dtype!(weight.dtype, T => go::<T>(weight, &ids, max_norm, norm_type));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::contiguous_strides;
+
+    fn view<T>(v: &mut [T], dtype: DType, sizes: &[usize], strides: &[isize]) -> Strided {
+        Strided::new(v.as_mut_ptr() as *mut u8, dtype, sizes.to_vec(), strides.to_vec())
+    }
+
+    #[test]
+    fn index_select_rows() {
+        // data 3x2, select rows [2, 0, -1] (wrapped)
+        let mut data: Vec<f32> = (0..6).map(|x| x as f32).collect();
+        let mut idx: Vec<i64> = vec![2, 0, -1];
+        let mut out = vec![0f32; 6];
+        let o = view(&mut out, DType::F32, &[3, 2], &contiguous_strides(&[3, 2]));
+        let d = view(&mut data, DType::F32, &[3, 2], &[0, 1]);
+        let i = view(&mut idx, DType::I64, &[3, 2], &[1, 0]);
+        let args = [IndexArg { idx: i, size: 3, stride: 2 }];
+        gather(&o, &d, &args, true).unwrap();
+        assert_eq!(out, vec![4., 5., 0., 1., 4., 5.]);
+        let args_nowrap = [IndexArg { idx: args[0].idx.clone(), size: 3, stride: 2 }];
+        assert_eq!(gather(&o, &d, &args_nowrap, false), Err(IndexError::OutOfRange { arg: 0, value: -1 }));
+    }
+
+    #[test]
+    fn row_gather_matches_element_gather() {
+        // data 4x3 (rows) read transposed and straight; select rows [3, 1, 3]
+        let mut data: Vec<i32> = (0..12).collect();
+        let mut idx: Vec<i64> = vec![3, 1, 3];
+        for (dstr, expect) in [
+            (vec![0isize, 1], vec![9, 10, 11, 3, 4, 5, 9, 10, 11]),
+            (vec![0isize, 4], vec![3, 7, 11, 1, 5, 9, 3, 7, 11]),
+        ] {
+            let (size, stride) = if dstr[1] == 1 { (4, 3) } else { (4, 1) };
+            let mut out = vec![0i32; 9];
+            let o = view(&mut out, DType::I32, &[3, 3], &[3, 1]);
+            let d = view(&mut data, DType::I32, &[3, 3], &dstr);
+            let i = view(&mut idx, DType::I64, &[3, 3], &[1, 0]);
+            gather(&o, &d, &[IndexArg { idx: i, size, stride }], false).unwrap();
+            assert_eq!(out, expect);
+        }
+    }
+
+    #[test]
+    fn out_of_range_is_refused_before_reading() {
+        let mut data = vec![1i32; 3];
+        let mut idx: Vec<i64> = vec![0, 1_000_000_000];
+        let mut out = vec![0i32; 2];
+        let o = view(&mut out, DType::I32, &[2], &[1]);
+        let d = view(&mut data, DType::I32, &[2], &[0]);
+        let i = view(&mut idx, DType::I64, &[2], &[1]);
+        let r = gather(&o, &d, &[IndexArg { idx: i, size: 3, stride: 1 }], true);
+        assert_eq!(r, Err(IndexError::OutOfRange { arg: 0, value: 1_000_000_000 }));
+        assert_eq!(out, vec![0, 0]);
+    }
+
+    #[test]
+    fn scatter_add_duplicates_and_mean() {
+        let mut dst = vec![1f64; 3];
+        let mut src = vec![1f64, 2., 3., 4.];
+        let mut idx: Vec<i64> = vec![0, 2, 0, 0];
+        let d = view(&mut dst, DType::F64, &[4], &[0]);
+        let s = view(&mut src, DType::F64, &[4], &[1]);
+        let i = view(&mut idx, DType::I64, &[4], &[1]);
+        let args = [IndexArg { idx: i, size: 3, stride: 1 }];
+        scatter(&d, Src::Tensor(&s), &args, false, Reduce::Add, true, false).unwrap();
+        assert_eq!(dst, vec![9., 1., 3.]);
+        let mut dst2 = vec![1f64; 3];
+        let d2 = view(&mut dst2, DType::F64, &[4], &[0]);
+        scatter(&d2, Src::Tensor(&s), &args, false, Reduce::Mean, true, false).unwrap();
+        assert_eq!(dst2, vec![9. / 4., 1., 3. / 2.]);
+        let mut dst3 = vec![5i32; 3];
+        let mut src3 = vec![1i32, 2, 3, 4];
+        let d3 = view(&mut dst3, DType::I32, &[4], &[0]);
+        let s3 = view(&mut src3, DType::I32, &[4], &[1]);
+        scatter(&d3, Src::Tensor(&s3), &args, false, Reduce::Max, false, false).unwrap();
+        assert_eq!(dst3, vec![4, 5, 2]);
+    }
+
+    #[test]
+    fn scatter_through_indices_that_alias_the_destination() {
+        // dst[idx] = 100 where idx is dst itself: the indices are read before
+        // any write, never after (100 would be out of range).
+        let mut v: Vec<i64> = vec![1, 0, 2];
+        let d = view(&mut v, DType::I64, &[3], &[0]);
+        let i = Strided::new(d.ptr, DType::I64, vec![3], vec![1]);
+        scatter(&d, Src::Scalar { f: 100.0, i: 100, is_int: true }, &[IndexArg { idx: i, size: 3, stride: 1 }], false, Reduce::Assign, true, false).unwrap();
+        assert_eq!(v, vec![100, 100, 100]);
+    }
+
+    #[test]
+    fn cat_and_flip_and_tri() {
+        let mut a: Vec<i16> = vec![1, 2, 3, 4];
+        let mut b: Vec<f32> = vec![5.0, 6.0];
+        let mut out = vec![0i16; 6];
+        let o = view(&mut out, DType::I16, &[2, 3], &[3, 1]);
+        let av = view(&mut a, DType::I16, &[2, 2], &[2, 1]);
+        let bv = view(&mut b, DType::F32, &[2, 1], &[1, 1]);
+        cat(&o, &[av, bv], 1).unwrap();
+        assert_eq!(out, vec![1, 2, 5, 3, 4, 6]);
+        let mut f = vec![0i16; 6];
+        let fv = view(&mut f, DType::I16, &[2, 3], &[3, 1]);
+        flip(&fv, &o, &[0, 1]).unwrap();
+        assert_eq!(f, vec![6, 4, 3, 5, 2, 1]);
+        tri(&fv, &fv.clone(), 0, false).unwrap();
+        assert_eq!(f, vec![6, 0, 0, 5, 2, 0]);
+    }
+
+    #[test]
+    fn nonzero_and_linspace() {
+        let mut x = vec![0u8, 3, 0, 1];
+        let xv = view(&mut x, DType::U8, &[2, 2], &[2, 1]);
+        assert_eq!(count_nonzero(&xv), 2);
+        let mut out = vec![0i64; 4];
+        let ov = view(&mut out, DType::I64, &[2, 2], &[2, 1]);
+        nonzero(&ov, &xv).unwrap();
+        assert_eq!(out, vec![0, 1, 1, 1]);
+        let mut l = vec![0f64; 5];
+        let lv = view(&mut l, DType::F64, &[5], &[1]);
+        linspace(&lv, 0.0, 1.0).unwrap();
+        assert_eq!(l, vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    }
+
+    #[test]
+    fn large_gather_is_thread_independent() {
+        let n = 600_000usize;
+        let mut data: Vec<i64> = (0..1000).collect();
+        let mut idx: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % 1000).collect();
+        let mut out = vec![0i64; n];
+        let o = view(&mut out, DType::I64, &[n], &[1]);
+        let d = view(&mut data, DType::I64, &[n], &[0]);
+        let i = view(&mut idx, DType::I64, &[n], &[1]);
+        gather(&o, &d, &[IndexArg { idx: i, size: 1000, stride: 1 }], false).unwrap();
+        assert!(out.iter().enumerate().all(|(k, &v)| v == (k as i64 * 7919) % 1000));
+    }
+}
