@@ -5,7 +5,8 @@
 Each case runs on torch CPU and on foo alternately (same process, same thread
 count), several repeats each; the report gives medians and the ratio foo/CPU
 (lower is better), prints a markdown table, writes it to OUT/report.md and a
-bar chart of the ratios to OUT/ratios.png.
+bar chart of the ratios to OUT/ratios.png. Each timed sample starts after a
+short pause, so the other backend's spinning worker threads are idle.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import torch
 import foo_rs
 
 N_BIG = 16 * 1024 * 1024
+#: Pause before each timed sample (see ``time_case``).
+SETTLE_S = 0.005
 
 
 @dataclass
@@ -129,6 +132,10 @@ def time_case(case: Case, repeats: int, warmup: int) -> dict[str, list[float]]:
     samples = {"cpu": [], "foo": []}
     for _ in range(repeats):
         for dev in ("cpu", "foo"):
+            # Let the other backend's spinning workers (torch's OpenMP team,
+            # foo's pool, rayon) go idle first, so neither is timed against
+            # the other's busy-waiting threads on a 2-core machine.
+            time.sleep(SETTLE_S)
             t0 = time.perf_counter()
             _sync(steps[dev]())
             samples[dev].append(time.perf_counter() - t0)

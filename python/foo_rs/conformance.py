@@ -346,6 +346,13 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
             sample, twin = pool[i], twins[i]
             where = f"sample {i}: {sample.summary() if hasattr(sample, 'summary') else ''}"
             where = where.replace('device="cpu", ', "").replace("SampleInput(", "(")[:240]
+            flat_sample = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+            if not any(isinstance(v, torch.Tensor) or is_cpu_device(v) for v in flat_sample):
+                # e.g. arange(1, 3, 1): no tensor and no device, so nothing
+                # can be put on foo; the op runs on the CPU either way.
+                n_skip += 1
+                notes.append(f"sample {i} skipped: no tensor or device to put on foo")
+                continue
             try:
                 tree_map(check_cpu_value, (sample.input, sample.args, sample.kwargs))
                 finp, fargs, fkwargs, cpu_ok = to_foo_sample(sample, twin)
