@@ -252,8 +252,16 @@ pub fn parallel_for(ntasks: usize, f: impl Fn(usize) + Sync) {
     p.ensure_workers(threads - 1);
     // Set-up: an odd epoch turns workers away; wait out any still inside.
     p.epoch.fetch_add(1, SeqCst);
+    let mut waits = 0u32;
     while p.in_flight.load(SeqCst) != 0 {
-        std::hint::spin_loop();
+        // A worker is between seeing the last job and leaving it: a few
+        // instructions, unless it was preempted there.
+        waits = waits.wrapping_add(1);
+        if waits > 1024 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
     }
     let fref: &TaskFn = &f;
     // SAFETY: a fat pointer is two words; it is read back only while `f` lives.
