@@ -233,6 +233,17 @@ unsafe fn strided_of(v: *const FooView) -> Result<kernels::Strided, String> {
     Ok(kernels::Strided::new(v.ptr as *mut u8, dtype, sizes, strides))
 }
 
+/// Runs a fast-lane kernel: 0, or 1 with its message (or a panic's) in `err`.
+fn status(run: impl FnOnce() -> Result<(), String>, err: *mut c_char, err_len: usize) -> i32 {
+    let msg = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(())) => return 0,
+        Ok(Err(msg)) => msg,
+        Err(_) => "foo: internal error (panic) in an elementwise kernel".to_string(),
+    };
+    write_message(err, err_len, &msg);
+    1
+}
+
 /// Binary fast-lane ops: 0 add, 1 sub (both with `alpha`), 2 mul, 3 div.
 /// `b` is a tensor, or null with `bs` a number. `ct` is the compute dtype
 /// code. Returns 0, or 1 with a message in `err`.
@@ -269,17 +280,7 @@ pub unsafe extern "C" fn foo_rs_ew_binary(
         };
         ew::binary(&op, &o, Operand::Tensor(&a), bop, ct).map_err(|e| e.to_string())
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(msg)) => {
-            write_message(err, err_len, &msg);
-            1
-        }
-        Err(_) => {
-            write_message(err, err_len, "foo: internal error (panic) in an elementwise kernel");
-            1
-        }
-    }
+    status(run, err, err_len)
 }
 
 /// Unary fast-lane ops, by code: 0 neg, 1 exp, 2 log, 3 sqrt, 4 rsqrt,
@@ -311,15 +312,5 @@ pub unsafe extern "C" fn foo_rs_ew_unary(op: u32, out: *const FooView, x: *const
         let (o, x) = (strided_of(out)?, strided_of(x)?);
         ew::unary(&op, &o, Operand::Tensor(&x), ct).map_err(|e| e.to_string())
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(msg)) => {
-            write_message(err, err_len, &msg);
-            1
-        }
-        Err(_) => {
-            write_message(err, err_len, "foo: internal error (panic) in an elementwise kernel");
-            1
-        }
-    }
+    status(run, err, err_len)
 }
