@@ -76,5 +76,8 @@ for p in ce.include_paths():
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=stdc++");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,$ORIGIN/../torch/lib");
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,{}", torch_lib.display());
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,-rpath,{}",
+        torch_lib.display()
+    );
 }

@@ -28,7 +28,9 @@ unsafe impl Sync for Ptr {}
 fn split(n: usize, f: impl Fn(usize, usize) + Sync) {
     let tasks = parallel::num_threads() * 4;
     let chunk = n.div_ceil(tasks).div_ceil(16) * 16;
-    parallel::parallel_for(n.div_ceil(chunk), |t| f(t * chunk, ((t + 1) * chunk).min(n)));
+    parallel::parallel_for(n.div_ceil(chunk), |t| {
+        f(t * chunk, ((t + 1) * chunk).min(n))
+    });
 }
 
 fn stream(c: &mut Criterion) {
@@ -37,7 +39,9 @@ fn stream(c: &mut Criterion) {
     let mut o = vec![0.0f32; N];
     let po = Ptr(o.as_mut_ptr());
     let mut g = c.benchmark_group("limits/stream");
-    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     g.throughput(Throughput::Bytes((2 * 4 * N) as u64));
     g.bench_function("copy", |bch| {
         bch.iter(|| {
@@ -137,8 +141,12 @@ fn fma(c: &mut Criterion) {
     let (lanes, f) = widest();
     let threads = parallel::num_threads();
     let mut g = c.benchmark_group("limits/fma");
-    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
-    g.throughput(Throughput::Elements((threads * ITERS * CHAINS * lanes * 2) as u64));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(
+        (threads * ITERS * CHAINS * lanes * 2) as u64,
+    ));
     g.bench_function("peak", |bch| {
         bch.iter(|| {
             parallel::parallel_for(threads, |_| {

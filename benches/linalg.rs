@@ -35,46 +35,80 @@ fn mat<T>(v: &[T], dtype: DType, rows: usize, cols: usize) -> Strided {
 
 fn gemm_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("sgemm");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     for &n in &[256usize, 1024, 2048] {
         let a = f32s(n * n, 1);
         let b = f32s(n * n, 2);
         let out = vec![0f32; n * n];
         g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, &n| {
-            bench.iter(|| mm(&mat(&out, DType::F32, n, n), &mat(&a, DType::F32, n, n), &mat(&b, DType::F32, n, n)).unwrap());
+            bench.iter(|| {
+                mm(
+                    &mat(&out, DType::F32, n, n),
+                    &mat(&a, DType::F32, n, n),
+                    &mat(&b, DType::F32, n, n),
+                )
+                .unwrap()
+            });
         });
     }
     g.finish();
 
     let mut g = c.benchmark_group("sgemm_at");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     let n = 1024;
     let a = f32s(n * n, 3);
     let b = f32s(n * n, 4);
     let out = vec![0f32; n * n];
-    let at = Strided::new(a.as_ptr() as *mut u8, DType::F32, vec![n, n], vec![1, n as isize]);
+    let at = Strided::new(
+        a.as_ptr() as *mut u8,
+        DType::F32,
+        vec![n, n],
+        vec![1, n as isize],
+    );
     g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
     g.bench_function(BenchmarkId::from_parameter(n), |bench| {
-        bench.iter(|| mm(&mat(&out, DType::F32, n, n), &at, &mat(&b, DType::F32, n, n)).unwrap());
+        bench.iter(|| {
+            mm(
+                &mat(&out, DType::F32, n, n),
+                &at,
+                &mat(&b, DType::F32, n, n),
+            )
+            .unwrap()
+        });
     });
     g.finish();
 
     let mut g = c.benchmark_group("dgemm");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     let a: Vec<f64> = f32s(n * n, 5).into_iter().map(f64::from).collect();
     let b: Vec<f64> = f32s(n * n, 6).into_iter().map(f64::from).collect();
     let out = vec![0f64; n * n];
     g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
     g.bench_function(BenchmarkId::from_parameter(n), |bench| {
-        bench.iter(|| mm(&mat(&out, DType::F64, n, n), &mat(&a, DType::F64, n, n), &mat(&b, DType::F64, n, n)).unwrap());
+        bench.iter(|| {
+            mm(
+                &mat(&out, DType::F64, n, n),
+                &mat(&a, DType::F64, n, n),
+                &mat(&b, DType::F64, n, n),
+            )
+            .unwrap()
+        });
     });
     g.finish();
 }
 
 fn reduce_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("sum");
-    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     for &(n, name) in &[(1usize << 20, "1M"), (1 << 24, "16M")] {
         let x = f32s(n, 7);
         let out = vec![0f32; 1];
@@ -95,14 +129,22 @@ fn reduce_benches(c: &mut Criterion) {
     g.finish();
 
     let mut g = c.benchmark_group("sum_dim0");
-    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     let n = 4096;
     let x = f32s(n * n, 8);
     let out = vec![0f32; n];
     g.throughput(Throughput::Bytes((n * n * 4) as u64));
     g.bench_function(BenchmarkId::from_parameter("16M"), |bench| {
         bench.iter(|| {
-            reduce_op(ReduceOp::Sum, &mat(&out, DType::F32, 1, n), None, &mat(&x, DType::F32, n, n)).unwrap();
+            reduce_op(
+                ReduceOp::Sum,
+                &mat(&out, DType::F32, 1, n),
+                None,
+                &mat(&x, DType::F32, n, n),
+            )
+            .unwrap();
         });
     });
     g.finish();
@@ -110,13 +152,23 @@ fn reduce_benches(c: &mut Criterion) {
 
 fn softmax_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("softmax");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     let n = 4096;
     let x = f32s(n * n, 9);
     let out = vec![0f32; n * n];
     g.throughput(Throughput::Bytes((2 * n * n * 4) as u64));
     g.bench_function(BenchmarkId::from_parameter("4096x4096"), |bench| {
-        bench.iter(|| softmax(&mat(&out, DType::F32, n, n), &mat(&x, DType::F32, n, n), 1, false).unwrap());
+        bench.iter(|| {
+            softmax(
+                &mat(&out, DType::F32, n, n),
+                &mat(&x, DType::F32, n, n),
+                1,
+                false,
+            )
+            .unwrap()
+        });
     });
     g.finish();
 }

@@ -53,7 +53,10 @@ impl DType {
     }
 
     pub fn is_integral(self) -> bool {
-        matches!(self, DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64)
+        matches!(
+            self,
+            DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64
+        )
     }
 
     pub fn name(self) -> &'static str {

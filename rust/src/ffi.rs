@@ -18,7 +18,9 @@ fn write_message(buf: *mut c_char, len: usize, msg: &str) {
 }
 
 fn dev(index: i32) -> Option<&'static allocator::DeviceAllocator> {
-    usize::try_from(index).ok().and_then(|i| allocator::device(i).ok())
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| allocator::device(i).ok())
 }
 
 /// Nonzero in a child forked after foo_rs was loaded (see `fork`).
@@ -31,7 +33,8 @@ pub extern "C" fn foo_rs_in_bad_fork() -> i32 {
 #[no_mangle]
 pub extern "C" fn foo_rs_bad_fork_message() -> *const c_char {
     static MSG: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
-    MSG.get_or_init(|| std::ffi::CString::new(crate::fork::BAD_FORK_MESSAGE).unwrap()).as_ptr()
+    MSG.get_or_init(|| std::ffi::CString::new(crate::fork::BAD_FORK_MESSAGE).unwrap())
+        .as_ptr()
 }
 
 #[no_mangle]
@@ -55,9 +58,17 @@ pub extern "C" fn foo_rs_set_device(index: i32) -> i32 {
 
 /// Allocates on `device`; on failure returns null and writes the message.
 #[no_mangle]
-pub extern "C" fn foo_rs_alloc(device: i32, nbytes: usize, err: *mut c_char, err_len: usize) -> *mut c_void {
+pub extern "C" fn foo_rs_alloc(
+    device: i32,
+    nbytes: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> *mut c_void {
     let result = usize::try_from(device)
-        .map_err(|_| allocator::AllocError::InvalidDevice { device: 0, count: device::count() })
+        .map_err(|_| allocator::AllocError::InvalidDevice {
+            device: 0,
+            count: device::count(),
+        })
         .and_then(|d| allocator::allocate(d, nbytes));
     match result {
         Ok(p) => p as *mut c_void,
@@ -85,7 +96,9 @@ pub extern "C" fn foo_rs_free(ptr: *mut c_void) {
 
 #[no_mangle]
 pub extern "C" fn foo_rs_device_of_ptr(ptr: *const c_void) -> i32 {
-    allocator::device_of_ptr(ptr as *const u8).map(|d| d as i32).unwrap_or(-1)
+    allocator::device_of_ptr(ptr as *const u8)
+        .map(|d| d as i32)
+        .unwrap_or(-1)
 }
 
 /// Releases cached memory of `device`, or of every device when negative.
@@ -107,7 +120,11 @@ pub extern "C" fn foo_rs_stat(device: i32, key: *const c_char) -> i64 {
     }
     // SAFETY: the glue passes a NUL-terminated string.
     let key = unsafe { CStr::from_ptr(key) }.to_string_lossy();
-    d.stats_map().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v).unwrap_or(0)
+    d.stats_map()
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+        .unwrap_or(0)
 }
 
 #[no_mangle]
@@ -222,15 +239,27 @@ fn scalar_of(s: FooScalar) -> kernels::elementwise::Scalar {
 /// `v` points at a valid [`FooView`] whose arrays hold `ndim` values.
 unsafe fn strided_of(v: *const FooView) -> Result<kernels::Strided, String> {
     let v = &*v;
-    let dtype = crate::DType::from_code(v.dtype).ok_or_else(|| format!("foo: unknown dtype code {}", v.dtype))?;
+    let dtype = crate::DType::from_code(v.dtype)
+        .ok_or_else(|| format!("foo: unknown dtype code {}", v.dtype))?;
     let nd = usize::try_from(v.ndim).map_err(|_| "foo: negative rank".to_string())?;
     let (sizes, strides): (Vec<usize>, Vec<isize>) = if nd == 0 {
         (Vec::new(), Vec::new())
     } else {
-        let (s, st) = (std::slice::from_raw_parts(v.sizes, nd), std::slice::from_raw_parts(v.strides, nd));
-        (s.iter().map(|&x| x.max(0) as usize).collect(), st.iter().map(|&x| x as isize).collect())
+        let (s, st) = (
+            std::slice::from_raw_parts(v.sizes, nd),
+            std::slice::from_raw_parts(v.strides, nd),
+        );
+        (
+            s.iter().map(|&x| x.max(0) as usize).collect(),
+            st.iter().map(|&x| x as isize).collect(),
+        )
     };
-    Ok(kernels::Strided::new(v.ptr as *mut u8, dtype, sizes, strides))
+    Ok(kernels::Strided::new(
+        v.ptr as *mut u8,
+        dtype,
+        sizes,
+        strides,
+    ))
 }
 
 /// Runs a fast-lane kernel: 0, or 1 with its message (or a panic's) in `err`.
@@ -265,15 +294,25 @@ pub unsafe extern "C" fn foo_rs_ew_binary(
     use kernels::elementwise::{self as ew, BinaryOp, DivMode, Operand};
     let run = || -> Result<(), String> {
         let op = match op {
-            0 => BinaryOp::Add { alpha: scalar_of(alpha) },
-            1 => BinaryOp::Sub { alpha: scalar_of(alpha) },
+            0 => BinaryOp::Add {
+                alpha: scalar_of(alpha),
+            },
+            1 => BinaryOp::Sub {
+                alpha: scalar_of(alpha),
+            },
             2 => BinaryOp::Mul,
-            3 => BinaryOp::Div { mode: DivMode::True },
+            3 => BinaryOp::Div {
+                mode: DivMode::True,
+            },
             _ => return Err(format!("foo: unknown fast binary op {op}")),
         };
         let ct = crate::DType::from_code(ct).ok_or("foo: unknown compute dtype")?;
         let (o, a) = (strided_of(out)?, strided_of(a)?);
-        let bt = if b.is_null() { None } else { Some(strided_of(b)?) };
+        let bt = if b.is_null() {
+            None
+        } else {
+            Some(strided_of(b)?)
+        };
         let bop = match &bt {
             Some(t) => Operand::Tensor(t),
             None => Operand::Scalar(scalar_of(bs)),
@@ -289,7 +328,14 @@ pub unsafe extern "C" fn foo_rs_ew_binary(
 /// # Safety
 /// As [`foo_rs_ew_binary`].
 #[no_mangle]
-pub unsafe extern "C" fn foo_rs_ew_unary(op: u32, out: *const FooView, x: *const FooView, ct: u8, err: *mut c_char, err_len: usize) -> i32 {
+pub unsafe extern "C" fn foo_rs_ew_unary(
+    op: u32,
+    out: *const FooView,
+    x: *const FooView,
+    ct: u8,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
     use kernels::elementwise::{self as ew, Operand, UnaryOp::*};
     let run = || -> Result<(), String> {
         let op = match op {

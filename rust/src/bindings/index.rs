@@ -29,7 +29,11 @@ fn index_err(e: IndexError, args: &[ArgDesc], fmt: &ErrFmt) -> PyErr {
         IndexError::Kernel(k) => kernel_err(k),
         IndexError::OutOfRange { arg, value } => {
             let (size, dim) = args.get(arg).map(|a| (a.1, a.3)).unwrap_or((0, 0));
-            let msg = fmt.1.replace("{index}", &value.to_string()).replace("{dim}", &dim.to_string()).replace("{size}", &size.to_string());
+            let msg = fmt
+                .1
+                .replace("{index}", &value.to_string())
+                .replace("{dim}", &dim.to_string())
+                .replace("{size}", &size.to_string());
             if fmt.0 == 0 {
                 PyIndexError::new_err(msg)
             } else {
@@ -40,14 +44,30 @@ fn index_err(e: IndexError, args: &[ArgDesc], fmt: &ErrFmt) -> PyErr {
 }
 
 fn index_args(args: &[ArgDesc]) -> PyResult<Vec<IndexArg>> {
-    args.iter().map(|(d, size, stride, _)| Ok(IndexArg { idx: strided(d.clone())?, size: *size, stride: *stride })).collect()
+    args.iter()
+        .map(|(d, size, stride, _)| {
+            Ok(IndexArg {
+                idx: strided(d.clone())?,
+                size: *size,
+                stride: *stride,
+            })
+        })
+        .collect()
 }
 
 /// Advanced-index gather: `out[r] = data[r + Σ idx_k[r] * stride_k]`.
 #[pyfunction]
-fn index_gather(py: Python<'_>, out: TensorDesc, data: TensorDesc, args: Vec<ArgDesc>, wrap: bool, err: ErrFmt) -> PyResult<()> {
+fn index_gather(
+    py: Python<'_>,
+    out: TensorDesc,
+    data: TensorDesc,
+    args: Vec<ArgDesc>,
+    wrap: bool,
+    err: ErrFmt,
+) -> PyResult<()> {
     let (o, d, a) = (strided(out)?, strided(data)?, index_args(&args)?);
-    py.detach(|| ix::gather(&o, &d, &a, wrap)).map_err(|e| index_err(e, &args, &err))
+    py.detach(|| ix::gather(&o, &d, &a, wrap))
+        .map_err(|e| index_err(e, &args, &err))
 }
 
 fn reduce_of(name: &str) -> PyResult<Reduce> {
@@ -58,7 +78,11 @@ fn reduce_of(name: &str) -> PyResult<Reduce> {
         "mean" => Reduce::Mean,
         "amax" => Reduce::Max,
         "amin" => Reduce::Min,
-        _ => return Err(PyValueError::new_err(format!("foo: unknown scatter reduction {name:?}"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "foo: unknown scatter reduction {name:?}"
+            )))
+        }
     })
 }
 
@@ -67,7 +91,18 @@ fn reduce_of(name: &str) -> PyResult<Reduce> {
 #[pyfunction]
 #[pyo3(signature = (dst, src, value, args, wrap, op, include_self, err, acc_float=false))]
 #[allow(clippy::too_many_arguments)]
-fn index_scatter(py: Python<'_>, dst: TensorDesc, src: Option<TensorDesc>, value: Option<&Bound<'_, PyAny>>, args: Vec<ArgDesc>, wrap: bool, op: &str, include_self: bool, err: ErrFmt, acc_float: bool) -> PyResult<()> {
+fn index_scatter(
+    py: Python<'_>,
+    dst: TensorDesc,
+    src: Option<TensorDesc>,
+    value: Option<&Bound<'_, PyAny>>,
+    args: Vec<ArgDesc>,
+    wrap: bool,
+    op: &str,
+    include_self: bool,
+    err: ErrFmt,
+    acc_float: bool,
+) -> PyResult<()> {
     let (d, a) = (strided(dst)?, index_args(&args)?);
     let op = reduce_of(op)?;
     let s = src.map(strided).transpose()?;
@@ -86,7 +121,11 @@ fn index_scatter(py: Python<'_>, dst: TensorDesc, src: Option<TensorDesc>, value
         let src = match (&s, scalar) {
             (Some(s), _) => Src::Tensor(s),
             (None, Some((f, i, is_int))) => Src::Scalar { f, i, is_int },
-            (None, None) => return Err(IndexError::Kernel(KernelError::InvalidArgument("foo scatter: no source".into()))),
+            (None, None) => {
+                return Err(IndexError::Kernel(KernelError::InvalidArgument(
+                    "foo scatter: no source".into(),
+                )))
+            }
         };
         ix::scatter(&d, src, &a, wrap, op, include_self, acc_float)
     })
@@ -101,7 +140,9 @@ fn check_index(py: Python<'_>, args: Vec<ArgDesc>, wrap: bool, err: ErrFmt) -> P
     py.detach(|| {
         for (k, x) in a.iter().enumerate() {
             match ix::check_indices(&x.idx.sizes, std::slice::from_ref(x), wrap) {
-                Err(IndexError::OutOfRange { value, .. }) => return Err(IndexError::OutOfRange { arg: k, value }),
+                Err(IndexError::OutOfRange { value, .. }) => {
+                    return Err(IndexError::OutOfRange { arg: k, value })
+                }
                 r => r?,
             }
         }
@@ -112,10 +153,21 @@ fn check_index(py: Python<'_>, args: Vec<ArgDesc>, wrap: bool, err: ErrFmt) -> P
 
 /// In-place embedding_renorm_ of the 2-d `weight` over the rows `indices` names.
 #[pyfunction]
-fn embedding_renorm(py: Python<'_>, weight: TensorDesc, indices: TensorDesc, max_norm: f64, norm_type: f64) -> PyResult<()> {
+fn embedding_renorm(
+    py: Python<'_>,
+    weight: TensorDesc,
+    indices: TensorDesc,
+    max_norm: f64,
+    norm_type: f64,
+) -> PyResult<()> {
     let (w, i) = (strided(weight)?, strided(indices)?);
     let rows = w.sizes.first().copied().unwrap_or(0);
-    let fake = [(((0usize, 0u8, vec![], vec![]) as TensorDesc), rows, 0isize, 0i64)];
+    let fake = [(
+        ((0usize, 0u8, vec![], vec![]) as TensorDesc),
+        rows,
+        0isize,
+        0i64,
+    )];
     py.detach(|| ix::embedding_renorm(&w, &i, max_norm, norm_type))
         .map_err(|e| index_err(e, &fake, &(0, "index {index} is out of bounds for dimension 0 with size {size} (foo embedding_renorm_)".into())))
 }
@@ -144,9 +196,15 @@ fn nonzero(py: Python<'_>, out: TensorDesc, src: TensorDesc) -> PyResult<()> {
 
 /// Elements of `src` where `mask` is true, into the 1-d `out`.
 #[pyfunction]
-fn masked_select(py: Python<'_>, out: TensorDesc, src: TensorDesc, mask: TensorDesc) -> PyResult<()> {
+fn masked_select(
+    py: Python<'_>,
+    out: TensorDesc,
+    src: TensorDesc,
+    mask: TensorDesc,
+) -> PyResult<()> {
     let (o, s, m) = (strided(out)?, strided(src)?, strided(mask)?);
-    py.detach(|| ix::masked_select(&o, &s, &m)).map_err(kernel_err)
+    py.detach(|| ix::masked_select(&o, &s, &m))
+        .map_err(kernel_err)
 }
 
 /// `out = src` reversed along `dims`.
@@ -165,16 +223,26 @@ fn tri(py: Python<'_>, out: TensorDesc, src: TensorDesc, k: i64, upper: bool) ->
 
 /// `out[i] = start + i * step`.
 #[pyfunction]
-fn arange(py: Python<'_>, out: TensorDesc, start_f: f64, step_f: f64, start_i: i64, step_i: i64, integral: bool) -> PyResult<()> {
+fn arange(
+    py: Python<'_>,
+    out: TensorDesc,
+    start_f: f64,
+    step_f: f64,
+    start_i: i64,
+    step_i: i64,
+    integral: bool,
+) -> PyResult<()> {
     let o = strided(out)?;
-    py.detach(|| ix::arange(&o, start_f, step_f, start_i, step_i, integral)).map_err(kernel_err)
+    py.detach(|| ix::arange(&o, start_f, step_f, start_i, step_i, integral))
+        .map_err(kernel_err)
 }
 
 /// torch CPU's linspace into the 1-d `out`.
 #[pyfunction]
 fn linspace(py: Python<'_>, out: TensorDesc, start: f64, end: f64) -> PyResult<()> {
     let o = strided(out)?;
-    py.detach(|| ix::linspace(&o, start, end)).map_err(kernel_err)
+    py.detach(|| ix::linspace(&o, start, end))
+        .map_err(kernel_err)
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -27,7 +27,8 @@ fn fill_(py: Python<'_>, dst: TensorDesc, value: &Bound<'_, PyAny>) -> PyResult<
         let f: f64 = value.extract()?;
         (f, f as i64, false)
     };
-    py.detach(|| copy::fill(&d, f, i, is_int)).map_err(KernelErr::from)?;
+    py.detach(|| copy::fill(&d, f, i, is_int))
+        .map_err(KernelErr::from)?;
     Ok(())
 }
 
@@ -45,14 +46,21 @@ fn local_scalar(py: Python<'_>, src: TensorDesc) -> PyResult<Py<PyAny>> {
     }
 }
 
-fn random(py: Python<'_>, dst: TensorDesc, dist: Distribution, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<u64> {
+fn random(
+    py: Python<'_>,
+    dst: TensorDesc,
+    dist: Distribution,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
     let d = strided(dst)?;
     let blocks = blocks_needed(d.dtype, d.numel());
     let (seed, offset) = match state {
         Some(s) => s,
         None => rng::reserve_offset(rng::default_generator(device_index(device)?), blocks),
     };
-    py.detach(|| fill_random(&d, seed, offset, dist)).map_err(KernelErr::from)?;
+    py.detach(|| fill_random(&d, seed, offset, dist))
+        .map_err(KernelErr::from)?;
     Ok(blocks)
 }
 
@@ -61,15 +69,38 @@ fn random(py: Python<'_>, dst: TensorDesc, dist: Distribution, device: Option<i6
 /// number of Philox blocks used (the caller advances an explicit generator).
 #[pyfunction]
 #[pyo3(signature = (dst, mean, std, device=None, state=None))]
-fn normal_(py: Python<'_>, dst: TensorDesc, mean: f64, std: f64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<u64> {
+fn normal_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    mean: f64,
+    std: f64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
     random(py, dst, Distribution::Normal { mean, std }, device, state)
 }
 
 /// Fills `dst` with U[from, to). See `normal_` for `device` and `state`.
 #[pyfunction]
 #[pyo3(signature = (dst, low, high, device=None, state=None))]
-fn uniform_(py: Python<'_>, dst: TensorDesc, low: f64, high: f64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<u64> {
-    random(py, dst, Distribution::Uniform { from: low, to: high }, device, state)
+fn uniform_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    low: f64,
+    high: f64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
+    random(
+        py,
+        dst,
+        Distribution::Uniform {
+            from: low,
+            to: high,
+        },
+        device,
+        state,
+    )
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -59,7 +59,13 @@ fn overlaps(a: &Strided, b: &Strided) -> bool {
 /// Runs `f` on `out`, or, if `out` overlaps one of `inputs` (or is not
 /// contiguous and `contiguous` is asked), on a contiguous scratch copy that
 /// is then copied into `out`. With `read`, the scratch starts as `out`.
-fn with_out<R>(out: &Strided, inputs: &[Option<&Strided>], contiguous: bool, read: bool, f: impl FnOnce(&Strided) -> Result<R, KernelError>) -> Result<R, KernelError> {
+fn with_out<R>(
+    out: &Strided,
+    inputs: &[Option<&Strided>],
+    contiguous: bool,
+    read: bool,
+    f: impl FnOnce(&Strided) -> Result<R, KernelError>,
+) -> Result<R, KernelError> {
     let clash = inputs.iter().flatten().any(|i| overlaps(out, i));
     if !clash && (!contiguous || out.numel() == 0 || out.is_contiguous()) {
         return f(out);
@@ -82,48 +88,107 @@ fn opt(d: Option<TensorDesc>) -> PyResult<Option<Strided>> {
 /// `out = beta * input + alpha * (mat1 @ mat2)` (2-d; `input` optional).
 #[pyfunction]
 #[pyo3(signature = (out, input, mat1, mat2, beta, alpha))]
-fn addmm(py: Python<'_>, out: TensorDesc, input: Option<TensorDesc>, mat1: TensorDesc, mat2: TensorDesc, beta: &Bound<'_, PyAny>, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
+fn addmm(
+    py: Python<'_>,
+    out: TensorDesc,
+    input: Option<TensorDesc>,
+    mat1: TensorDesc,
+    mat2: TensorDesc,
+    beta: &Bound<'_, PyAny>,
+    alpha: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     let (o, i, a, b) = (strided(out)?, opt(input)?, strided(mat1)?, strided(mat2)?);
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
-    py.detach(|| with_out(&o, &[Some(&a), Some(&b)], false, true, |o| linalg::addmm(o, i.as_ref(), &a, &b, beta, alpha)))
-        .map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&a), Some(&b)], false, true, |o| {
+            linalg::addmm(o, i.as_ref(), &a, &b, beta, alpha)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// Batched: `out = beta * input + alpha * (batch1 @ batch2)`.
 #[pyfunction]
 #[pyo3(signature = (out, input, batch1, batch2, beta, alpha))]
-fn baddbmm(py: Python<'_>, out: TensorDesc, input: Option<TensorDesc>, batch1: TensorDesc, batch2: TensorDesc, beta: &Bound<'_, PyAny>, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
-    let (o, i, a, b) = (strided(out)?, opt(input)?, strided(batch1)?, strided(batch2)?);
+fn baddbmm(
+    py: Python<'_>,
+    out: TensorDesc,
+    input: Option<TensorDesc>,
+    batch1: TensorDesc,
+    batch2: TensorDesc,
+    beta: &Bound<'_, PyAny>,
+    alpha: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let (o, i, a, b) = (
+        strided(out)?,
+        opt(input)?,
+        strided(batch1)?,
+        strided(batch2)?,
+    );
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
-    py.detach(|| with_out(&o, &[Some(&a), Some(&b)], false, true, |o| linalg::baddbmm(o, i.as_ref(), &a, &b, beta, alpha)))
-        .map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&a), Some(&b)], false, true, |o| {
+            linalg::baddbmm(o, i.as_ref(), &a, &b, beta, alpha)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// `out = beta * input + alpha * Σ_b batch1[b] @ batch2[b]`.
 #[pyfunction]
 #[pyo3(signature = (out, input, batch1, batch2, beta, alpha))]
-fn addbmm(py: Python<'_>, out: TensorDesc, input: Option<TensorDesc>, batch1: TensorDesc, batch2: TensorDesc, beta: &Bound<'_, PyAny>, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
-    let (o, i, a, b) = (strided(out)?, opt(input)?, strided(batch1)?, strided(batch2)?);
+fn addbmm(
+    py: Python<'_>,
+    out: TensorDesc,
+    input: Option<TensorDesc>,
+    batch1: TensorDesc,
+    batch2: TensorDesc,
+    beta: &Bound<'_, PyAny>,
+    alpha: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let (o, i, a, b) = (
+        strided(out)?,
+        opt(input)?,
+        strided(batch1)?,
+        strided(batch2)?,
+    );
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
-    py.detach(|| with_out(&o, &[Some(&a), Some(&b)], false, true, |o| linalg::addbmm(o, i.as_ref(), &a, &b, beta, alpha)))
-        .map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&a), Some(&b)], false, true, |o| {
+            linalg::addbmm(o, i.as_ref(), &a, &b, beta, alpha)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// `out = beta * input + alpha * (mat @ vec)`.
 #[pyfunction]
 #[pyo3(signature = (out, input, mat, vec, beta, alpha))]
-fn addmv(py: Python<'_>, out: TensorDesc, input: Option<TensorDesc>, mat: TensorDesc, vec: TensorDesc, beta: &Bound<'_, PyAny>, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
+fn addmv(
+    py: Python<'_>,
+    out: TensorDesc,
+    input: Option<TensorDesc>,
+    mat: TensorDesc,
+    vec: TensorDesc,
+    beta: &Bound<'_, PyAny>,
+    alpha: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     let (o, i, a, v) = (strided(out)?, opt(input)?, strided(mat)?, strided(vec)?);
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
-    py.detach(|| with_out(&o, &[Some(&a), Some(&v)], false, true, |o| linalg::addmv(o, i.as_ref(), &a, &v, beta, alpha)))
-        .map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&a), Some(&v)], false, true, |o| {
+            linalg::addmv(o, i.as_ref(), &a, &v, beta, alpha)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// 0-d `out = a · b`.
 #[pyfunction]
 fn dot(py: Python<'_>, out: TensorDesc, a: TensorDesc, b: TensorDesc) -> PyResult<()> {
     let (o, a, b) = (strided(out)?, strided(a)?, strided(b)?);
-    py.detach(|| linalg::dot(&o, &a, &b)).map_err(|e| py_err(e, false))
+    py.detach(|| linalg::dot(&o, &a, &b))
+        .map_err(|e| py_err(e, false))
 }
 
 fn reduce_op(name: &str, correction: f64, ord: f64) -> PyResult<ReduceOp> {
@@ -141,10 +206,20 @@ fn reduce_op(name: &str, correction: f64, ord: f64) -> PyResult<ReduceOp> {
         "all" => ReduceOp::All,
         "any" => ReduceOp::Any,
         "count_nonzero" => ReduceOp::CountNonzero,
-        "var" => ReduceOp::Var { correction, sqrt: false },
-        "std" => ReduceOp::Var { correction, sqrt: true },
+        "var" => ReduceOp::Var {
+            correction,
+            sqrt: false,
+        },
+        "std" => ReduceOp::Var {
+            correction,
+            sqrt: true,
+        },
         "norm" => ReduceOp::Norm { ord },
-        _ => return Err(PyValueError::new_err(format!("foo: unknown reduction {name:?}"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "foo: unknown reduction {name:?}"
+            )))
+        }
     })
 }
 
@@ -162,7 +237,9 @@ fn keepdim_view(mut s: Strided, ndim: usize, dims: &[usize]) -> PyResult<Strided
         s.strides.insert(d, 0);
     }
     if s.ndim() != ndim {
-        return Err(PyValueError::new_err("foo: reduction output rank does not match"));
+        return Err(PyValueError::new_err(
+            "foo: reduction output rank does not match",
+        ));
     }
     Ok(s)
 }
@@ -173,7 +250,16 @@ fn keepdim_view(mut s: Strided, ndim: usize, dims: &[usize]) -> PyResult<Strided
 #[pyfunction]
 #[pyo3(signature = (op, out, out2, inp, dims, correction=1.0, ord=2.0))]
 #[allow(clippy::too_many_arguments)]
-fn reduce(py: Python<'_>, op: &str, out: TensorDesc, out2: Option<TensorDesc>, inp: TensorDesc, dims: Vec<usize>, correction: f64, ord: f64) -> PyResult<()> {
+fn reduce(
+    py: Python<'_>,
+    op: &str,
+    out: TensorDesc,
+    out2: Option<TensorDesc>,
+    inp: TensorDesc,
+    dims: Vec<usize>,
+    correction: f64,
+    ord: f64,
+) -> PyResult<()> {
     let op = reduce_op(op, correction, ord)?;
     let i = strided(inp)?;
     let nd = i.ndim();
@@ -184,7 +270,9 @@ fn reduce(py: Python<'_>, op: &str, out: TensorDesc, out2: Option<TensorDesc>, i
     };
     py.detach(|| {
         with_out(&o, &[Some(&i)], false, false, |o| match &o2 {
-            Some(o2) => with_out(o2, &[Some(&i)], false, false, |o2| red::reduce_op(op, o, Some(o2), &i)),
+            Some(o2) => with_out(o2, &[Some(&i)], false, false, |o2| {
+                red::reduce_op(op, o, Some(o2), &i)
+            }),
             None => red::reduce_op(op, o, None, &i),
         })
     })
@@ -195,32 +283,76 @@ fn reduce(py: Python<'_>, op: &str, out: TensorDesc, out2: Option<TensorDesc>, i
 #[pyfunction]
 fn scan(py: Python<'_>, prod: bool, out: TensorDesc, inp: TensorDesc, dim: usize) -> PyResult<()> {
     let (o, i) = (strided(out)?, strided(inp)?);
-    py.detach(|| with_out(&o, &[Some(&i)], false, false, |o| red::scan(prod, o, &i, dim))).map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&i)], false, false, |o| {
+            red::scan(prod, o, &i, dim)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// `out = (log_)softmax(inp, dim)`; `inp` contiguous.
 #[pyfunction]
-fn softmax(py: Python<'_>, out: TensorDesc, inp: TensorDesc, dim: usize, log: bool) -> PyResult<()> {
+fn softmax(
+    py: Python<'_>,
+    out: TensorDesc,
+    inp: TensorDesc,
+    dim: usize,
+    log: bool,
+) -> PyResult<()> {
     let (o, i) = (strided(out)?, strided(inp)?);
-    py.detach(|| with_out(&o, &[Some(&i)], true, false, |o| nn::softmax(o, &i, dim, log))).map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&i)], true, false, |o| {
+            nn::softmax(o, &i, dim, log)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// Gradient of (log_)softmax; `grad` and `output` contiguous.
 #[pyfunction]
-fn softmax_backward(py: Python<'_>, grad_input: TensorDesc, grad: TensorDesc, output: TensorDesc, dim: usize, log: bool) -> PyResult<()> {
+fn softmax_backward(
+    py: Python<'_>,
+    grad_input: TensorDesc,
+    grad: TensorDesc,
+    output: TensorDesc,
+    dim: usize,
+    log: bool,
+) -> PyResult<()> {
     let (gi, g, y) = (strided(grad_input)?, strided(grad)?, strided(output)?);
-    py.detach(|| with_out(&gi, &[Some(&g), Some(&y)], true, false, |gi| nn::softmax_backward(gi, &g, &y, dim, log)))
-        .map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&gi, &[Some(&g), Some(&y)], true, false, |gi| {
+            nn::softmax_backward(gi, &g, &y, dim, log)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// NLL loss forward (1-d/2-d input `[N, C]` or N-d `[N, C, S...]`).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-fn nll_loss_forward(py: Python<'_>, out: TensorDesc, total_weight: TensorDesc, inp: TensorDesc, target: TensorDesc, weight: Option<TensorDesc>, reduction: i64, ignore_index: i64) -> PyResult<()> {
-    let (o, tw, i, t, w) = (strided(out)?, strided(total_weight)?, strided(inp)?, strided(target)?, opt(weight)?);
+fn nll_loss_forward(
+    py: Python<'_>,
+    out: TensorDesc,
+    total_weight: TensorDesc,
+    inp: TensorDesc,
+    target: TensorDesc,
+    weight: Option<TensorDesc>,
+    reduction: i64,
+    ignore_index: i64,
+) -> PyResult<()> {
+    let (o, tw, i, t, w) = (
+        strided(out)?,
+        strided(total_weight)?,
+        strided(inp)?,
+        strided(target)?,
+        opt(weight)?,
+    );
     py.detach(|| {
         with_out(&o, &[Some(&i), Some(&t), w.as_ref()], false, false, |o| {
-            with_out(&tw, &[Some(&i), Some(&t), w.as_ref()], false, false, |tw| nn::nll_loss_forward(o, tw, &i, &t, w.as_ref(), reduction, ignore_index))
+            with_out(&tw, &[Some(&i), Some(&t), w.as_ref()], false, false, |tw| {
+                nn::nll_loss_forward(o, tw, &i, &t, w.as_ref(), reduction, ignore_index)
+            })
         })
     })
     .map_err(|e| py_err(e, true))
@@ -229,35 +361,93 @@ fn nll_loss_forward(py: Python<'_>, out: TensorDesc, total_weight: TensorDesc, i
 /// NLL loss backward into a contiguous `grad_input`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-fn nll_loss_backward(py: Python<'_>, grad_input: TensorDesc, grad: TensorDesc, target: TensorDesc, weight: Option<TensorDesc>, reduction: i64, ignore_index: i64, total_weight: TensorDesc) -> PyResult<()> {
-    let (gi, g, t, w, tw) = (strided(grad_input)?, strided(grad)?, strided(target)?, opt(weight)?, strided(total_weight)?);
+fn nll_loss_backward(
+    py: Python<'_>,
+    grad_input: TensorDesc,
+    grad: TensorDesc,
+    target: TensorDesc,
+    weight: Option<TensorDesc>,
+    reduction: i64,
+    ignore_index: i64,
+    total_weight: TensorDesc,
+) -> PyResult<()> {
+    let (gi, g, t, w, tw) = (
+        strided(grad_input)?,
+        strided(grad)?,
+        strided(target)?,
+        opt(weight)?,
+        strided(total_weight)?,
+    );
     py.detach(|| {
-        with_out(&gi, &[Some(&g), Some(&t), w.as_ref(), Some(&tw)], true, false, |gi| nn::nll_loss_backward(gi, &g, &t, w.as_ref(), reduction, ignore_index, &tw))
+        with_out(
+            &gi,
+            &[Some(&g), Some(&t), w.as_ref(), Some(&tw)],
+            true,
+            false,
+            |gi| nn::nll_loss_backward(gi, &g, &t, w.as_ref(), reduction, ignore_index, &tw),
+        )
     })
     .map_err(|e| py_err(e, true))
 }
 
 /// MSE loss over the broadcast `shape` of `a` and `b`.
 #[pyfunction]
-fn mse_loss(py: Python<'_>, out: TensorDesc, a: TensorDesc, b: TensorDesc, shape: Vec<usize>, reduction: i64) -> PyResult<()> {
+fn mse_loss(
+    py: Python<'_>,
+    out: TensorDesc,
+    a: TensorDesc,
+    b: TensorDesc,
+    shape: Vec<usize>,
+    reduction: i64,
+) -> PyResult<()> {
     let (o, a, b) = (strided(out)?, strided(a)?, strided(b)?);
-    py.detach(|| with_out(&o, &[Some(&a), Some(&b)], false, false, |o| nn::mse_loss(o, &a, &b, &shape, reduction))).map_err(|e| py_err(e, false))
+    py.detach(|| {
+        with_out(&o, &[Some(&a), Some(&b)], false, false, |o| {
+            nn::mse_loss(o, &a, &b, &shape, reduction)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// MSE loss backward over `grad_input`'s shape.
 #[pyfunction]
-fn mse_loss_backward(py: Python<'_>, grad_input: TensorDesc, grad: TensorDesc, a: TensorDesc, b: TensorDesc, reduction: i64) -> PyResult<()> {
-    let (gi, g, a, b) = (strided(grad_input)?, strided(grad)?, strided(a)?, strided(b)?);
-    py.detach(|| with_out(&gi, &[Some(&g), Some(&a), Some(&b)], false, false, |gi| nn::mse_loss_backward(gi, &g, &a, &b, reduction)))
-        .map_err(|e| py_err(e, false))
+fn mse_loss_backward(
+    py: Python<'_>,
+    grad_input: TensorDesc,
+    grad: TensorDesc,
+    a: TensorDesc,
+    b: TensorDesc,
+    reduction: i64,
+) -> PyResult<()> {
+    let (gi, g, a, b) = (
+        strided(grad_input)?,
+        strided(grad)?,
+        strided(a)?,
+        strided(b)?,
+    );
+    py.detach(|| {
+        with_out(&gi, &[Some(&g), Some(&a), Some(&b)], false, false, |gi| {
+            nn::mse_loss_backward(gi, &g, &a, &b, reduction)
+        })
+    })
+    .map_err(|e| py_err(e, false))
 }
 
 /// Dense embedding gradient: contiguous `grad` `[n, d]`, `indices` `[n]`.
 #[pyfunction]
-fn embedding_dense_backward(py: Python<'_>, out: TensorDesc, grad: TensorDesc, indices: TensorDesc, padding_idx: i64, scale_grad_by_freq: bool) -> PyResult<()> {
+fn embedding_dense_backward(
+    py: Python<'_>,
+    out: TensorDesc,
+    grad: TensorDesc,
+    indices: TensorDesc,
+    padding_idx: i64,
+    scale_grad_by_freq: bool,
+) -> PyResult<()> {
     let (o, g, i) = (strided(out)?, strided(grad)?, strided(indices)?);
     py.detach(|| {
-        with_out(&o, &[Some(&g), Some(&i)], true, false, |o| nn::embedding_dense_backward(o, &g, &i, padding_idx, scale_grad_by_freq))
+        with_out(&o, &[Some(&g), Some(&i)], true, false, |o| {
+            nn::embedding_dense_backward(o, &g, &i, padding_idx, scale_grad_by_freq)
+        })
     })
     .map_err(|e| py_err(e, true))
 }
@@ -265,7 +455,8 @@ fn embedding_dense_backward(py: Python<'_>, out: TensorDesc, grad: TensorDesc, i
 /// The output dtype code of reduction `op` for an input dtype code.
 #[pyfunction]
 fn reduce_result_dtype(op: &str, dtype: u8) -> PyResult<u8> {
-    let d = DType::from_code(dtype).ok_or_else(|| PyValueError::new_err("foo: unknown dtype code"))?;
+    let d =
+        DType::from_code(dtype).ok_or_else(|| PyValueError::new_err("foo: unknown dtype code"))?;
     Ok(red::result_dtype(reduce_op(op, 1.0, 2.0)?, d) as u8)
 }
 

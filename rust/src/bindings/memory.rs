@@ -23,7 +23,9 @@ fn memory_stats<'py>(py: Python<'py>, device: Option<i64>) -> PyResult<Bound<'py
 fn live_blocks(device: Option<i64>) -> PyResult<usize> {
     match device {
         None => Ok(allocator::devices().iter().map(|d| d.live_blocks()).sum()),
-        Some(_) => Ok(allocator::device(device_index(device)?).map_err(super::AllocErr::from)?.live_blocks()),
+        Some(_) => Ok(allocator::device(device_index(device)?)
+            .map_err(super::AllocErr::from)?
+            .live_blocks()),
     }
 }
 
@@ -36,14 +38,18 @@ fn empty_cache() {
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn reset_peak_memory_stats(device: Option<i64>) -> PyResult<()> {
-    allocator::device(device_index(device)?).map_err(super::AllocErr::from)?.reset_peak_stats();
+    allocator::device(device_index(device)?)
+        .map_err(super::AllocErr::from)?
+        .reset_peak_stats();
     Ok(())
 }
 
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn reset_accumulated_memory_stats(device: Option<i64>) -> PyResult<()> {
-    allocator::device(device_index(device)?).map_err(super::AllocErr::from)?.reset_accumulated_stats();
+    allocator::device(device_index(device)?)
+        .map_err(super::AllocErr::from)?
+        .reset_accumulated_stats();
     Ok(())
 }
 
@@ -51,7 +57,9 @@ fn reset_accumulated_memory_stats(device: Option<i64>) -> PyResult<()> {
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn mem_get_info(device: Option<i64>) -> PyResult<(usize, usize)> {
-    Ok(allocator::device(device_index(device)?).map_err(super::AllocErr::from)?.mem_get_info())
+    Ok(allocator::device(device_index(device)?)
+        .map_err(super::AllocErr::from)?
+        .mem_get_info())
 }
 
 /// Limits a device to `fraction` of its memory.
@@ -63,7 +71,9 @@ fn set_per_process_memory_fraction(fraction: f64, device: Option<i64>) -> PyResu
             "Invalid fraction value: {fraction}. Allowed range: 0~1"
         )));
     }
-    allocator::device(device_index(device)?).map_err(super::AllocErr::from)?.set_memory_fraction(fraction);
+    allocator::device(device_index(device)?)
+        .map_err(super::AllocErr::from)?
+        .set_memory_fraction(fraction);
     Ok(())
 }
 
@@ -71,7 +81,9 @@ fn set_per_process_memory_fraction(fraction: f64, device: Option<i64>) -> PyResu
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn memory_summary(device: Option<i64>) -> PyResult<String> {
-    Ok(allocator::device(device_index(device)?).map_err(super::AllocErr::from)?.memory_summary())
+    Ok(allocator::device(device_index(device)?)
+        .map_err(super::AllocErr::from)?
+        .memory_summary())
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

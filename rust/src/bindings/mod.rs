@@ -34,7 +34,11 @@ extern "C" {
 fn fast_ops() -> Vec<String> {
     // SAFETY: a static NUL-terminated string owned by the glue.
     let s = unsafe { std::ffi::CStr::from_ptr(foo_glue_fast_ops()) };
-    s.to_string_lossy().split(',').filter(|x| !x.is_empty()).map(str::to_owned).collect()
+    s.to_string_lossy()
+        .split(',')
+        .filter(|x| !x.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Threads foo's kernels use (follows `torch.set_num_threads`, or
@@ -47,11 +51,14 @@ fn num_threads() -> usize {
 /// Registers the fast-lane kernel of `name` (an aten overload) for foo.
 #[pyfunction]
 fn register_fast(name: &str) -> PyResult<()> {
-    let c = std::ffi::CString::new(name).map_err(|_| pyo3::exceptions::PyValueError::new_err("foo: bad op name"))?;
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("foo: bad op name"))?;
     // SAFETY: `c` is a valid C string; registration happens at import, under the GIL.
     match unsafe { foo_glue_register_fast(c.as_ptr()) } {
         0 => Ok(()),
-        _ => Err(pyo3::exceptions::PyValueError::new_err(format!("foo: no fast-lane kernel for {name}"))),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "foo: no fast-lane kernel for {name}"
+        ))),
     }
 }
 
@@ -72,7 +79,9 @@ pub(crate) fn strided(desc: TensorDesc) -> PyResult<Strided> {
     let dtype = DType::from_code(code)
         .ok_or_else(|| PyTypeError::new_err(format!("foo: unknown dtype code {code}")))?;
     if sizes.len() != strides.len() {
-        return Err(PyValueError::new_err("foo: sizes and strides differ in length"));
+        return Err(PyValueError::new_err(
+            "foo: sizes and strides differ in length",
+        ));
     }
     Ok(Strided::new(ptr as *mut u8, dtype, sizes, strides))
 }

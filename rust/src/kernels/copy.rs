@@ -1,10 +1,10 @@
 //! Strided copy between any two views, with dtype conversion (`copy_`,
 //! `_to_copy`, host <-> foo transfers), and `fill_`.
 
+use super::parallel;
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use super::parallel;
 
 /// An address that crosses to pool threads.
 #[derive(Clone, Copy)]
@@ -214,7 +214,13 @@ macro_rules! dispatch_dtype {
 /// Walks the element offsets (in elements) of linear indices
 /// `start..start+len` of a view with `sizes`/`strides`, in row-major order.
 #[inline]
-pub fn for_each_offset(sizes: &[usize], strides: &[isize], start: usize, len: usize, mut f: impl FnMut(usize, isize)) {
+pub fn for_each_offset(
+    sizes: &[usize],
+    strides: &[isize],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, isize),
+) {
     let nd = sizes.len();
     if nd == 0 {
         if len > 0 {
@@ -325,7 +331,13 @@ struct Plan {
     src_strides: Vec<isize>,
 }
 
-unsafe fn copy_range<S: Scalar, D: Scalar>(dst: *mut D, src: *const S, plan: &Plan, start: usize, len: usize) {
+unsafe fn copy_range<S: Scalar, D: Scalar>(
+    dst: *mut D,
+    src: *const S,
+    plan: &Plan,
+    start: usize,
+    len: usize,
+) {
     let nd = plan.sizes.len();
     // Both contiguous in the coalesced 1-d case.
     if nd == 1 && plan.dst_strides[0] == 1 && plan.src_strides[0] == 1 {
@@ -425,24 +437,46 @@ pub fn copy(dst: &Strided, src: &Strided) -> Result<(), KernelError> {
                 let start = c * chunk;
                 let len = chunk.min(bytes - start);
                 // SAFETY: disjoint byte ranges of the two buffers.
-                unsafe { std::ptr::copy_nonoverlapping((s + start) as *const u8, (d + start) as *mut u8, len) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (s + start) as *const u8,
+                        (d + start) as *mut u8,
+                        len,
+                    )
+                };
             });
         }
         return Ok(());
     }
-    let plan = Plan { sizes, dst_strides, src_strides };
+    let plan = Plan {
+        sizes,
+        dst_strides,
+        src_strides,
+    };
     dispatch_dtype!(src.dtype, S => dispatch_dtype!(dst.dtype, D => run_copy::<S, D>(dst, src, plan)));
     Ok(())
 }
 
 /// Sets every element of `dst` to `value` (given as f64 for floats/bools
 /// or i64 for integers, converted with the casting rules).
-pub fn fill(dst: &Strided, value_f64: f64, value_i64: i64, value_is_int: bool) -> Result<(), KernelError> {
+pub fn fill(
+    dst: &Strided,
+    value_f64: f64,
+    value_i64: i64,
+    value_is_int: bool,
+) -> Result<(), KernelError> {
     fn go<D: Scalar>(dst: &Strided, v: D) {
         let n = dst.numel();
         let (sizes, strides) = coalesce(&dst.sizes, &[&dst.strides]);
         let p = dst.ptr as usize;
-        if sizes.len() <= 1 && strides.first().and_then(|s| s.first()).copied().unwrap_or(1) == 1 {
+        if sizes.len() <= 1
+            && strides
+                .first()
+                .and_then(|s| s.first())
+                .copied()
+                .unwrap_or(1)
+                == 1
+        {
             // SAFETY: a dense view of n elements.
             let slice = unsafe { std::slice::from_raw_parts_mut(p as *mut D, n) };
             if n < 2 * GRAIN_SIZE {
@@ -453,7 +487,8 @@ pub fn fill(dst: &Strided, value_f64: f64, value_i64: i64, value_is_int: bool) -
                 parallel::parallel_for(len.div_ceil(chunk), |c| {
                     let (s, e) = (c * chunk, ((c + 1) * chunk).min(len));
                     // SAFETY: tasks fill disjoint parts of the slice.
-                    unsafe { std::slice::from_raw_parts_mut((base.0 as *mut D).add(s), e - s) }.fill(v);
+                    unsafe { std::slice::from_raw_parts_mut((base.0 as *mut D).add(s), e - s) }
+                        .fill(v);
                 });
             }
             return;
@@ -495,7 +530,12 @@ mod tests {
     use crate::kernels::contiguous_strides;
 
     fn view<T>(v: &mut [T], dtype: DType, sizes: &[usize], strides: &[isize]) -> Strided {
-        Strided::new(v.as_mut_ptr() as *mut u8, dtype, sizes.to_vec(), strides.to_vec())
+        Strided::new(
+            v.as_mut_ptr() as *mut u8,
+            dtype,
+            sizes.to_vec(),
+            strides.to_vec(),
+        )
     }
 
     #[test]
@@ -544,8 +584,18 @@ mod tests {
         let mut src: Vec<i64> = (0..24).collect();
         let mut dst = vec![0i64; 24];
         // Flip the last dim of a 2x3x4 tensor.
-        let s = Strided::new(unsafe { (src.as_mut_ptr()).add(3) } as *mut u8, DType::I64, vec![2, 3, 4], vec![12, 4, -1]);
-        let d = view(&mut dst, DType::I64, &[2, 3, 4], &contiguous_strides(&[2, 3, 4]));
+        let s = Strided::new(
+            unsafe { (src.as_mut_ptr()).add(3) } as *mut u8,
+            DType::I64,
+            vec![2, 3, 4],
+            vec![12, 4, -1],
+        );
+        let d = view(
+            &mut dst,
+            DType::I64,
+            &[2, 3, 4],
+            &contiguous_strides(&[2, 3, 4]),
+        );
         copy(&d, &s).unwrap();
         assert_eq!(&dst[..8], &[3, 2, 1, 0, 7, 6, 5, 4]);
     }

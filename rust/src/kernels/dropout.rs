@@ -52,14 +52,22 @@ fn draw(mask: &mut [u8], seed: u64, offset: u64, p: impl Fn(usize) -> f64 + Sync
             let (s, e) = (c * GRAIN_SIZE, ((c + 1) * GRAIN_SIZE).min(len));
             let base = base;
             // SAFETY: tasks fill disjoint chunks of the mask.
-            fill(s, unsafe { std::slice::from_raw_parts_mut(base.0.add(s), e - s) });
+            fill(s, unsafe {
+                std::slice::from_raw_parts_mut(base.0.add(s), e - s)
+            });
         });
     }
 }
 
 /// Fills `dst` (any dtype) with 0 / 1 drawn with probability `p` of 1
 /// (`p_tensor`, broadcast to `dst`, when given; else the scalar `p`).
-pub fn bernoulli(dst: &Strided, p: f64, p_tensor: Option<&Strided>, seed: u64, offset: u64) -> Result<(), KernelError> {
+pub fn bernoulli(
+    dst: &Strided,
+    p: f64,
+    p_tensor: Option<&Strided>,
+    seed: u64,
+    offset: u64,
+) -> Result<(), KernelError> {
     let n = dst.numel();
     if n == 0 {
         return Ok(());
@@ -68,13 +76,18 @@ pub fn bernoulli(dst: &Strided, p: f64, p_tensor: Option<&Strided>, seed: u64, o
     match p_tensor {
         None => {
             if !(0.0..=1.0).contains(&p) {
-                return Err(KernelError::InvalidArgument(format!("foo: bernoulli_ expects p to be in [0, 1], but got p={p}")));
+                return Err(KernelError::InvalidArgument(format!(
+                    "foo: bernoulli_ expects p to be in [0, 1], but got p={p}"
+                )));
             }
             draw(&mut mask, seed, offset, |_| p);
         }
         Some(pt) => {
             if !pt.dtype.is_floating() {
-                return Err(KernelError::UnsupportedDtype { op: "bernoulli_tensor_cpu_p_", dtype: pt.dtype });
+                return Err(KernelError::UnsupportedDtype {
+                    op: "bernoulli_tensor_cpu_p_",
+                    dtype: pt.dtype,
+                });
             }
             let strides = copy::broadcast_strides(pt, &dst.sizes)?;
             let mut probs = vec![0f64; n];
@@ -93,15 +106,27 @@ pub fn bernoulli(dst: &Strided, p: f64, p_tensor: Option<&Strided>, seed: u64, o
 
 /// Dropout of contiguous `x` into contiguous `out` and the bool `mask`
 /// (`u < keep`): `out = x * mask * scale`, as CPU computes it.
-pub fn dropout(out: &Strided, mask: &Strided, x: &Strided, keep: f64, scale: f64, seed: u64, offset: u64) -> Result<(), KernelError> {
+pub fn dropout(
+    out: &Strided,
+    mask: &Strided,
+    x: &Strided,
+    keep: f64,
+    scale: f64,
+    seed: u64,
+    offset: u64,
+) -> Result<(), KernelError> {
     let n = x.numel();
     for (what, s) in [("output", out), ("mask", mask), ("input", x)] {
         if s.numel() != n || !(n == 0 || s.is_contiguous()) {
-            return Err(KernelError::InvalidArgument(format!("foo: native_dropout: {what} must be contiguous with {n} elements")));
+            return Err(KernelError::InvalidArgument(format!(
+                "foo: native_dropout: {what} must be contiguous with {n} elements"
+            )));
         }
     }
     if mask.dtype != DType::Bool || out.dtype != x.dtype {
-        return Err(KernelError::InvalidArgument("foo: native_dropout: mask must be bool and output like input".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo: native_dropout: mask must be bool and output like input".into(),
+        ));
     }
     if n == 0 {
         return Ok(());
@@ -113,7 +138,12 @@ pub fn dropout(out: &Strided, mask: &Strided, x: &Strided, keep: f64, scale: f64
 }
 
 /// `out = g * mask * scale` (contiguous views).
-pub fn dropout_backward(out: &Strided, g: &Strided, mask: &Strided, scale: f64) -> Result<(), KernelError> {
+pub fn dropout_backward(
+    out: &Strided,
+    g: &Strided,
+    mask: &Strided,
+    scale: f64,
+) -> Result<(), KernelError> {
     let n = g.numel();
     for (what, s) in [("output", out), ("mask", mask), ("grad_output", g)] {
         if s.numel() != n || !(n == 0 || s.is_contiguous()) {
@@ -123,12 +153,20 @@ pub fn dropout_backward(out: &Strided, g: &Strided, mask: &Strided, scale: f64) 
         }
     }
     if mask.dtype != DType::Bool || out.dtype != g.dtype {
-        return Err(KernelError::InvalidArgument("foo: native_dropout_backward: mask must be bool".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo: native_dropout_backward: mask must be bool".into(),
+        ));
     }
     apply(out, g, mask, scale, "native_dropout_backward")
 }
 
-fn apply(out: &Strided, x: &Strided, mask: &Strided, scale: f64, op: &'static str) -> Result<(), KernelError> {
+fn apply(
+    out: &Strided,
+    x: &Strided,
+    mask: &Strided,
+    scale: f64,
+    op: &'static str,
+) -> Result<(), KernelError> {
     fn run<T: Scalar + ScaleMul>(out: &Strided, x: &Strided, mask: &Strided, scale: f64) {
         let n = x.numel();
         // SAFETY: contiguous views of n elements.
@@ -152,7 +190,11 @@ fn apply(out: &Strided, x: &Strided, mask: &Strided, scale: f64, op: &'static st
                 let (s, e) = (c * GRAIN_SIZE, ((c + 1) * GRAIN_SIZE).min(len));
                 let base = base;
                 // SAFETY: tasks write disjoint chunks of the output.
-                body(unsafe { std::slice::from_raw_parts_mut(base.0.add(s), e - s) }, &xs[s..e], &m[s..e]);
+                body(
+                    unsafe { std::slice::from_raw_parts_mut(base.0.add(s), e - s) },
+                    &xs[s..e],
+                    &m[s..e],
+                );
             });
         }
     }
@@ -203,9 +245,15 @@ mod tests {
         let rate = a.iter().sum::<f32>() as f64 / n as f64;
         assert!((rate - 0.3).abs() < 0.01, "{rate}");
         let mut b = vec![0f32; n];
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
         let db = Strided::contiguous(b.as_mut_ptr() as *mut u8, DType::F32, &[n]);
-        one.install(|| crate::kernels::parallel::with_threads(1, || bernoulli(&db, 0.3, None, 7, 0))).unwrap();
+        one.install(|| {
+            crate::kernels::parallel::with_threads(1, || bernoulli(&db, 0.3, None, 7, 0))
+        })
+        .unwrap();
         assert_eq!(a, b);
         assert!(bernoulli(&d, 1.5, None, 7, 0).is_err());
     }

@@ -29,7 +29,10 @@ pub struct IndexArg {
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexError {
     /// Index operand `arg` holds `value`, outside its dimension.
-    OutOfRange { arg: usize, value: i64 },
+    OutOfRange {
+        arg: usize,
+        value: i64,
+    },
     Kernel(KernelError),
 }
 
@@ -42,7 +45,13 @@ impl From<KernelError> for IndexError {
 /// Calls `f(offsets)` for each linear index in `start..start+len` of a
 /// row-major walk over `sizes`, with `offsets[k]` the element offset of that
 /// multi-index under `strides[k]`.
-pub fn walk(sizes: &[usize], strides: &[Vec<isize>], start: usize, len: usize, mut f: impl FnMut(&[isize])) {
+pub fn walk(
+    sizes: &[usize],
+    strides: &[Vec<isize>],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(&[isize]),
+) {
     let nd = sizes.len();
     let nk = strides.len();
     let mut offs = vec![0isize; nk];
@@ -110,14 +119,26 @@ unsafe fn read_index(p: *const u8, dtype: DType, off: isize) -> i64 {
 
 fn check_shapes(shape: &[usize], data: &Strided, args: &[IndexArg]) -> Result<(), KernelError> {
     if data.sizes != shape || data.strides.len() != shape.len() {
-        return Err(KernelError::ShapeMismatch(format!("foo index: data view {:?} does not match plan shape {:?}", data.sizes, shape)));
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo index: data view {:?} does not match plan shape {:?}",
+            data.sizes, shape
+        )));
     }
     for a in args {
         if a.idx.sizes != shape || a.idx.strides.len() != shape.len() {
-            return Err(KernelError::ShapeMismatch(format!("foo index: index view {:?} does not match plan shape {:?}", a.idx.sizes, shape)));
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo index: index view {:?} does not match plan shape {:?}",
+                a.idx.sizes, shape
+            )));
         }
-        if !matches!(a.idx.dtype, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8) {
-            return Err(KernelError::UnsupportedDtype { op: "index", dtype: a.idx.dtype });
+        if !matches!(
+            a.idx.dtype,
+            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
+        ) {
+            return Err(KernelError::UnsupportedDtype {
+                op: "index",
+                dtype: a.idx.dtype,
+            });
         }
     }
     Ok(())
@@ -133,7 +154,11 @@ pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(
         let mut bad = None;
         let p = a.idx.ptr as *const u8;
         // Each distinct index once: broadcast (stride-0) dims count as size 1.
-        let sizes: Vec<usize> = shape.iter().zip(&a.idx.strides).map(|(&n, &st)| if st == 0 { n.min(1) } else { n }).collect();
+        let sizes: Vec<usize> = shape
+            .iter()
+            .zip(&a.idx.strides)
+            .map(|(&n, &st)| if st == 0 { n.min(1) } else { n })
+            .collect();
         let n = if n == 0 { 0 } else { sizes.iter().product() };
         walk(&sizes, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
             if bad.is_none() {
@@ -166,7 +191,12 @@ fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> Ve
 /// indices were validated up front; this keeps memory safe even if they
 /// changed since, e.g. written by another thread): None if one is now bad.
 #[inline(always)]
-unsafe fn data_offset(base: isize, offs: &[isize], first_arg: usize, args: &[IndexArg]) -> Option<isize> {
+unsafe fn data_offset(
+    base: isize,
+    offs: &[isize],
+    first_arg: usize,
+    args: &[IndexArg],
+) -> Option<isize> {
     let mut o = base;
     for (k, a) in args.iter().enumerate() {
         let mut v = read_index(a.idx.ptr, a.idx.dtype, offs[first_arg + k]);
@@ -224,21 +254,38 @@ fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) ->
             let mut v = vec![0i64; n.max(1)];
             let p = a.idx.ptr as *const u8;
             let mut k = 0;
-            walk(&a.idx.sizes, std::slice::from_ref(&a.idx.strides), 0, n, |o| {
-                // SAFETY: the view's own offsets.
-                v[k] = unsafe { read_index(p, a.idx.dtype, o[0]) };
-                k += 1;
-            });
+            walk(
+                &a.idx.sizes,
+                std::slice::from_ref(&a.idx.strides),
+                0,
+                n,
+                |o| {
+                    // SAFETY: the view's own offsets.
+                    v[k] = unsafe { read_index(p, a.idx.dtype, o[0]) };
+                    k += 1;
+                },
+            );
             let ptr = v.as_mut_ptr() as *mut u8;
             bufs.push(v);
             // The snapshot is dense over the index's (plan) sizes.
             let strides = super::contiguous_strides(&a.idx.sizes);
-            IndexArg { idx: Strided::new(ptr, DType::I64, a.idx.sizes.clone(), strides), size: a.size, stride: a.stride }
+            IndexArg {
+                idx: Strided::new(ptr, DType::I64, a.idx.sizes.clone(), strides),
+                size: a.size,
+                stride: a.stride,
+            }
         })
         .collect()
 }
 
-unsafe fn gather_range<T: Copy>(out: &Strided, data: &Strided, args: &[IndexArg], strides: &[Vec<isize>], start: usize, len: usize) {
+unsafe fn gather_range<T: Copy>(
+    out: &Strided,
+    data: &Strided,
+    args: &[IndexArg],
+    strides: &[Vec<isize>],
+    start: usize,
+    len: usize,
+) {
     let (op, dp) = (out.ptr as *mut T, data.ptr as *const T);
     walk(&out.sizes, strides, start, len, |o| {
         if let Some(src) = data_offset(o[0], o, 2, args) {
@@ -250,10 +297,20 @@ unsafe fn gather_range<T: Copy>(out: &Strided, data: &Strided, args: &[IndexArg]
 /// `out[r] = data[r + Σ_k idx_k[r] * stride_k]` over the plan shape
 /// (`out.sizes`): `data` is restrided to that shape (indexed dims have
 /// stride 0) and must have `out`'s dtype.
-pub fn gather(out: &Strided, data: &Strided, args: &[IndexArg], wrap: bool) -> Result<(), IndexError> {
+pub fn gather(
+    out: &Strided,
+    data: &Strided,
+    args: &[IndexArg],
+    wrap: bool,
+) -> Result<(), IndexError> {
     check_shapes(&out.sizes, data, args)?;
     if out.dtype != data.dtype {
-        return Err(KernelError::InvalidArgument(format!("foo index: out dtype {} differs from data dtype {}", out.dtype.name(), data.dtype.name())).into());
+        return Err(KernelError::InvalidArgument(format!(
+            "foo index: out dtype {} differs from data dtype {}",
+            out.dtype.name(),
+            data.dtype.name()
+        ))
+        .into());
     }
     check_indices(&out.sizes, args, wrap)?;
     let n = out.numel();
@@ -279,7 +336,9 @@ pub fn gather(out: &Strided, data: &Strided, args: &[IndexArg], wrap: bool) -> R
     if n < pm.max(2) {
         run(0, n);
     } else {
-        let nchunks = n.div_ceil((pm / 4).max(1)).clamp(1, super::parallel::num_threads() * 4);
+        let nchunks = n
+            .div_ceil((pm / 4).max(1))
+            .clamp(1, super::parallel::num_threads() * 4);
         let chunk = n.div_ceil(nchunks);
         // SAFETY (inside run): chunks write disjoint output elements.
         super::parallel::parallel_for(nchunks, |c| {
@@ -304,16 +363,28 @@ struct RowPlan {
 }
 
 impl RowPlan {
-    fn new(out: &Strided, data: &Strided, args: &[IndexArg], strides: &[Vec<isize>]) -> Option<RowPlan> {
+    fn new(
+        out: &Strided,
+        data: &Strided,
+        args: &[IndexArg],
+        strides: &[Vec<isize>],
+    ) -> Option<RowPlan> {
         let nd = out.sizes.len();
-        let unindexed = |d: usize| args.iter().all(|a| a.idx.strides[d] == 0 || a.idx.sizes[d] == 1);
+        let unindexed = |d: usize| {
+            args.iter()
+                .all(|a| a.idx.strides[d] == 0 || a.idx.sizes[d] == 1)
+        };
         if nd == 0 || !unindexed(nd - 1) || out.sizes[nd - 1] < 2 {
             return None;
         }
         let (os, ds) = (out.strides[nd - 1], data.strides[nd - 1]);
         let mut inner = out.sizes[nd - 1];
         let mut k = nd - 1;
-        while k > 0 && unindexed(k - 1) && out.strides[k - 1] == os * inner as isize && data.strides[k - 1] == ds * inner as isize {
+        while k > 0
+            && unindexed(k - 1)
+            && out.strides[k - 1] == os * inner as isize
+            && data.strides[k - 1] == ds * inner as isize
+        {
             inner *= out.sizes[k - 1];
             k -= 1;
         }
@@ -326,11 +397,20 @@ impl RowPlan {
         })
     }
 
-    unsafe fn rows<T: Copy>(&self, out: &Strided, data: &Strided, args: &[IndexArg], start: usize, len: usize) {
+    unsafe fn rows<T: Copy>(
+        &self,
+        out: &Strided,
+        data: &Strided,
+        args: &[IndexArg],
+        start: usize,
+        len: usize,
+    ) {
         let (op, dp) = (out.ptr as *mut T, data.ptr as *const T);
         let (inner, os, ds) = (self.inner, self.out_stride, self.data_stride);
         walk(&self.outer_sizes, &self.outer_strides, start, len, |o| {
-            let Some(base) = data_offset(o[0], o, 2, args) else { return };
+            let Some(base) = data_offset(o[0], o, 2, args) else {
+                return;
+            };
             if os == 1 && ds == 1 {
                 // SAFETY: `out` does not overlap `data` (the caller resolves that).
                 std::ptr::copy_nonoverlapping(dp.offset(base), op.offset(o[1]), inner);
@@ -356,7 +436,10 @@ impl RowPlan {
         if n < pm.max(2) || m < 2 {
             go(0, m);
         } else {
-            let nchunks = n.div_ceil((pm / 4).max(1)).clamp(1, super::parallel::num_threads() * 4).min(m);
+            let nchunks = n
+                .div_ceil((pm / 4).max(1))
+                .clamp(1, super::parallel::num_threads() * 4)
+                .min(m);
             let chunk = m.div_ceil(nchunks);
             // SAFETY (inside rows): chunks write disjoint output rows.
             super::parallel::parallel_for(nchunks, |c| {
@@ -538,13 +621,27 @@ fn identity<T: Arith>(op: Reduce) -> T {
     }
 }
 
-unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], op: Reduce, include_self: bool, acc_float: bool) {
+unsafe fn scatter_typed<T: Arith>(
+    dst: &Strided,
+    src: &Src,
+    args: &[IndexArg],
+    op: Reduce,
+    include_self: bool,
+    acc_float: bool,
+) {
     let shape = &dst.sizes;
     let n: usize = shape.iter().product();
     let dp = dst.ptr as *mut T;
     let (sview, scalar) = match src {
         Src::Tensor(s) => (Some(*s), T::from_i64(0)),
-        Src::Scalar { f, i, is_int } => (None, if *is_int { T::from_i64(*i) } else { T::from_f64(*f) }),
+        Src::Scalar { f, i, is_int } => (
+            None,
+            if *is_int {
+                T::from_i64(*i)
+            } else {
+                T::from_f64(*f)
+            },
+        ),
     };
     let strides = match sview {
         Some(s) => all_strides(dst, Some(s), args),
@@ -570,7 +667,9 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
         let mut acc: HashMap<isize, f32> = HashMap::new();
         let mut order: Vec<isize> = Vec::new();
         walk(shape, &strides, 0, n, |o| {
-            let Some(off) = data_offset(o[0], o, 2, args) else { return };
+            let Some(off) = data_offset(o[0], o, 2, args) else {
+                return;
+            };
             let s = match sp {
                 Some(p) => *p.offset(o[1]),
                 None => scalar,
@@ -587,12 +686,18 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
         });
         for off in order {
             let v = T::from_f64(acc[&off] as f64);
-            *dp.offset(off) = if op == Reduce::Mean { v.div_count(counts[&off]) } else { v };
+            *dp.offset(off) = if op == Reduce::Mean {
+                v.div_count(counts[&off])
+            } else {
+                v
+            };
         }
         return;
     }
     walk(shape, &strides, 0, n, |o| {
-        let Some(off) = data_offset(o[0], o, 2, args) else { return };
+        let Some(off) = data_offset(o[0], o, 2, args) else {
+            return;
+        };
         let s = match sp {
             Some(p) => *p.offset(o[1]),
             None => scalar,
@@ -618,19 +723,40 @@ unsafe fn scatter_typed<T: Arith>(dst: &Strided, src: &Src, args: &[IndexArg], o
 /// its count (plus one with `include_self`), floor-dividing integers.
 /// With `acc_float`, sums and products of f16/bf16 accumulate in f32 and
 /// round once per destination element.
-pub fn scatter(dst: &Strided, src: Src, args: &[IndexArg], wrap: bool, op: Reduce, include_self: bool, acc_float: bool) -> Result<(), IndexError> {
+pub fn scatter(
+    dst: &Strided,
+    src: Src,
+    args: &[IndexArg],
+    wrap: bool,
+    op: Reduce,
+    include_self: bool,
+    acc_float: bool,
+) -> Result<(), IndexError> {
     let shape = dst.sizes.clone();
     for a in args {
         if a.idx.sizes != shape {
-            return Err(KernelError::ShapeMismatch(format!("foo scatter: index view {:?} does not match {:?}", a.idx.sizes, shape)).into());
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo scatter: index view {:?} does not match {:?}",
+                a.idx.sizes, shape
+            ))
+            .into());
         }
     }
     if let Src::Tensor(s) = &src {
         if s.sizes != shape {
-            return Err(KernelError::ShapeMismatch(format!("foo scatter: source view {:?} does not match {:?}", s.sizes, shape)).into());
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo scatter: source view {:?} does not match {:?}",
+                s.sizes, shape
+            ))
+            .into());
         }
         if s.dtype != dst.dtype {
-            return Err(KernelError::InvalidArgument(format!("foo scatter: source dtype {} differs from destination dtype {}", s.dtype.name(), dst.dtype.name())).into());
+            return Err(KernelError::InvalidArgument(format!(
+                "foo scatter: source dtype {} differs from destination dtype {}",
+                s.dtype.name(),
+                dst.dtype.name()
+            ))
+            .into());
         }
     }
     check_shapes(&shape, dst, args)?;
@@ -653,16 +779,25 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
     let mut off = 0usize;
     for t in inputs {
         if t.sizes.len() != out.sizes.len() || dim >= out.sizes.len() {
-            return Err(KernelError::ShapeMismatch(format!("foo cat: input {:?} does not fit output {:?}", t.sizes, out.sizes)));
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo cat: input {:?} does not fit output {:?}",
+                t.sizes, out.sizes
+            )));
         }
         for d in 0..out.sizes.len() {
             if d != dim && t.sizes[d] != out.sizes[d] {
-                return Err(KernelError::ShapeMismatch(format!("foo cat: input {:?} does not fit output {:?}", t.sizes, out.sizes)));
+                return Err(KernelError::ShapeMismatch(format!(
+                    "foo cat: input {:?} does not fit output {:?}",
+                    t.sizes, out.sizes
+                )));
             }
         }
         let n = t.sizes[dim];
         if off + n > out.sizes[dim] {
-            return Err(KernelError::ShapeMismatch(format!("foo cat: inputs exceed output {:?} along {dim}", out.sizes)));
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo cat: inputs exceed output {:?} along {dim}",
+                out.sizes
+            )));
         }
         if n > 0 && t.numel() > 0 {
             let es = out.dtype.size() as isize;
@@ -671,17 +806,29 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
             sizes[dim] = n;
             let sub = Strided::new(ptr, out.dtype, sizes, out.strides.clone());
             let last = sub.sizes.len() - 1;
-            if t.dtype == sub.dtype && !t.is_contiguous() || t.dtype == sub.dtype && !sub.is_contiguous() {
+            if t.dtype == sub.dtype && !t.is_contiguous()
+                || t.dtype == sub.dtype && !sub.is_contiguous()
+            {
                 if t.strides[last] == 1 && sub.strides[last] == 1 && sub.sizes[last] > 1 {
                     // Rows contiguous in both: one memcpy per row.
                     let row = sub.sizes[last] * es as usize;
                     let outer = &sub.sizes[..last];
                     let m: usize = outer.iter().product();
                     let (dp, sp) = (sub.ptr as usize, t.ptr as usize);
-                    walk(outer, &[sub.strides[..last].to_vec(), t.strides[..last].to_vec()], 0, m, |o| unsafe {
-                        // SAFETY: rows of the two views; out does not overlap the inputs.
-                        std::ptr::copy_nonoverlapping((sp as isize + o[1] * es) as *const u8, (dp as isize + o[0] * es) as *mut u8, row);
-                    });
+                    walk(
+                        outer,
+                        &[sub.strides[..last].to_vec(), t.strides[..last].to_vec()],
+                        0,
+                        m,
+                        |o| unsafe {
+                            // SAFETY: rows of the two views; out does not overlap the inputs.
+                            std::ptr::copy_nonoverlapping(
+                                (sp as isize + o[1] * es) as *const u8,
+                                (dp as isize + o[0] * es) as *mut u8,
+                                row,
+                            );
+                        },
+                    );
                     off += n;
                     continue;
                 }
@@ -698,13 +845,19 @@ pub fn count_nonzero(src: &Strided) -> usize {
     fn go<T: Scalar>(src: &Strided) -> usize {
         let p = src.ptr as *const T;
         let mut c = 0usize;
-        walk(&src.sizes, std::slice::from_ref(&src.strides), 0, src.numel(), |o| {
-            // SAFETY: the view's own offsets.
-            let v = unsafe { *p.offset(o[0]) };
-            if nonzero_val(v) {
-                c += 1;
-            }
-        });
+        walk(
+            &src.sizes,
+            std::slice::from_ref(&src.strides),
+            0,
+            src.numel(),
+            |o| {
+                // SAFETY: the view's own offsets.
+                let v = unsafe { *p.offset(o[0]) };
+                if nonzero_val(v) {
+                    c += 1;
+                }
+            },
+        );
         c
     }
     dispatch_dtype!(src.dtype, T => go::<T>(src))
@@ -725,7 +878,10 @@ pub fn nonzero(out: &Strided, src: &Strided) -> Result<(), KernelError> {
     let nd = src.sizes.len();
     let count = out.sizes.first().copied().unwrap_or(0);
     if out.dtype != DType::I64 || out.sizes.len() != 2 || out.sizes[1] != nd {
-        return Err(KernelError::InvalidArgument(format!("foo nonzero: bad output {:?} for input {:?}", out.sizes, src.sizes)));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo nonzero: bad output {:?} for input {:?}",
+            out.sizes, src.sizes
+        )));
     }
     fn go<T: Scalar>(out: &Strided, src: &Strided, count: usize) -> Result<(), KernelError> {
         let p = src.ptr as *const T;
@@ -745,7 +901,11 @@ pub fn nonzero(out: &Strided, src: &Strided) -> Result<(), KernelError> {
                     let mut rem = lin;
                     for d in (0..nd).rev() {
                         let s = src.sizes[d].max(1);
-                        unsafe { *op.offset(row as isize * out.strides[0] + d as isize * out.strides[1]) = (rem % s) as i64 };
+                        unsafe {
+                            *op.offset(
+                                row as isize * out.strides[0] + d as isize * out.strides[1],
+                            ) = (rem % s) as i64
+                        };
                         rem /= s;
                     }
                     row += 1;
@@ -754,7 +914,9 @@ pub fn nonzero(out: &Strided, src: &Strided) -> Result<(), KernelError> {
             lin += 1;
         });
         if overflow || row != count {
-            return Err(KernelError::InvalidArgument("foo nonzero: the input changed while it was read".into()));
+            return Err(KernelError::InvalidArgument(
+                "foo nonzero: the input changed while it was read".into(),
+            ));
         }
         Ok(())
     }
@@ -764,24 +926,40 @@ pub fn nonzero(out: &Strided, src: &Strided) -> Result<(), KernelError> {
 /// Copies the elements of `src` where `mask` (same shape, bool) is true, in
 /// row-major order, into the 1-d `out` of exactly that many elements.
 pub fn masked_select(out: &Strided, src: &Strided, mask: &Strided) -> Result<(), KernelError> {
-    if mask.dtype != DType::Bool || mask.sizes != src.sizes || out.sizes.len() != 1 || out.dtype != src.dtype {
-        return Err(KernelError::InvalidArgument("foo masked_select: bad arguments".into()));
+    if mask.dtype != DType::Bool
+        || mask.sizes != src.sizes
+        || out.sizes.len() != 1
+        || out.dtype != src.dtype
+    {
+        return Err(KernelError::InvalidArgument(
+            "foo masked_select: bad arguments".into(),
+        ));
     }
     let count = out.sizes[0];
     fn go<T: Copy>(out: &Strided, src: &Strided, mask: &Strided, count: usize) -> bool {
-        let (sp, mp, op) = (src.ptr as *const T, mask.ptr as *const u8, out.ptr as *mut T);
+        let (sp, mp, op) = (
+            src.ptr as *const T,
+            mask.ptr as *const u8,
+            out.ptr as *mut T,
+        );
         let mut k = 0usize;
         let mut ok = true;
-        walk(&src.sizes, &[src.strides.clone(), mask.strides.clone()], 0, src.numel(), |o| unsafe {
-            if *mp.offset(o[1]) != 0 {
-                if k < count {
-                    *op.offset(k as isize * out.strides[0]) = *sp.offset(o[0]);
-                    k += 1;
-                } else {
-                    ok = false;
+        walk(
+            &src.sizes,
+            &[src.strides.clone(), mask.strides.clone()],
+            0,
+            src.numel(),
+            |o| unsafe {
+                if *mp.offset(o[1]) != 0 {
+                    if k < count {
+                        *op.offset(k as isize * out.strides[0]) = *sp.offset(o[0]);
+                        k += 1;
+                    } else {
+                        ok = false;
+                    }
                 }
-            }
-        });
+            },
+        );
         ok && k == count
     }
     let ok = match src.dtype.size() {
@@ -791,7 +969,9 @@ pub fn masked_select(out: &Strided, src: &Strided, mask: &Strided) -> Result<(),
         _ => go::<u64>(out, src, mask, count),
     };
     if !ok {
-        return Err(KernelError::InvalidArgument("foo masked_select: the mask changed while it was read".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo masked_select: the mask changed while it was read".into(),
+        ));
     }
     Ok(())
 }
@@ -799,7 +979,10 @@ pub fn masked_select(out: &Strided, src: &Strided, mask: &Strided) -> Result<(),
 /// `out = src` reversed along `dims` (same shapes).
 pub fn flip(out: &Strided, src: &Strided, dims: &[usize]) -> Result<(), KernelError> {
     if out.sizes != src.sizes {
-        return Err(KernelError::ShapeMismatch(format!("foo flip: {:?} vs {:?}", out.sizes, src.sizes)));
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo flip: {:?} vs {:?}",
+            out.sizes, src.sizes
+        )));
     }
     if src.numel() == 0 {
         return Ok(());
@@ -809,19 +992,27 @@ pub fn flip(out: &Strided, src: &Strided, dims: &[usize]) -> Result<(), KernelEr
     let mut ptr = src.ptr;
     for &d in dims {
         if d >= strides.len() {
-            return Err(KernelError::InvalidArgument(format!("foo flip: dim {d} out of range")));
+            return Err(KernelError::InvalidArgument(format!(
+                "foo flip: dim {d} out of range"
+            )));
         }
         ptr = unsafe { ptr.offset((src.sizes[d] as isize - 1) * strides[d] * es) };
         strides[d] = -strides[d];
     }
-    copy::copy(out, &Strided::new(ptr, src.dtype, src.sizes.clone(), strides))
+    copy::copy(
+        out,
+        &Strided::new(ptr, src.dtype, src.sizes.clone(), strides),
+    )
 }
 
 /// `out = tril(src, k)` (`upper`: triu) over the last two dims; `out` may
 /// be `src` itself (same view).
 pub fn tri(out: &Strided, src: &Strided, k: i64, upper: bool) -> Result<(), KernelError> {
     if out.sizes != src.sizes || out.sizes.len() < 2 || out.dtype != src.dtype {
-        return Err(KernelError::ShapeMismatch(format!("foo tril/triu: {:?} vs {:?}", out.sizes, src.sizes)));
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo tril/triu: {:?} vs {:?}",
+            out.sizes, src.sizes
+        )));
     }
     fn go<T: Scalar>(out: &Strided, src: &Strided, k: i64, upper: bool) {
         let nd = out.sizes.len();
@@ -829,14 +1020,20 @@ pub fn tri(out: &Strided, src: &Strided, k: i64, upper: bool) -> Result<(), Kern
         let (op, sp) = (out.ptr as *mut T, src.ptr as *const T);
         let zero = T::from_i64(0);
         let mut lin = 0usize;
-        walk(&out.sizes, &[out.strides.clone(), src.strides.clone()], 0, out.numel(), |o| {
-            let j = (lin % cols) as i64;
-            let i = ((lin / cols) % rows) as i64;
-            let keep = if upper { j - i >= k } else { j - i <= k };
-            // SAFETY: the views' own offsets; same element read then written.
-            unsafe { *op.offset(o[0]) = if keep { *sp.offset(o[1]) } else { zero } };
-            lin += 1;
-        });
+        walk(
+            &out.sizes,
+            &[out.strides.clone(), src.strides.clone()],
+            0,
+            out.numel(),
+            |o| {
+                let j = (lin % cols) as i64;
+                let i = ((lin / cols) % rows) as i64;
+                let keep = if upper { j - i >= k } else { j - i <= k };
+                // SAFETY: the views' own offsets; same element read then written.
+                unsafe { *op.offset(o[0]) = if keep { *sp.offset(o[1]) } else { zero } };
+                lin += 1;
+            },
+        );
     }
     if out.numel() == 0 {
         return Ok(());
@@ -847,11 +1044,27 @@ pub fn tri(out: &Strided, src: &Strided, k: i64, upper: bool) -> Result<(), Kern
 
 /// `out[i] = start + i * step` (1-d), in f64 for floating dtypes (rounded
 /// once) and in i64 for the integer ones, as torch CPU's arange.
-pub fn arange(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i64, integral: bool) -> Result<(), KernelError> {
+pub fn arange(
+    out: &Strided,
+    start_f: f64,
+    step_f: f64,
+    start_i: i64,
+    step_i: i64,
+    integral: bool,
+) -> Result<(), KernelError> {
     if out.sizes.len() != 1 {
-        return Err(KernelError::InvalidArgument("foo arange: output must be 1-d".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo arange: output must be 1-d".into(),
+        ));
     }
-    fn go<T: Scalar>(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i64, integral: bool) {
+    fn go<T: Scalar>(
+        out: &Strided,
+        start_f: f64,
+        step_f: f64,
+        start_i: i64,
+        step_i: i64,
+        integral: bool,
+    ) {
         let p = out.ptr as *mut T;
         let half = matches!(out.dtype, DType::F16 | DType::BF16);
         for i in 0..out.sizes[0] {
@@ -876,7 +1089,9 @@ pub fn arange(out: &Strided, start_f: f64, step_f: f64, start_i: i64, step_i: i6
 /// integer dtypes and in f32 for float32 / half types.
 pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> {
     if out.sizes.len() != 1 {
-        return Err(KernelError::InvalidArgument("foo linspace: output must be 1-d".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo linspace: output must be 1-d".into(),
+        ));
     }
     let steps = out.sizes[0];
     if steps == 0 {
@@ -893,10 +1108,18 @@ pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> 
         ($t:ty, $via:ty) => {{
             let s: $via = <$t>::from_f64(start).to_f64() as $via;
             let e: $via = <$t>::from_f64(end).to_f64() as $via;
-            let step: $via = if steps > 1 { (e - s) / (steps - 1) as $via } else { 0.0 };
+            let step: $via = if steps > 1 {
+                (e - s) / (steps - 1) as $via
+            } else {
+                0.0
+            };
             for i in 0..steps {
                 let ii = i as i64;
-                let v: $via = if ii < half { s + step * ii as $via } else { e - step * (steps as i64 - ii - 1) as $via };
+                let v: $via = if ii < half {
+                    s + step * ii as $via
+                } else {
+                    e - step * (steps as i64 - ii - 1) as $via
+                };
                 write::<$t>(p, st, i, <$t as Scalar>::from_f64(v as f64));
             }
         }};
@@ -911,7 +1134,11 @@ pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> 
             let step = r(r(e - s) / r((steps - 1) as f32));
             for i in 0..steps {
                 let ii = i as i64;
-                let v = if ii < half { r(s + r(step * r(ii as f32))) } else { r(e - r(step * r((steps as i64 - ii - 1) as f32))) };
+                let v = if ii < half {
+                    r(s + r(step * r(ii as f32)))
+                } else {
+                    r(e - r(step * r((steps as i64 - ii - 1) as f32)))
+                };
                 write::<$t>(p, st, i, <$t>::from_f32(v));
             }
         }};
@@ -942,25 +1169,47 @@ pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> 
 /// exceeds `max_norm` is scaled by `max_norm / (norm + 1e-7)`. The norm is
 /// rounded to the weight's dtype (as `row.norm()` returns it), so is the
 /// scale, which multiplies in f32 for f32/f16/bf16 and in f64 for f64.
-pub fn embedding_renorm(weight: &Strided, indices: &Strided, max_norm: f64, norm_type: f64) -> Result<(), IndexError> {
+pub fn embedding_renorm(
+    weight: &Strided,
+    indices: &Strided,
+    max_norm: f64,
+    norm_type: f64,
+) -> Result<(), IndexError> {
     if weight.sizes.len() != 2 {
-        return Err(KernelError::InvalidArgument("foo embedding_renorm_: weight must be 2-d".into()).into());
+        return Err(KernelError::InvalidArgument(
+            "foo embedding_renorm_: weight must be 2-d".into(),
+        )
+        .into());
     }
     if !weight.dtype.is_floating() {
-        return Err(KernelError::UnsupportedDtype { op: "embedding_renorm_", dtype: weight.dtype }.into());
+        return Err(KernelError::UnsupportedDtype {
+            op: "embedding_renorm_",
+            dtype: weight.dtype,
+        }
+        .into());
     }
     let rows = weight.sizes[0];
-    let arg = IndexArg { idx: indices.clone(), size: rows, stride: 0 };
+    let arg = IndexArg {
+        idx: indices.clone(),
+        size: rows,
+        stride: 0,
+    };
     check_indices(&indices.sizes, std::slice::from_ref(&arg), true)?;
     let mut ids: Vec<i64> = Vec::with_capacity(indices.numel());
-    walk(&indices.sizes, std::slice::from_ref(&indices.strides), 0, indices.numel(), |o| {
-        // SAFETY: the view's own offsets.
-        let mut v = unsafe { read_index(indices.ptr, indices.dtype, o[0]) };
-        if v < 0 {
-            v += rows as i64;
-        }
-        ids.push(v);
-    });
+    walk(
+        &indices.sizes,
+        std::slice::from_ref(&indices.strides),
+        0,
+        indices.numel(),
+        |o| {
+            // SAFETY: the view's own offsets.
+            let mut v = unsafe { read_index(indices.ptr, indices.dtype, o[0]) };
+            if v < 0 {
+                v += rows as i64;
+            }
+            ids.push(v);
+        },
+    );
     ids.sort_unstable();
     ids.dedup();
     fn go<T: Scalar>(w: &Strided, ids: &[i64], max_norm: f64, p: f64) {
@@ -1002,7 +1251,11 @@ pub fn embedding_renorm(weight: &Strided, indices: &Strided, max_norm: f64, norm
                 for c in 0..cols {
                     unsafe {
                         let x = at(c);
-                        *x = if wide { T::from_f64((*x).to_f64() * scale) } else { T::from_f64(((*x).to_f64() as f32 * scale as f32) as f64) };
+                        *x = if wide {
+                            T::from_f64((*x).to_f64() * scale)
+                        } else {
+                            T::from_f64(((*x).to_f64() as f32 * scale as f32) as f64)
+                        };
                     }
                 }
             }
@@ -1018,7 +1271,12 @@ mod tests {
     use crate::kernels::contiguous_strides;
 
     fn view<T>(v: &mut [T], dtype: DType, sizes: &[usize], strides: &[isize]) -> Strided {
-        Strided::new(v.as_mut_ptr() as *mut u8, dtype, sizes.to_vec(), strides.to_vec())
+        Strided::new(
+            v.as_mut_ptr() as *mut u8,
+            dtype,
+            sizes.to_vec(),
+            strides.to_vec(),
+        )
     }
 
     #[test]
@@ -1030,11 +1288,22 @@ mod tests {
         let o = view(&mut out, DType::F32, &[3, 2], &contiguous_strides(&[3, 2]));
         let d = view(&mut data, DType::F32, &[3, 2], &[0, 1]);
         let i = view(&mut idx, DType::I64, &[3, 2], &[1, 0]);
-        let args = [IndexArg { idx: i, size: 3, stride: 2 }];
+        let args = [IndexArg {
+            idx: i,
+            size: 3,
+            stride: 2,
+        }];
         gather(&o, &d, &args, true).unwrap();
         assert_eq!(out, vec![4., 5., 0., 1., 4., 5.]);
-        let args_nowrap = [IndexArg { idx: args[0].idx.clone(), size: 3, stride: 2 }];
-        assert_eq!(gather(&o, &d, &args_nowrap, false), Err(IndexError::OutOfRange { arg: 0, value: -1 }));
+        let args_nowrap = [IndexArg {
+            idx: args[0].idx.clone(),
+            size: 3,
+            stride: 2,
+        }];
+        assert_eq!(
+            gather(&o, &d, &args_nowrap, false),
+            Err(IndexError::OutOfRange { arg: 0, value: -1 })
+        );
     }
 
     #[test]
@@ -1051,7 +1320,17 @@ mod tests {
             let o = view(&mut out, DType::I32, &[3, 3], &[3, 1]);
             let d = view(&mut data, DType::I32, &[3, 3], &dstr);
             let i = view(&mut idx, DType::I64, &[3, 3], &[1, 0]);
-            gather(&o, &d, &[IndexArg { idx: i, size, stride }], false).unwrap();
+            gather(
+                &o,
+                &d,
+                &[IndexArg {
+                    idx: i,
+                    size,
+                    stride,
+                }],
+                false,
+            )
+            .unwrap();
             assert_eq!(out, expect);
         }
     }
@@ -1064,8 +1343,23 @@ mod tests {
         let o = view(&mut out, DType::I32, &[2], &[1]);
         let d = view(&mut data, DType::I32, &[2], &[0]);
         let i = view(&mut idx, DType::I64, &[2], &[1]);
-        let r = gather(&o, &d, &[IndexArg { idx: i, size: 3, stride: 1 }], true);
-        assert_eq!(r, Err(IndexError::OutOfRange { arg: 0, value: 1_000_000_000 }));
+        let r = gather(
+            &o,
+            &d,
+            &[IndexArg {
+                idx: i,
+                size: 3,
+                stride: 1,
+            }],
+            true,
+        );
+        assert_eq!(
+            r,
+            Err(IndexError::OutOfRange {
+                arg: 0,
+                value: 1_000_000_000
+            })
+        );
         assert_eq!(out, vec![0, 0]);
     }
 
@@ -1077,18 +1371,40 @@ mod tests {
         let d = view(&mut dst, DType::F64, &[4], &[0]);
         let s = view(&mut src, DType::F64, &[4], &[1]);
         let i = view(&mut idx, DType::I64, &[4], &[1]);
-        let args = [IndexArg { idx: i, size: 3, stride: 1 }];
+        let args = [IndexArg {
+            idx: i,
+            size: 3,
+            stride: 1,
+        }];
         scatter(&d, Src::Tensor(&s), &args, false, Reduce::Add, true, false).unwrap();
         assert_eq!(dst, vec![9., 1., 3.]);
         let mut dst2 = vec![1f64; 3];
         let d2 = view(&mut dst2, DType::F64, &[4], &[0]);
-        scatter(&d2, Src::Tensor(&s), &args, false, Reduce::Mean, true, false).unwrap();
+        scatter(
+            &d2,
+            Src::Tensor(&s),
+            &args,
+            false,
+            Reduce::Mean,
+            true,
+            false,
+        )
+        .unwrap();
         assert_eq!(dst2, vec![9. / 4., 1., 3. / 2.]);
         let mut dst3 = vec![5i32; 3];
         let mut src3 = vec![1i32, 2, 3, 4];
         let d3 = view(&mut dst3, DType::I32, &[4], &[0]);
         let s3 = view(&mut src3, DType::I32, &[4], &[1]);
-        scatter(&d3, Src::Tensor(&s3), &args, false, Reduce::Max, false, false).unwrap();
+        scatter(
+            &d3,
+            Src::Tensor(&s3),
+            &args,
+            false,
+            Reduce::Max,
+            false,
+            false,
+        )
+        .unwrap();
         assert_eq!(dst3, vec![4, 5, 2]);
     }
 
@@ -1099,7 +1415,24 @@ mod tests {
         let mut v: Vec<i64> = vec![1, 0, 2];
         let d = view(&mut v, DType::I64, &[3], &[0]);
         let i = Strided::new(d.ptr, DType::I64, vec![3], vec![1]);
-        scatter(&d, Src::Scalar { f: 100.0, i: 100, is_int: true }, &[IndexArg { idx: i, size: 3, stride: 1 }], false, Reduce::Assign, true, false).unwrap();
+        scatter(
+            &d,
+            Src::Scalar {
+                f: 100.0,
+                i: 100,
+                is_int: true,
+            },
+            &[IndexArg {
+                idx: i,
+                size: 3,
+                stride: 1,
+            }],
+            false,
+            Reduce::Assign,
+            true,
+            false,
+        )
+        .unwrap();
         assert_eq!(v, vec![100, 100, 100]);
     }
 
@@ -1145,7 +1478,20 @@ mod tests {
         let o = view(&mut out, DType::I64, &[n], &[1]);
         let d = view(&mut data, DType::I64, &[n], &[0]);
         let i = view(&mut idx, DType::I64, &[n], &[1]);
-        gather(&o, &d, &[IndexArg { idx: i, size: 1000, stride: 1 }], false).unwrap();
-        assert!(out.iter().enumerate().all(|(k, &v)| v == (k as i64 * 7919) % 1000));
+        gather(
+            &o,
+            &d,
+            &[IndexArg {
+                idx: i,
+                size: 1000,
+                stride: 1,
+            }],
+            false,
+        )
+        .unwrap();
+        assert!(out
+            .iter()
+            .enumerate()
+            .all(|(k, &v)| v == (k as i64 * 7919) % 1000));
     }
 }

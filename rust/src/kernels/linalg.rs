@@ -23,10 +23,10 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::copy::{self, Scalar};
+use super::parallel;
 use super::{KernelError, Strided};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use super::parallel;
 
 /// A Python scalar coefficient (`beta`, `alpha`), as a float and as an int:
 /// integer tensors use `i`, floating tensors use `f`.
@@ -87,7 +87,11 @@ struct Mat {
 
 impl Mat {
     fn of(t: &Strided) -> Mat {
-        Mat { bs: t.strides[0], rs: t.strides[1], cs: t.strides[2] }
+        Mat {
+            bs: t.strides[0],
+            rs: t.strides[1],
+            cs: t.strides[2],
+        }
     }
 }
 
@@ -106,13 +110,26 @@ fn shape_err(msg: String) -> KernelError {
 /// `a` is `[B, M, K]`, `b` is `[B, K, N]`, `input` broadcasts to `[B, M, N]`
 /// (ignored when `beta` is zero, NaNs included, as in BLAS). All of one dtype.
 /// `out` must not overlap `a` or `b` (it may be `input` itself).
-pub fn baddbmm(out: &Strided, input: Option<&Strided>, a: &Strided, b: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+pub fn baddbmm(
+    out: &Strided,
+    input: Option<&Strided>,
+    a: &Strided,
+    b: &Strided,
+    beta: Coef,
+    alpha: Coef,
+) -> Result<(), KernelError> {
     baddbmm_op("bmm", out, input, a, b, beta, alpha)
 }
 
-fn check_3d(out: &Strided, a: &Strided, b: &Strided) -> Result<(usize, usize, usize, usize), KernelError> {
+fn check_3d(
+    out: &Strided,
+    a: &Strided,
+    b: &Strided,
+) -> Result<(usize, usize, usize, usize), KernelError> {
     if out.ndim() != 3 || a.ndim() != 3 || b.ndim() != 3 {
-        return Err(shape_err("foo: batched matrix product expects 3-d tensors".into()));
+        return Err(shape_err(
+            "foo: batched matrix product expects 3-d tensors".into(),
+        ));
     }
     let (bn, m, k) = (a.sizes[0], a.sizes[1], a.sizes[2]);
     if b.sizes[0] != bn || b.sizes[1] != k {
@@ -123,7 +140,10 @@ fn check_3d(out: &Strided, a: &Strided, b: &Strided) -> Result<(usize, usize, us
     }
     let n = b.sizes[2];
     if out.sizes != [bn, m, n] {
-        return Err(shape_err(format!("foo: output of shape {:?} for a product of shape [{bn}, {m}, {n}]", out.sizes)));
+        return Err(shape_err(format!(
+            "foo: output of shape {:?} for a product of shape [{bn}, {m}, {n}]",
+            out.sizes
+        )));
     }
     if a.dtype != b.dtype || out.dtype != a.dtype {
         return Err(KernelError::InvalidArgument(format!(
@@ -136,7 +156,15 @@ fn check_3d(out: &Strided, a: &Strided, b: &Strided) -> Result<(usize, usize, us
     Ok((bn, m, n, k))
 }
 
-fn baddbmm_op(op: &'static str, out: &Strided, input: Option<&Strided>, a: &Strided, b: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+fn baddbmm_op(
+    op: &'static str,
+    out: &Strided,
+    input: Option<&Strided>,
+    a: &Strided,
+    b: &Strided,
+    beta: Coef,
+    alpha: Coef,
+) -> Result<(), KernelError> {
     let (bn, m, n, k) = check_3d(out, a, b)?;
     let dtype = out.dtype;
     if dtype == DType::Bool {
@@ -160,20 +188,69 @@ fn baddbmm_op(op: &'static str, out: &Strided, input: Option<&Strided>, a: &Stri
     }
     let read = input.is_some();
     if k == 0 || alpha.is_zero_for(dtype) {
-        return if read { scale(out, beta) } else { copy::fill(out, 0.0, 0, true) };
+        return if read {
+            scale(out, beta)
+        } else {
+            copy::fill(out, 0.0, 0, true)
+        };
     }
     let (om, am, bm) = (Mat::of(out), Mat::of(a), Mat::of(b));
     let shape = Shape { bn, m, n, k };
     match dtype {
-        DType::F32 => float_bmm::<f32>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f as f32, alpha.f as f32),
-        DType::F64 => float_bmm::<f64>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f, alpha.f),
-        DType::F16 => half_bmm::<f16>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f as f32, alpha.f as f32),
-        DType::BF16 => half_bmm::<bf16>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f as f32, alpha.f as f32),
-        DType::U8 => int_bmm::<u8>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
-        DType::I8 => int_bmm::<i8>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
-        DType::I16 => int_bmm::<i16>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
-        DType::I32 => int_bmm::<i32>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
-        DType::I64 => int_bmm::<i64>(out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i),
+        DType::F32 => float_bmm::<f32>(
+            out.ptr,
+            om,
+            a.ptr,
+            am,
+            b.ptr,
+            bm,
+            shape,
+            read,
+            beta.f as f32,
+            alpha.f as f32,
+        ),
+        DType::F64 => float_bmm::<f64>(
+            out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f, alpha.f,
+        ),
+        DType::F16 => half_bmm::<f16>(
+            out.ptr,
+            om,
+            a.ptr,
+            am,
+            b.ptr,
+            bm,
+            shape,
+            read,
+            beta.f as f32,
+            alpha.f as f32,
+        ),
+        DType::BF16 => half_bmm::<bf16>(
+            out.ptr,
+            om,
+            a.ptr,
+            am,
+            b.ptr,
+            bm,
+            shape,
+            read,
+            beta.f as f32,
+            alpha.f as f32,
+        ),
+        DType::U8 => int_bmm::<u8>(
+            out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
+        ),
+        DType::I8 => int_bmm::<i8>(
+            out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
+        ),
+        DType::I16 => int_bmm::<i16>(
+            out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
+        ),
+        DType::I32 => int_bmm::<i32>(
+            out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
+        ),
+        DType::I64 => int_bmm::<i64>(
+            out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
+        ),
         DType::Bool => unreachable!(),
     }
     Ok(())
@@ -239,7 +316,9 @@ impl Shape {
     /// Whether to split the batch across threads (each product on one
     /// thread) rather than split each product.
     fn batch_parallel(&self) -> bool {
-        self.bn > 1 && self.work() < par_gemm() && self.bn.saturating_mul(self.work()) >= par_gemm() / 8
+        self.bn > 1
+            && self.work() < par_gemm()
+            && self.bn.saturating_mul(self.work()) >= par_gemm() / 8
     }
 }
 
@@ -277,10 +356,31 @@ unsafe fn gemm_one<T: 'static + Copy>(
     par: bool,
 ) {
     let threads = super::parallel::num_threads();
-    let parallelism = if par && threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    let parallelism = if par && threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
     // gemm's convention: dst := alpha * dst + beta * lhs * rhs.
     gemm::gemm(
-        m, n, k, dst, dst_cs, dst_rs, read, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, beta, alpha, false, false, false,
+        m,
+        n,
+        k,
+        dst,
+        dst_cs,
+        dst_rs,
+        read,
+        lhs,
+        lhs_cs,
+        lhs_rs,
+        rhs,
+        rhs_cs,
+        rhs_rs,
+        beta,
+        alpha,
+        false,
+        false,
+        false,
         parallelism,
     );
 }
@@ -298,7 +398,11 @@ fn float_bmm<T: 'static + Copy + Send + Sync>(
     beta: T,
     alpha: T,
 ) {
-    let (o, a, b) = (SendPtr(out as usize), SendPtr(a as usize), SendPtr(b as usize));
+    let (o, a, b) = (
+        SendPtr(out as usize),
+        SendPtr(a as usize),
+        SendPtr(b as usize),
+    );
     for_batches(s, |i, par| {
         let i = i as isize;
         // SAFETY: the views were checked against their shapes; each batch's
@@ -327,7 +431,14 @@ fn float_bmm<T: 'static + Copy + Send + Sync>(
 }
 
 /// Gathers a strided `rows x cols` matrix into a row-major float32 buffer.
-unsafe fn gather_f32<T: Scalar + ToF32>(p: *const T, rows: usize, cols: usize, rs: isize, cs: isize, dst: &mut [f32]) {
+unsafe fn gather_f32<T: Scalar + ToF32>(
+    p: *const T,
+    rows: usize,
+    cols: usize,
+    rs: isize,
+    cs: isize,
+    dst: &mut [f32],
+) {
     for r in 0..rows {
         let row = p.offset(r as isize * rs);
         let d = &mut dst[r * cols..(r + 1) * cols];
@@ -371,8 +482,23 @@ impl ToF32 for bf16 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn half_bmm<T: Scalar + ToF32>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *mut u8, bm: Mat, s: Shape, read: bool, beta: f32, alpha: f32) {
-    let (o, a, b) = (SendPtr(out as usize), SendPtr(a as usize), SendPtr(b as usize));
+fn half_bmm<T: Scalar + ToF32>(
+    out: *mut u8,
+    om: Mat,
+    a: *mut u8,
+    am: Mat,
+    b: *mut u8,
+    bm: Mat,
+    s: Shape,
+    read: bool,
+    beta: f32,
+    alpha: f32,
+) {
+    let (o, a, b) = (
+        SendPtr(out as usize),
+        SendPtr(a as usize),
+        SendPtr(b as usize),
+    );
     for_batches(s, |i, par| {
         let i = i as isize;
         let mut abuf = vec![0f32; s.m * s.k];
@@ -381,8 +507,22 @@ fn half_bmm<T: Scalar + ToF32>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *m
         // SAFETY: as in float_bmm; the buffers are row-major and private.
         unsafe {
             let op = (o.0 as *mut T).offset(i * om.bs);
-            gather_f32((a.0 as *const T).offset(i * am.bs), s.m, s.k, am.rs, am.cs, &mut abuf);
-            gather_f32((b.0 as *const T).offset(i * bm.bs), s.k, s.n, bm.rs, bm.cs, &mut bbuf);
+            gather_f32(
+                (a.0 as *const T).offset(i * am.bs),
+                s.m,
+                s.k,
+                am.rs,
+                am.cs,
+                &mut abuf,
+            );
+            gather_f32(
+                (b.0 as *const T).offset(i * bm.bs),
+                s.k,
+                s.n,
+                bm.rs,
+                bm.cs,
+                &mut bbuf,
+            );
             if read {
                 gather_f32(op, s.m, s.n, om.rs, om.cs, &mut dbuf);
             }
@@ -406,7 +546,8 @@ fn half_bmm<T: Scalar + ToF32>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *m
             );
             for r in 0..s.m {
                 for c in 0..s.n {
-                    *op.offset(r as isize * om.rs + c as isize * om.cs) = T::from_f32_(dbuf[r * s.n + c]);
+                    *op.offset(r as isize * om.rs + c as isize * om.cs) =
+                        T::from_f32_(dbuf[r * s.n + c]);
                 }
             }
         }
@@ -414,8 +555,23 @@ fn half_bmm<T: Scalar + ToF32>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *m
 }
 
 #[allow(clippy::too_many_arguments)]
-fn int_bmm<T: Scalar>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *mut u8, bm: Mat, s: Shape, read: bool, beta: i64, alpha: i64) {
-    let (o, a, b) = (SendPtr(out as usize), SendPtr(a as usize), SendPtr(b as usize));
+fn int_bmm<T: Scalar>(
+    out: *mut u8,
+    om: Mat,
+    a: *mut u8,
+    am: Mat,
+    b: *mut u8,
+    bm: Mat,
+    s: Shape,
+    read: bool,
+    beta: i64,
+    alpha: i64,
+) {
+    let (o, a, b) = (
+        SendPtr(out as usize),
+        SendPtr(a as usize),
+        SendPtr(b as usize),
+    );
     for_batches(s, |i, par| {
         let i = i as isize;
         // SAFETY: as in float_bmm.
@@ -427,13 +583,15 @@ fn int_bmm<T: Scalar>(out: *mut u8, om: Mat, a: *mut u8, am: Mat, b: *mut u8, bm
             let mut bt = vec![0i64; s.n * s.k];
             for p in 0..s.k {
                 for c in 0..s.n {
-                    bt[c * s.k + p] = (*bp.offset(p as isize * bm.rs + c as isize * bm.cs)).to_i64();
+                    bt[c * s.k + p] =
+                        (*bp.offset(p as isize * bm.rs + c as isize * bm.cs)).to_i64();
                 }
             }
             let row = |r: usize| {
                 let mut arow = vec![0i64; s.k];
                 for (p, v) in arow.iter_mut().enumerate() {
-                    *v = (*(ap.0 as *const T).offset(r as isize * am.rs + p as isize * am.cs)).to_i64();
+                    *v = (*(ap.0 as *const T).offset(r as isize * am.rs + p as isize * am.cs))
+                        .to_i64();
                 }
                 let op = op.0 as *mut T;
                 for c in 0..s.n {
@@ -468,8 +626,11 @@ fn scale(out: &Strided, beta: Coef) -> Result<(), KernelError> {
             // SAFETY: offsets of the view's own elements.
             unsafe {
                 let v = *p.offset(off);
-                *p.offset(off) =
-                    if float { T::from_f64(v.to_f64() * beta.f) } else { T::from_i64(v.to_i64().wrapping_mul(beta.i)) };
+                *p.offset(off) = if float {
+                    T::from_f64(v.to_f64() * beta.f)
+                } else {
+                    T::from_i64(v.to_i64().wrapping_mul(beta.i))
+                };
             }
         });
     }
@@ -486,7 +647,14 @@ fn as_batch(t: &Strided) -> Strided {
 
 /// `out = beta * input + alpha * (mat1 @ mat2)` for 2-d `mat1` `[M, K]`,
 /// `mat2` `[K, N]`, `out` `[M, N]`; `input` broadcasts to `[M, N]`.
-pub fn addmm(out: &Strided, input: Option<&Strided>, mat1: &Strided, mat2: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+pub fn addmm(
+    out: &Strided,
+    input: Option<&Strided>,
+    mat1: &Strided,
+    mat2: &Strided,
+    beta: Coef,
+    alpha: Coef,
+) -> Result<(), KernelError> {
     if mat1.ndim() != 2 || mat2.ndim() != 2 || out.ndim() != 2 {
         return Err(shape_err("foo: mm expects 2-d tensors".into()));
     }
@@ -497,7 +665,15 @@ pub fn addmm(out: &Strided, input: Option<&Strided>, mat1: &Strided, mat2: &Stri
         )));
     }
     let inp = input.map(as_batch);
-    baddbmm_op("addmm_impl_cpu_", &as_batch(out), inp.as_ref(), &as_batch(mat1), &as_batch(mat2), beta, alpha)
+    baddbmm_op(
+        "addmm_impl_cpu_",
+        &as_batch(out),
+        inp.as_ref(),
+        &as_batch(mat1),
+        &as_batch(mat2),
+        beta,
+        alpha,
+    )
 }
 
 /// `out = mat1 @ mat2`.
@@ -507,8 +683,20 @@ pub fn mm(out: &Strided, mat1: &Strided, mat2: &Strided) -> Result<(), KernelErr
 
 /// `out = beta * input + alpha * (mat @ vec)` for `mat` `[M, K]`, `vec` `[K]`,
 /// `out` `[M]`; `input` broadcasts to `[M]`.
-pub fn addmv(out: &Strided, input: Option<&Strided>, mat: &Strided, vec: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
-    if mat.ndim() != 2 || vec.ndim() != 1 || out.ndim() != 1 || mat.sizes[1] != vec.sizes[0] || out.sizes[0] != mat.sizes[0] {
+pub fn addmv(
+    out: &Strided,
+    input: Option<&Strided>,
+    mat: &Strided,
+    vec: &Strided,
+    beta: Coef,
+    alpha: Coef,
+) -> Result<(), KernelError> {
+    if mat.ndim() != 2
+        || vec.ndim() != 1
+        || out.ndim() != 1
+        || mat.sizes[1] != vec.sizes[0]
+        || out.sizes[0] != mat.sizes[0]
+    {
         return Err(shape_err(format!(
             "size mismatch, got input ({}), mat ({}x{}), vec ({})",
             out.sizes.first().copied().unwrap_or(0),
@@ -518,7 +706,14 @@ pub fn addmv(out: &Strided, input: Option<&Strided>, mat: &Strided, vec: &Stride
         )));
     }
     // [M] -> [1, M, 1]; [K] -> [1, K, 1].
-    let col = |t: &Strided| Strided::new(t.ptr, t.dtype, vec![1, t.sizes[0], 1], vec![0, t.strides[0], 1]);
+    let col = |t: &Strided| {
+        Strided::new(
+            t.ptr,
+            t.dtype,
+            vec![1, t.sizes[0], 1],
+            vec![0, t.strides[0], 1],
+        )
+    };
     let inp = input.map(|i| {
         let mut v = i.clone();
         v.sizes.insert(0, 1);
@@ -527,15 +722,32 @@ pub fn addmv(out: &Strided, input: Option<&Strided>, mat: &Strided, vec: &Stride
         v.strides.push(1);
         v
     });
-    baddbmm_op("addmv_impl_cpu", &col(out), inp.as_ref(), &as_batch(mat), &col(vec), beta, alpha)
+    baddbmm_op(
+        "addmv_impl_cpu",
+        &col(out),
+        inp.as_ref(),
+        &as_batch(mat),
+        &col(vec),
+        beta,
+        alpha,
+    )
 }
 
 /// `out = beta * input + alpha * sum_b(batch1[b] @ batch2[b])`: `out` `[M, N]`.
 /// The batch is accumulated into `out` in order, one product at a time
 /// (rounded to the element type after each, as torch CPU's `addbmm`).
-pub fn addbmm(out: &Strided, input: Option<&Strided>, b1: &Strided, b2: &Strided, beta: Coef, alpha: Coef) -> Result<(), KernelError> {
+pub fn addbmm(
+    out: &Strided,
+    input: Option<&Strided>,
+    b1: &Strided,
+    b2: &Strided,
+    beta: Coef,
+    alpha: Coef,
+) -> Result<(), KernelError> {
     if b1.ndim() != 3 || b2.ndim() != 3 || out.ndim() != 2 {
-        return Err(shape_err("foo: addbmm expects 3-d batches and a 2-d output".into()));
+        return Err(shape_err(
+            "foo: addbmm expects 3-d batches and a 2-d output".into(),
+        ));
     }
     let bn = b1.sizes[0];
     if b2.sizes[0] != bn || b2.sizes[1] != b1.sizes[2] {
@@ -552,7 +764,10 @@ pub fn addbmm(out: &Strided, input: Option<&Strided>, b1: &Strided, b2: &Strided
     let slice = |t: &Strided, i: usize| {
         Strided::new(
             // SAFETY: i < bn; offset inside the batch view.
-            unsafe { t.ptr.offset(i as isize * t.strides[0] * t.dtype.size() as isize) },
+            unsafe {
+                t.ptr
+                    .offset(i as isize * t.strides[0] * t.dtype.size() as isize)
+            },
             t.dtype,
             vec![1, t.sizes[1], t.sizes[2]],
             vec![0, t.strides[1], t.strides[2]],
@@ -560,22 +775,51 @@ pub fn addbmm(out: &Strided, input: Option<&Strided>, b1: &Strided, b2: &Strided
     };
     if bn == 0 {
         let inp = input.map(as_batch);
-        return baddbmm_op("addbmm", &out3, inp.as_ref(), &slice_empty(b1), &slice_empty(b2), beta, Coef::ZERO);
+        return baddbmm_op(
+            "addbmm",
+            &out3,
+            inp.as_ref(),
+            &slice_empty(b1),
+            &slice_empty(b2),
+            beta,
+            Coef::ZERO,
+        );
     }
     for i in 0..bn {
         if i == 0 {
             let inp = input.map(as_batch);
-            baddbmm_op("addbmm", &out3, inp.as_ref(), &slice(b1, i), &slice(b2, i), beta, alpha)?;
+            baddbmm_op(
+                "addbmm",
+                &out3,
+                inp.as_ref(),
+                &slice(b1, i),
+                &slice(b2, i),
+                beta,
+                alpha,
+            )?;
         } else {
             let o = out3.clone();
-            baddbmm_op("addbmm", &out3, Some(&o), &slice(b1, i), &slice(b2, i), Coef::ONE, alpha)?;
+            baddbmm_op(
+                "addbmm",
+                &out3,
+                Some(&o),
+                &slice(b1, i),
+                &slice(b2, i),
+                Coef::ONE,
+                alpha,
+            )?;
         }
     }
     Ok(())
 }
 
 fn slice_empty(t: &Strided) -> Strided {
-    Strided::new(t.ptr, t.dtype, vec![1, t.sizes[1], t.sizes[2]], vec![0, t.strides[1], t.strides[2]])
+    Strided::new(
+        t.ptr,
+        t.dtype,
+        vec![1, t.sizes[1], t.sizes[2]],
+        vec![0, t.strides[1], t.strides[2]],
+    )
 }
 
 /// Accumulator lanes of [`dot`]: a fixed number, so the order of additions is
@@ -611,7 +855,15 @@ impl DotAcc for i64 {
 }
 
 #[inline(always)]
-fn dot_leaf<T: Copy, A: DotAcc>(a: *const T, sa: isize, b: *const T, sb: isize, lo: usize, hi: usize, mul: &impl Fn(T, T) -> A) -> A {
+fn dot_leaf<T: Copy, A: DotAcc>(
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    lo: usize,
+    hi: usize,
+    mul: &impl Fn(T, T) -> A,
+) -> A {
     let mut acc = [A::ZERO; DOT_LANES];
     let mut i = lo;
     // SAFETY: lo..hi lies inside both vectors.
@@ -641,7 +893,15 @@ fn dot_leaf<T: Copy, A: DotAcc>(a: *const T, sa: isize, b: *const T, sb: isize, 
     acc[0]
 }
 
-fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(a: SendPtr, sa: isize, b: SendPtr, sb: isize, lo: usize, hi: usize, mul: &(impl Fn(T, T) -> A + Sync)) -> A {
+fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(
+    a: SendPtr,
+    sa: isize,
+    b: SendPtr,
+    sb: isize,
+    lo: usize,
+    hi: usize,
+    mul: &(impl Fn(T, T) -> A + Sync),
+) -> A {
     let n = hi - lo;
     if n <= DOT_BLOCK {
         return dot_leaf(a.0 as *const T, sa, b.0 as *const T, sb, lo, hi, mul);
@@ -649,9 +909,15 @@ fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(a: SendPtr, sa: isize, b: SendPtr,
     let blocks = n.div_ceil(DOT_BLOCK);
     let mid = lo + blocks.div_ceil(2) * DOT_BLOCK;
     let (l, r) = if n >= super::reduce::par_min() {
-        parallel::join(|| dot_tree(a, sa, b, sb, lo, mid, mul), || dot_tree(a, sa, b, sb, mid, hi, mul))
+        parallel::join(
+            || dot_tree(a, sa, b, sb, lo, mid, mul),
+            || dot_tree(a, sa, b, sb, mid, hi, mul),
+        )
     } else {
-        (dot_tree(a, sa, b, sb, lo, mid, mul), dot_tree(a, sa, b, sb, mid, hi, mul))
+        (
+            dot_tree(a, sa, b, sb, lo, mid, mul),
+            dot_tree(a, sa, b, sb, mid, hi, mul),
+        )
     };
     l.add(r)
 }
@@ -661,7 +927,11 @@ fn dot_tree<T: Copy + Send + Sync, A: DotAcc>(a: SendPtr, sa: isize, b: SendPtr,
 /// wrapping 64-bit arithmetic. A fixed pairwise tree: deterministic.
 pub fn dot(out: &Strided, a: &Strided, b: &Strided) -> Result<(), KernelError> {
     if a.ndim() != 1 || b.ndim() != 1 {
-        return Err(shape_err(format!("1D tensors expected, but got {}D and {}D tensors", a.ndim(), b.ndim())));
+        return Err(shape_err(format!(
+            "1D tensors expected, but got {}D and {}D tensors",
+            a.ndim(),
+            b.ndim()
+        )));
     }
     if a.sizes[0] != b.sizes[0] {
         return Err(shape_err(format!(
@@ -688,12 +958,26 @@ pub fn dot(out: &Strided, a: &Strided, b: &Strided) -> Result<(), KernelError> {
     }
     match a.dtype {
         DType::Bool => return Err(unsupported("dot", DType::Bool)),
-        DType::F32 => store(out, dot_tree::<f32, f32>(pa, sa, pb, sb, 0, n, &|x, y| x * y)),
-        DType::F64 => store(out, dot_tree::<f64, f64>(pa, sa, pb, sb, 0, n, &|x, y| x * y)),
-        DType::F16 => store(out, f16::from_f32(dot_tree::<f16, f32>(pa, sa, pb, sb, 0, n, &|x, y| x.to_f32_() * y.to_f32_()))),
-        DType::BF16 => {
-            store(out, bf16::from_f32(dot_tree::<bf16, f32>(pa, sa, pb, sb, 0, n, &|x, y| x.to_f32_() * y.to_f32_())))
-        }
+        DType::F32 => store(
+            out,
+            dot_tree::<f32, f32>(pa, sa, pb, sb, 0, n, &|x, y| x * y),
+        ),
+        DType::F64 => store(
+            out,
+            dot_tree::<f64, f64>(pa, sa, pb, sb, 0, n, &|x, y| x * y),
+        ),
+        DType::F16 => store(
+            out,
+            f16::from_f32(dot_tree::<f16, f32>(pa, sa, pb, sb, 0, n, &|x, y| {
+                x.to_f32_() * y.to_f32_()
+            })),
+        ),
+        DType::BF16 => store(
+            out,
+            bf16::from_f32(dot_tree::<bf16, f32>(pa, sa, pb, sb, 0, n, &|x, y| {
+                x.to_f32_() * y.to_f32_()
+            })),
+        ),
         d => {
             crate::dispatch_dtype!(d, T => {
                 let v = dot_tree::<T, i64>(pa, sa, pb, sb, 0, n, &|x: T, y: T| x.to_i64().wrapping_mul(y.to_i64()));
@@ -710,7 +994,12 @@ mod tests {
     use crate::kernels::contiguous_strides;
 
     fn view<T>(v: &mut [T], dtype: DType, sizes: &[usize]) -> Strided {
-        Strided::new(v.as_mut_ptr() as *mut u8, dtype, sizes.to_vec(), contiguous_strides(sizes))
+        Strided::new(
+            v.as_mut_ptr() as *mut u8,
+            dtype,
+            sizes.to_vec(),
+            contiguous_strides(sizes),
+        )
     }
 
     fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
@@ -724,10 +1013,14 @@ mod tests {
     }
 
     fn data(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..n)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((s >> 33) % 2001) as f64 / 1000.0 - 1.0
             })
             .collect()
@@ -747,8 +1040,18 @@ mod tests {
         }
         let mut b: Vec<f32> = b64.iter().map(|&x| x as f32).collect();
         let mut c = vec![0f32; m * n];
-        let av = Strided::new(at.as_mut_ptr() as *mut u8, DType::F32, vec![m, k], vec![1, m as isize]);
-        mm(&view(&mut c, DType::F32, &[m, n]), &av, &view(&mut b, DType::F32, &[k, n])).unwrap();
+        let av = Strided::new(
+            at.as_mut_ptr() as *mut u8,
+            DType::F32,
+            vec![m, k],
+            vec![1, m as isize],
+        );
+        mm(
+            &view(&mut c, DType::F32, &[m, n]),
+            &av,
+            &view(&mut b, DType::F32, &[k, n]),
+        )
+        .unwrap();
         let want = naive(&a64, &b64, m, k, n);
         for (x, y) in c.iter().zip(&want) {
             assert!((*x as f64 - y).abs() < 1e-4, "{x} vs {y}");
@@ -803,10 +1106,27 @@ mod tests {
         let mut a: Vec<f32> = vec![];
         let mut bias = vec![3f32; 4];
         let mut c = vec![7f32; 4];
-        let e = Strided::new(a.as_mut_ptr() as *mut u8, DType::F32, vec![2, 0], vec![1, 1]);
-        let e2 = Strided::new(a.as_mut_ptr() as *mut u8, DType::F32, vec![0, 2], vec![2, 1]);
-        addmm(&view(&mut c, DType::F32, &[2, 2]), Some(&view(&mut bias, DType::F32, &[2, 2])), &e, &e2, Coef::float(2.0), Coef::ONE)
-            .unwrap();
+        let e = Strided::new(
+            a.as_mut_ptr() as *mut u8,
+            DType::F32,
+            vec![2, 0],
+            vec![1, 1],
+        );
+        let e2 = Strided::new(
+            a.as_mut_ptr() as *mut u8,
+            DType::F32,
+            vec![0, 2],
+            vec![2, 1],
+        );
+        addmm(
+            &view(&mut c, DType::F32, &[2, 2]),
+            Some(&view(&mut bias, DType::F32, &[2, 2])),
+            &e,
+            &e2,
+            Coef::float(2.0),
+            Coef::ONE,
+        )
+        .unwrap();
         assert_eq!(c, vec![6.0; 4]);
         mm(&view(&mut c, DType::F32, &[2, 2]), &e, &e2).unwrap();
         assert_eq!(c, vec![0.0; 4]);
@@ -817,9 +1137,16 @@ mod tests {
         let mut a = vec![0f32; 6];
         let mut b = vec![0f32; 20];
         let mut c = vec![0f32; 10];
-        let e = mm(&view(&mut c, DType::F32, &[2, 5]), &view(&mut a, DType::F32, &[2, 3]), &view(&mut b, DType::F32, &[4, 5]))
-            .unwrap_err();
-        assert_eq!(e.to_string(), "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)");
+        let e = mm(
+            &view(&mut c, DType::F32, &[2, 5]),
+            &view(&mut a, DType::F32, &[2, 3]),
+            &view(&mut b, DType::F32, &[4, 5]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"
+        );
     }
 
     #[test]
@@ -827,11 +1154,20 @@ mod tests {
         let mut a: Vec<i8> = vec![100, 100, 1, 2];
         let mut b: Vec<i8> = vec![2, 0, 1, 1];
         let mut c = vec![0i8; 4];
-        mm(&view(&mut c, DType::I8, &[2, 2]), &view(&mut a, DType::I8, &[2, 2]), &view(&mut b, DType::I8, &[2, 2])).unwrap();
+        mm(
+            &view(&mut c, DType::I8, &[2, 2]),
+            &view(&mut a, DType::I8, &[2, 2]),
+            &view(&mut b, DType::I8, &[2, 2]),
+        )
+        .unwrap();
         // row 0: [100*2 + 100*1, 100] = [300 -> 44, 100]
         assert_eq!(c, vec![44, 100, 4, 2]);
         let (mut b1, mut b2, mut b3) = ([true; 4], [true; 4], [true; 4]);
-        let r = mm(&view(&mut b1, DType::Bool, &[2, 2]), &view(&mut b2, DType::Bool, &[2, 2]), &view(&mut b3, DType::Bool, &[2, 2]));
+        let r = mm(
+            &view(&mut b1, DType::Bool, &[2, 2]),
+            &view(&mut b2, DType::Bool, &[2, 2]),
+            &view(&mut b3, DType::Bool, &[2, 2]),
+        );
         assert!(matches!(r, Err(KernelError::UnsupportedDtype { .. })));
     }
 
@@ -846,9 +1182,17 @@ mod tests {
         let br: Vec<f64> = b.iter().map(|x| x.to_f64()).collect();
         let want = naive(&ar, &br, m, k, n);
         let mut c = vec![bf16::ZERO; m * n];
-        mm(&view(&mut c, DType::BF16, &[m, n]), &view(&mut a, DType::BF16, &[m, k]), &view(&mut b, DType::BF16, &[k, n])).unwrap();
+        mm(
+            &view(&mut c, DType::BF16, &[m, n]),
+            &view(&mut a, DType::BF16, &[m, k]),
+            &view(&mut b, DType::BF16, &[k, n]),
+        )
+        .unwrap();
         for (x, y) in c.iter().zip(&want) {
-            assert!((x.to_f64() - y).abs() <= 1e-2 * y.abs() + 1e-2, "{x} vs {y}");
+            assert!(
+                (x.to_f64() - y).abs() <= 1e-2 * y.abs() + 1e-2,
+                "{x} vs {y}"
+            );
         }
         let mut a: Vec<f16> = a64.iter().map(|&x| f16::from_f64(x)).collect();
         let mut b: Vec<f16> = b64.iter().map(|&x| f16::from_f64(x)).collect();
@@ -856,9 +1200,17 @@ mod tests {
         let br: Vec<f64> = b.iter().map(|x| x.to_f64()).collect();
         let want = naive(&ar, &br, m, k, n);
         let mut c = vec![f16::ZERO; m * n];
-        mm(&view(&mut c, DType::F16, &[m, n]), &view(&mut a, DType::F16, &[m, k]), &view(&mut b, DType::F16, &[k, n])).unwrap();
+        mm(
+            &view(&mut c, DType::F16, &[m, n]),
+            &view(&mut a, DType::F16, &[m, k]),
+            &view(&mut b, DType::F16, &[k, n]),
+        )
+        .unwrap();
         for (x, y) in c.iter().zip(&want) {
-            assert!((x.to_f64() - y).abs() <= 2e-3 * y.abs() + 2e-3, "{x} vs {y}");
+            assert!(
+                (x.to_f64() - y).abs() <= 2e-3 * y.abs() + 2e-3,
+                "{x} vs {y}"
+            );
         }
     }
 
@@ -879,15 +1231,28 @@ mod tests {
         .unwrap();
         let mut total = vec![0f64; m * n];
         for i in 0..bn {
-            let w = naive(&a[i * m * k..(i + 1) * m * k], &b[i * k * n..(i + 1) * k * n], m, k, n);
+            let w = naive(
+                &a[i * m * k..(i + 1) * m * k],
+                &b[i * k * n..(i + 1) * k * n],
+                m,
+                k,
+                n,
+            );
             for j in 0..m * n {
                 assert!((c[i * m * n + j] - w[j]).abs() < 1e-12);
                 total[j] += w[j];
             }
         }
         let mut s = vec![0f64; m * n];
-        addbmm(&view(&mut s, DType::F64, &[m, n]), None, &view(&mut a, DType::F64, &[bn, m, k]), &view(&mut b, DType::F64, &[bn, k, n]), Coef::ZERO, Coef::ONE)
-            .unwrap();
+        addbmm(
+            &view(&mut s, DType::F64, &[m, n]),
+            None,
+            &view(&mut a, DType::F64, &[bn, m, k]),
+            &view(&mut b, DType::F64, &[bn, k, n]),
+            Coef::ZERO,
+            Coef::ONE,
+        )
+        .unwrap();
         for j in 0..m * n {
             assert!((s[j] - total[j]).abs() < 1e-12);
         }
@@ -899,20 +1264,37 @@ mod tests {
         let mut a = data(m * k, 11);
         let mut v = data(k, 12);
         let mut o = vec![0f64; m];
-        addmv(&view(&mut o, DType::F64, &[m]), None, &view(&mut a, DType::F64, &[m, k]), &view(&mut v, DType::F64, &[k]), Coef::ZERO, Coef::ONE)
-            .unwrap();
+        addmv(
+            &view(&mut o, DType::F64, &[m]),
+            None,
+            &view(&mut a, DType::F64, &[m, k]),
+            &view(&mut v, DType::F64, &[k]),
+            Coef::ZERO,
+            Coef::ONE,
+        )
+        .unwrap();
         for i in 0..m {
             let w: f64 = (0..k).map(|p| a[i * k + p] * v[p]).sum();
             assert!((o[i] - w).abs() < 1e-9);
         }
         let mut d = vec![0f64; 1];
         let row = Strided::new(a.as_mut_ptr() as *mut u8, DType::F64, vec![k], vec![1]);
-        dot(&Strided::new(d.as_mut_ptr() as *mut u8, DType::F64, vec![], vec![]), &row, &view(&mut v, DType::F64, &[k])).unwrap();
+        dot(
+            &Strided::new(d.as_mut_ptr() as *mut u8, DType::F64, vec![], vec![]),
+            &row,
+            &view(&mut v, DType::F64, &[k]),
+        )
+        .unwrap();
         assert!((d[0] - o[0]).abs() < 1e-9);
         let mut xi: Vec<i32> = (0..100).collect();
         let mut di = vec![0i32];
         let xv = view(&mut xi, DType::I32, &[100]);
-        dot(&Strided::new(di.as_mut_ptr() as *mut u8, DType::I32, vec![], vec![]), &xv, &xv).unwrap();
+        dot(
+            &Strided::new(di.as_mut_ptr() as *mut u8, DType::I32, vec![], vec![]),
+            &xv,
+            &xv,
+        )
+        .unwrap();
         assert_eq!(di[0], (0..100).map(|x| x * x).sum::<i32>());
     }
 
@@ -920,35 +1302,70 @@ mod tests {
     /// for f32 and f64, ragged edges, and the same bits on 1 and 2 threads.
     #[test]
     fn transposed_rhs_matches_reference() {
-        for &(m, k, n) in &[(40usize, 200usize, 100usize), (33, 129, 131), (64, 784, 300)] {
+        for &(m, k, n) in &[
+            (40usize, 200usize, 100usize),
+            (33, 129, 131),
+            (64, 784, 300),
+        ] {
             let mut a: Vec<f64> = data(m * k, 21);
             let mut w: Vec<f64> = data(n * k, 22); // W: n x k row-major; rhs = W^T
             let mut c = vec![0f64; m * n];
-            let rhs = Strided::new(w.as_mut_ptr() as *mut u8, DType::F64, vec![k, n], vec![1, k as isize]);
-            mm(&view(&mut c, DType::F64, &[m, n]), &view(&mut a, DType::F64, &[m, k]), &rhs).unwrap();
+            let rhs = Strided::new(
+                w.as_mut_ptr() as *mut u8,
+                DType::F64,
+                vec![k, n],
+                vec![1, k as isize],
+            );
+            mm(
+                &view(&mut c, DType::F64, &[m, n]),
+                &view(&mut a, DType::F64, &[m, k]),
+                &rhs,
+            )
+            .unwrap();
             for i in 0..m {
                 for j in 0..n {
                     let e: f64 = (0..k).map(|p| a[i * k + p] * w[j * k + p]).sum();
-                    assert!((c[i * n + j] - e).abs() <= 1e-9 * (1.0 + e.abs()), "f64 {m}x{k}x{n} at ({i},{j})");
+                    assert!(
+                        (c[i * n + j] - e).abs() <= 1e-9 * (1.0 + e.abs()),
+                        "f64 {m}x{k}x{n} at ({i},{j})"
+                    );
                 }
             }
             let mut a32: Vec<f32> = a.iter().map(|&x| x as f32).collect();
             let mut w32: Vec<f32> = w.iter().map(|&x| x as f32).collect();
             let run = |threads: usize, a32: &mut Vec<f32>, w32: &mut Vec<f32>| {
                 let mut c32 = vec![0f32; m * n];
-                let rhs = Strided::new(w32.as_mut_ptr() as *mut u8, DType::F32, vec![k, n], vec![1, k as isize]);
+                let rhs = Strided::new(
+                    w32.as_mut_ptr() as *mut u8,
+                    DType::F32,
+                    vec![k, n],
+                    vec![1, k as isize],
+                );
                 super::super::parallel::with_threads(threads, || {
-                    mm(&view(&mut c32, DType::F32, &[m, n]), &view(a32, DType::F32, &[m, k]), &rhs).unwrap()
+                    mm(
+                        &view(&mut c32, DType::F32, &[m, n]),
+                        &view(a32, DType::F32, &[m, k]),
+                        &rhs,
+                    )
+                    .unwrap()
                 });
                 c32
             };
             let one = run(1, &mut a32, &mut w32);
             let two = run(2, &mut a32, &mut w32);
-            assert!(one.iter().zip(&two).all(|(x, y)| x.to_bits() == y.to_bits()));
+            assert!(one
+                .iter()
+                .zip(&two)
+                .all(|(x, y)| x.to_bits() == y.to_bits()));
             for i in 0..m {
                 for j in 0..n {
-                    let e: f64 = (0..k).map(|p| a32[i * k + p] as f64 * w32[j * k + p] as f64).sum();
-                    assert!((one[i * n + j] as f64 - e).abs() <= 1e-4 * (1.0 + e.abs()), "f32 {m}x{k}x{n} at ({i},{j})");
+                    let e: f64 = (0..k)
+                        .map(|p| a32[i * k + p] as f64 * w32[j * k + p] as f64)
+                        .sum();
+                    assert!(
+                        (one[i * n + j] as f64 - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                        "f32 {m}x{k}x{n} at ({i},{j})"
+                    );
                 }
             }
         }
@@ -962,11 +1379,19 @@ mod tests {
             let mut a: Vec<f32> = data(m * k, 13).iter().map(|&x| x as f32).collect();
             let mut b: Vec<f32> = data(k * n, 14).iter().map(|&x| x as f32).collect();
             let run = |threads: usize, a: &mut Vec<f32>, b: &mut Vec<f32>| {
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
                 let mut c = vec![0f32; m * n];
                 pool.install(|| {
                     super::parallel::with_threads(threads, || {
-                        mm(&view(&mut c, DType::F32, &[m, n]), &view(a, DType::F32, &[m, k]), &view(b, DType::F32, &[k, n])).unwrap()
+                        mm(
+                            &view(&mut c, DType::F32, &[m, n]),
+                            &view(a, DType::F32, &[m, k]),
+                            &view(b, DType::F32, &[k, n]),
+                        )
+                        .unwrap()
                     })
                 });
                 c
@@ -974,7 +1399,10 @@ mod tests {
             let one = run(1, &mut a, &mut b);
             for t in [2, 3, 4] {
                 let c = run(t, &mut a, &mut b);
-                assert!(one.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{k}x{n} with {t} threads");
+                assert!(
+                    one.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{m}x{k}x{n} with {t} threads"
+                );
             }
         }
     }

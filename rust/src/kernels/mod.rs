@@ -43,12 +43,22 @@ unsafe impl Sync for Strided {}
 
 impl Strided {
     pub fn new(ptr: *mut u8, dtype: DType, sizes: Vec<usize>, strides: Vec<isize>) -> Strided {
-        Strided { ptr, dtype, sizes, strides }
+        Strided {
+            ptr,
+            dtype,
+            sizes,
+            strides,
+        }
     }
 
     /// A contiguous (row-major) view.
     pub fn contiguous(ptr: *mut u8, dtype: DType, sizes: &[usize]) -> Strided {
-        Strided { ptr, dtype, sizes: sizes.to_vec(), strides: contiguous_strides(sizes) }
+        Strided {
+            ptr,
+            dtype,
+            sizes: sizes.to_vec(),
+            strides: contiguous_strides(sizes),
+        }
     }
 
     pub fn numel(&self) -> usize {

@@ -16,11 +16,11 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::copy::{self, Scalar};
+use super::parallel;
 use super::reduce::{crate_simd_level, par_min, AccF, FloatElem, Walker3};
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use super::parallel;
 
 /// Accumulators per row in the softmax row kernels.
 pub const LANES: usize = 16;
@@ -95,7 +95,11 @@ struct P(usize);
 /// Runs `f(0..n)`: on rayon's threads if `parallel`, else in order on the
 /// calling thread (no hand-off to the pool for small work). Stops at the
 /// first error (in order when sequential).
-fn try_chunks(n: usize, parallel: bool, f: impl Fn(usize) -> Result<(), KernelError> + Sync + Send) -> Result<(), KernelError> {
+fn try_chunks(
+    n: usize,
+    parallel: bool,
+    f: impl Fn(usize) -> Result<(), KernelError> + Sync + Send,
+) -> Result<(), KernelError> {
     if parallel && n > 1 {
         parallel::try_parallel_for(n, f)
     } else {
@@ -139,7 +143,9 @@ fn check_softmax(op: &str, views: &[&Strided], dim: usize) -> Result<(), KernelE
             )));
         }
         if !dense(v) {
-            return Err(KernelError::InvalidArgument(format!("foo: {op} takes contiguous tensors")));
+            return Err(KernelError::InvalidArgument(format!(
+                "foo: {op} takes contiguous tensors"
+            )));
         }
         if v.dtype != first.dtype {
             return Err(KernelError::InvalidArgument(format!(
@@ -150,10 +156,15 @@ fn check_softmax(op: &str, views: &[&Strided], dim: usize) -> Result<(), KernelE
         }
     }
     if !first.dtype.is_floating() {
-        return Err(KernelError::UnsupportedDtype { op: "softmax_lastdim_kernel_impl", dtype: first.dtype });
+        return Err(KernelError::UnsupportedDtype {
+            op: "softmax_lastdim_kernel_impl",
+            dtype: first.dtype,
+        });
     }
     if dim >= first.ndim().max(1) {
-        return Err(KernelError::InvalidArgument(format!("foo: {op}: dim {dim} out of range")));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: dim {dim} out of range"
+        )));
     }
     Ok(())
 }
@@ -168,18 +179,41 @@ pub fn softmax(out: &Strided, inp: &Strided, dim: usize, log: bool) -> Result<()
 
 /// Gradient of `softmax` (`log`: of `log_softmax`) with respect to its input,
 /// from `grad` (of the output) and the forward `output`; contiguous views.
-pub fn softmax_backward(grad_input: &Strided, grad: &Strided, output: &Strided, dim: usize, log: bool) -> Result<(), KernelError> {
+pub fn softmax_backward(
+    grad_input: &Strided,
+    grad: &Strided,
+    output: &Strided,
+    dim: usize,
+    log: bool,
+) -> Result<(), KernelError> {
     check_softmax("softmax_backward", &[grad_input, grad, output], dim)?;
-    let kind = if log { Kind::LogSoftmaxBackward } else { Kind::SoftmaxBackward };
+    let kind = if log {
+        Kind::LogSoftmaxBackward
+    } else {
+        Kind::SoftmaxBackward
+    };
     run_softmax(kind, grad_input, grad, output, dim)
 }
 
-fn run_softmax(kind: Kind, out: &Strided, a: &Strided, b: &Strided, dim: usize) -> Result<(), KernelError> {
+fn run_softmax(
+    kind: Kind,
+    out: &Strided,
+    a: &Strided,
+    b: &Strided,
+    dim: usize,
+) -> Result<(), KernelError> {
     if out.numel() == 0 {
         return Ok(());
     }
-    let (dim, shape) = if out.ndim() == 0 { (0, vec![1]) } else { (dim, out.sizes.clone()) };
-    let g = geometry(&Strided::new(out.ptr, out.dtype, shape.clone(), vec![0; shape.len()]), dim);
+    let (dim, shape) = if out.ndim() == 0 {
+        (0, vec![1])
+    } else {
+        (dim, out.sizes.clone())
+    };
+    let g = geometry(
+        &Strided::new(out.ptr, out.dtype, shape.clone(), vec![0; shape.len()]),
+        dim,
+    );
     let (o, a, b) = (P(out.ptr as usize), P(a.ptr as usize), P(b.ptr as usize));
     match out.dtype {
         DType::F32 => lines::<f32>(kind, o, a, b, g),
@@ -229,8 +263,16 @@ where
 }
 
 #[allow(clippy::too_many_arguments)]
-fn rows_dispatch<T: FloatElem>(kind: Kind, o: P, a: P, b: P, r0: usize, r1: usize, d: usize, simd: u8)
-where
+fn rows_dispatch<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    r0: usize,
+    r1: usize,
+    d: usize,
+    simd: u8,
+) where
     T::Acc: Real + FloatElem<Acc = T::Acc>,
 {
     let mut e = vec![<T::Acc as AccF>::ZERO; d];
@@ -251,8 +293,16 @@ where
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows_avx512<T: FloatElem>(kind: Kind, o: P, a: P, b: P, r0: usize, r1: usize, d: usize, e: &mut [T::Acc])
-where
+unsafe fn rows_avx512<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    r0: usize,
+    r1: usize,
+    d: usize,
+    e: &mut [T::Acc],
+) where
     T::Acc: Real + FloatElem<Acc = T::Acc>,
 {
     rows::<T>(kind, o, a, b, r0, r1, d, e)
@@ -261,8 +311,16 @@ where
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows_avx2<T: FloatElem>(kind: Kind, o: P, a: P, b: P, r0: usize, r1: usize, d: usize, e: &mut [T::Acc])
-where
+unsafe fn rows_avx2<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    r0: usize,
+    r1: usize,
+    d: usize,
+    e: &mut [T::Acc],
+) where
     T::Acc: Real + FloatElem<Acc = T::Acc>,
 {
     rows::<T>(kind, o, a, b, r0, r1, d, e)
@@ -274,7 +332,11 @@ fn lane_fold<C: Real>(mut acc: [C; LANES], max: bool) -> C {
     while w > 1 {
         w /= 2;
         for j in 0..w {
-            acc[j] = if max { gt_max(acc[j], acc[j + w]) } else { acc[j] + acc[j + w] };
+            acc[j] = if max {
+                gt_max(acc[j], acc[j + w])
+            } else {
+                acc[j] + acc[j + w]
+            };
         }
     }
     acc[0]
@@ -298,7 +360,11 @@ where
     T::Acc: Real,
 {
     let zero = <T::Acc as AccF>::ZERO;
-    let init = if max { zero - <T::Acc as AccF>::INF } else { zero };
+    let init = if max {
+        zero - <T::Acc as AccF>::INF
+    } else {
+        zero
+    };
     let mut acc = [init; LANES];
     let mut chunks = x.chunks_exact(LANES);
     for c in &mut chunks {
@@ -319,8 +385,16 @@ where
 /// row of scratch in the compute type.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn rows<T: FloatElem>(kind: Kind, o: P, a: P, b: P, r0: usize, r1: usize, d: usize, e: &mut [T::Acc])
-where
+fn rows<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    r0: usize,
+    r1: usize,
+    d: usize,
+    e: &mut [T::Acc],
+) where
     T::Acc: Real,
     T::Acc: FloatElem<Acc = T::Acc>,
 {
@@ -377,8 +451,17 @@ where
 }
 
 #[allow(clippy::too_many_arguments)]
-fn cols_dispatch<T: FloatElem>(kind: Kind, o: P, a: P, b: P, base: usize, d: usize, inner: usize, w: usize, simd: u8)
-where
+fn cols_dispatch<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    base: usize,
+    d: usize,
+    inner: usize,
+    w: usize,
+    simd: u8,
+) where
     T::Acc: Real,
 {
     #[cfg(target_arch = "x86_64")]
@@ -398,8 +481,16 @@ where
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn cols_avx512<T: FloatElem>(kind: Kind, o: P, a: P, b: P, base: usize, d: usize, inner: usize, w: usize)
-where
+unsafe fn cols_avx512<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    base: usize,
+    d: usize,
+    inner: usize,
+    w: usize,
+) where
     T::Acc: Real,
 {
     cols::<T>(kind, o, a, b, base, d, inner, w)
@@ -408,8 +499,16 @@ where
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn cols_avx2<T: FloatElem>(kind: Kind, o: P, a: P, b: P, base: usize, d: usize, inner: usize, w: usize)
-where
+unsafe fn cols_avx2<T: FloatElem>(
+    kind: Kind,
+    o: P,
+    a: P,
+    b: P,
+    base: usize,
+    d: usize,
+    inner: usize,
+    w: usize,
+) where
     T::Acc: Real,
 {
     cols::<T>(kind, o, a, b, base, d, inner, w)
@@ -426,7 +525,8 @@ where
     let ninf = zero - <T::Acc as AccF>::INF;
     let (yp, xp, zp) = (o.0 as *mut T, a.0 as *const T, b.0 as *const T);
     let at = |p: *const T, k: usize, j: usize| unsafe { (*p.add(base + k * inner + j)).widen() };
-    let put = |k: usize, j: usize, v: T::Acc| unsafe { *yp.add(base + k * inner + j) = T::narrow(v) };
+    let put =
+        |k: usize, j: usize, v: T::Acc| unsafe { *yp.add(base + k * inner + j) = T::narrow(v) };
     let mut m = [ninf; TILE];
     let mut s = [zero; TILE];
     match kind {
@@ -499,8 +599,15 @@ pub const REDUCTION_SUM: i64 = 2;
 
 /// Σ f(i) over `0..n` as a fixed pairwise tree over [`LOSS_BLOCK`] leaves,
 /// in float64 (pairs of sums, for the loss and the total weight).
-fn tree_sum2(n: usize, f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + Sync)) -> Result<(f64, f64), KernelError> {
-    fn go(lo: usize, hi: usize, f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + Sync)) -> Result<(f64, f64), KernelError> {
+fn tree_sum2(
+    n: usize,
+    f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + Sync),
+) -> Result<(f64, f64), KernelError> {
+    fn go(
+        lo: usize,
+        hi: usize,
+        f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + Sync),
+    ) -> Result<(f64, f64), KernelError> {
         let n = hi - lo;
         if n <= LOSS_BLOCK {
             let mut acc = [(0f64, 0f64); 8];
@@ -521,7 +628,11 @@ fn tree_sum2(n: usize, f: &(impl Fn(usize) -> Result<(f64, f64), KernelError> + 
             return Ok(acc[0]);
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
-        let (a, b) = if n >= par_min() { parallel::join(|| go(lo, mid, f), || go(mid, hi, f)) } else { (go(lo, mid, f), go(mid, hi, f)) };
+        let (a, b) = if n >= par_min() {
+            parallel::join(|| go(lo, mid, f), || go(mid, hi, f))
+        } else {
+            (go(lo, mid, f), go(mid, hi, f))
+        };
         let (a, b) = (a?, b?);
         Ok((a.0 + b.0, a.1 + b.1))
     }
@@ -546,7 +657,11 @@ fn out_of_bounds(t: i64) -> KernelError {
 fn nll_geometry(inp: &Strided, target: &Strided) -> Result<(usize, usize, usize), KernelError> {
     let (n, c, s) = match inp.ndim() {
         1 => (1, inp.sizes[0], 1),
-        0 => return Err(KernelError::InvalidArgument("input tensor should be 1D or 2D".into())),
+        0 => {
+            return Err(KernelError::InvalidArgument(
+                "input tensor should be 1D or 2D".into(),
+            ))
+        }
         _ => (inp.sizes[0], inp.sizes[1], inp.sizes[2..].iter().product()),
     };
     if target.numel() != n * s {
@@ -557,7 +672,9 @@ fn nll_geometry(inp: &Strided, target: &Strided) -> Result<(usize, usize, usize)
     }
     for v in [inp, target] {
         if !dense(v) {
-            return Err(KernelError::InvalidArgument("foo: nll_loss takes contiguous tensors".into()));
+            return Err(KernelError::InvalidArgument(
+                "foo: nll_loss takes contiguous tensors".into(),
+            ));
         }
     }
     if !matches!(target.dtype, DType::I64 | DType::U8) {
@@ -572,7 +689,11 @@ fn nll_geometry(inp: &Strided, target: &Strided) -> Result<(usize, usize, usize)
 fn weight_at<T: FloatElem>(w: Option<&Strided>, c: i64) -> f64 {
     match w {
         // SAFETY: c < C = numel of the (contiguous) weight.
-        Some(w) => unsafe { (*(w.ptr as *const T).offset(c as isize * w.strides[0])).widen().to_f64() },
+        Some(w) => unsafe {
+            (*(w.ptr as *const T).offset(c as isize * w.strides[0]))
+                .widen()
+                .to_f64()
+        },
         None => 1.0,
     }
 }
@@ -580,19 +701,85 @@ fn weight_at<T: FloatElem>(w: Option<&Strided>, c: i64) -> f64 {
 /// `nll_loss_forward` / `nll_loss2d_forward`: `out` is `[N, S...]` (the
 /// target's shape) for reduction none, else 0-d; `total_weight` is 0-d.
 #[allow(clippy::too_many_arguments)]
-pub fn nll_loss_forward(out: &Strided, total_weight: &Strided, inp: &Strided, target: &Strided, weight: Option<&Strided>, reduction: i64, ignore_index: i64) -> Result<(), KernelError> {
+pub fn nll_loss_forward(
+    out: &Strided,
+    total_weight: &Strided,
+    inp: &Strided,
+    target: &Strided,
+    weight: Option<&Strided>,
+    reduction: i64,
+    ignore_index: i64,
+) -> Result<(), KernelError> {
     let (n, c, s) = nll_geometry(inp, target)?;
     match inp.dtype {
-        DType::F32 => nll_fwd::<f32>(out, total_weight, inp, target, weight, reduction, ignore_index, n, c, s),
-        DType::F64 => nll_fwd::<f64>(out, total_weight, inp, target, weight, reduction, ignore_index, n, c, s),
-        DType::F16 => nll_fwd::<f16>(out, total_weight, inp, target, weight, reduction, ignore_index, n, c, s),
-        DType::BF16 => nll_fwd::<bf16>(out, total_weight, inp, target, weight, reduction, ignore_index, n, c, s),
-        d => Err(KernelError::UnsupportedDtype { op: "nll_loss_out_frame", dtype: d }),
+        DType::F32 => nll_fwd::<f32>(
+            out,
+            total_weight,
+            inp,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            n,
+            c,
+            s,
+        ),
+        DType::F64 => nll_fwd::<f64>(
+            out,
+            total_weight,
+            inp,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            n,
+            c,
+            s,
+        ),
+        DType::F16 => nll_fwd::<f16>(
+            out,
+            total_weight,
+            inp,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            n,
+            c,
+            s,
+        ),
+        DType::BF16 => nll_fwd::<bf16>(
+            out,
+            total_weight,
+            inp,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            n,
+            c,
+            s,
+        ),
+        d => Err(KernelError::UnsupportedDtype {
+            op: "nll_loss_out_frame",
+            dtype: d,
+        }),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn nll_fwd<T: FloatElem>(out: &Strided, tw: &Strided, inp: &Strided, target: &Strided, weight: Option<&Strided>, reduction: i64, ignore: i64, n: usize, c: usize, s: usize) -> Result<(), KernelError> {
+fn nll_fwd<T: FloatElem>(
+    out: &Strided,
+    tw: &Strided,
+    inp: &Strided,
+    target: &Strided,
+    weight: Option<&Strided>,
+    reduction: i64,
+    ignore: i64,
+    n: usize,
+    c: usize,
+    s: usize,
+) -> Result<(), KernelError> {
     let x = P(inp.ptr as usize);
     let sample = |i: usize| -> Result<(f64, f64), KernelError> {
         let t = read_target(target, i);
@@ -605,10 +792,16 @@ fn nll_fwd<T: FloatElem>(out: &Strided, tw: &Strided, inp: &Strided, target: &St
         let (ni, si) = (i / s, i % s);
         let w = weight_at::<T>(weight, t);
         // SAFETY: (ni, t, si) is inside the contiguous input.
-        let v = unsafe { (*(x.0 as *const T).add(ni * c * s + t as usize * s + si)).widen().to_f64() };
+        let v = unsafe {
+            (*(x.0 as *const T).add(ni * c * s + t as usize * s + si))
+                .widen()
+                .to_f64()
+        };
         Ok((-v * w, w))
     };
-    let put = |v: &Strided, off: isize, val: f64| unsafe { *(v.ptr as *mut T).offset(off) = T::from_f64(val) };
+    let put = |v: &Strided, off: isize, val: f64| unsafe {
+        *(v.ptr as *mut T).offset(off) = T::from_f64(val)
+    };
     if reduction == REDUCTION_NONE {
         let m = n * s;
         let o = P(out.ptr as usize);
@@ -647,20 +840,86 @@ fn nll_fwd<T: FloatElem>(out: &Strided, tw: &Strided, inp: &Strided, target: &St
 /// `nll_loss_backward` / `nll_loss2d_backward` into a contiguous
 /// `grad_input` of the input's shape (zeroed here).
 #[allow(clippy::too_many_arguments)]
-pub fn nll_loss_backward(grad_input: &Strided, grad_out: &Strided, target: &Strided, weight: Option<&Strided>, reduction: i64, ignore_index: i64, total_weight: &Strided) -> Result<(), KernelError> {
+pub fn nll_loss_backward(
+    grad_input: &Strided,
+    grad_out: &Strided,
+    target: &Strided,
+    weight: Option<&Strided>,
+    reduction: i64,
+    ignore_index: i64,
+    total_weight: &Strided,
+) -> Result<(), KernelError> {
     let (n, c, s) = nll_geometry(grad_input, target)?;
     copy::fill(grad_input, 0.0, 0, true)?;
     match grad_input.dtype {
-        DType::F32 => nll_bwd::<f32>(grad_input, grad_out, target, weight, reduction, ignore_index, total_weight, n, c, s),
-        DType::F64 => nll_bwd::<f64>(grad_input, grad_out, target, weight, reduction, ignore_index, total_weight, n, c, s),
-        DType::F16 => nll_bwd::<f16>(grad_input, grad_out, target, weight, reduction, ignore_index, total_weight, n, c, s),
-        DType::BF16 => nll_bwd::<bf16>(grad_input, grad_out, target, weight, reduction, ignore_index, total_weight, n, c, s),
-        d => Err(KernelError::UnsupportedDtype { op: "nll_loss_backward_out_frame", dtype: d }),
+        DType::F32 => nll_bwd::<f32>(
+            grad_input,
+            grad_out,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            total_weight,
+            n,
+            c,
+            s,
+        ),
+        DType::F64 => nll_bwd::<f64>(
+            grad_input,
+            grad_out,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            total_weight,
+            n,
+            c,
+            s,
+        ),
+        DType::F16 => nll_bwd::<f16>(
+            grad_input,
+            grad_out,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            total_weight,
+            n,
+            c,
+            s,
+        ),
+        DType::BF16 => nll_bwd::<bf16>(
+            grad_input,
+            grad_out,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            total_weight,
+            n,
+            c,
+            s,
+        ),
+        d => Err(KernelError::UnsupportedDtype {
+            op: "nll_loss_backward_out_frame",
+            dtype: d,
+        }),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn nll_bwd<T: FloatElem>(gi: &Strided, g: &Strided, target: &Strided, weight: Option<&Strided>, reduction: i64, ignore: i64, tw: &Strided, n: usize, c: usize, s: usize) -> Result<(), KernelError> {
+fn nll_bwd<T: FloatElem>(
+    gi: &Strided,
+    g: &Strided,
+    target: &Strided,
+    weight: Option<&Strided>,
+    reduction: i64,
+    ignore: i64,
+    tw: &Strided,
+    n: usize,
+    c: usize,
+    s: usize,
+) -> Result<(), KernelError> {
     let m = n * s;
     let gp = P(g.ptr as usize);
     let gip = P(gi.ptr as usize);
@@ -669,16 +928,26 @@ fn nll_bwd<T: FloatElem>(gi: &Strided, g: &Strided, target: &Strided, weight: Op
     let (gsz, gst) = (g.sizes.clone(), g.strides.clone());
     let none = reduction == REDUCTION_NONE;
     if !none && g.numel() != 1 {
-        return Err(KernelError::ShapeMismatch(format!("foo: nll_loss_backward: grad_output of shape {:?} for a reduced loss", g.sizes)));
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo: nll_loss_backward: grad_output of shape {:?} for a reduced loss",
+            g.sizes
+        )));
     }
     if none && g.numel() != m {
-        return Err(KernelError::ShapeMismatch(format!("foo: nll_loss_backward: grad_output of shape {:?} for {m} samples", g.sizes)));
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo: nll_loss_backward: grad_output of shape {:?} for {m} samples",
+            g.sizes
+        )));
     }
     let grad_reduced = if none {
         T::Acc::ZERO
     } else {
         let gv = scalar(g);
-        let v = if reduction == REDUCTION_MEAN { gv / scalar(tw) } else { gv };
+        let v = if reduction == REDUCTION_MEAN {
+            gv / scalar(tw)
+        } else {
+            gv
+        };
         T::Acc::ZERO - v
     };
     let chunk = GRAIN_SIZE;
@@ -726,35 +995,59 @@ fn nll_bwd<T: FloatElem>(gi: &Strided, g: &Strided, target: &Strided, weight: Op
 /// `mse_loss`: `out` = (a - b)^2 over the broadcast shape `out.sizes`
 /// (reduction none) or its mean / sum into a 0-d `out`. `shape` is the
 /// broadcast shape of `a` and `b`.
-pub fn mse_loss(out: &Strided, a: &Strided, b: &Strided, shape: &[usize], reduction: i64) -> Result<(), KernelError> {
+pub fn mse_loss(
+    out: &Strided,
+    a: &Strided,
+    b: &Strided,
+    shape: &[usize],
+    reduction: i64,
+) -> Result<(), KernelError> {
     let sa = copy::broadcast_strides(a, shape)?;
     let sb = copy::broadcast_strides(b, shape)?;
     if a.dtype != b.dtype || out.dtype != a.dtype {
-        return Err(KernelError::InvalidArgument("foo: mse_loss: operands of different dtypes".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo: mse_loss: operands of different dtypes".into(),
+        ));
     }
     match a.dtype {
         DType::F32 => mse_fwd::<f32>(out, a, &sa, b, &sb, shape, reduction),
         DType::F64 => mse_fwd::<f64>(out, a, &sa, b, &sb, shape, reduction),
         DType::F16 => mse_fwd::<f16>(out, a, &sa, b, &sb, shape, reduction),
         DType::BF16 => mse_fwd::<bf16>(out, a, &sa, b, &sb, shape, reduction),
-        d => Err(KernelError::UnsupportedDtype { op: "mse_cpu", dtype: d }),
+        d => Err(KernelError::UnsupportedDtype {
+            op: "mse_cpu",
+            dtype: d,
+        }),
     }
 }
 
-fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, sb: &[isize], shape: &[usize], reduction: i64) -> Result<(), KernelError> {
+fn mse_fwd<T: FloatElem>(
+    out: &Strided,
+    a: &Strided,
+    sa: &[isize],
+    b: &Strided,
+    sb: &[isize],
+    shape: &[usize],
+    reduction: i64,
+) -> Result<(), KernelError> {
     let n: usize = shape.iter().product();
     let (pa, pb) = (P(a.ptr as usize), P(b.ptr as usize));
     // Each operation rounds to the element type, as CPU's kernel (in half
     // arithmetic for the half types; a no-op for float32 / float64).
     let sq = |oa: isize, ob: isize| -> T::Acc {
         // SAFETY: broadcast offsets inside a and b.
-        let d = unsafe { (*(pa.0 as *const T).offset(oa)).widen() - (*(pb.0 as *const T).offset(ob)).widen() };
+        let d = unsafe {
+            (*(pa.0 as *const T).offset(oa)).widen() - (*(pb.0 as *const T).offset(ob)).widen()
+        };
         let d = rnd::<T>(d);
         rnd::<T>(d * d)
     };
     if reduction == REDUCTION_NONE {
         if out.sizes != shape {
-            return Err(KernelError::ShapeMismatch(format!("foo: mse_loss output {:?} for shape {:?}", out.sizes, shape)));
+            return Err(KernelError::ShapeMismatch(format!(
+                "foo: mse_loss output {:?} for shape {:?}",
+                out.sizes, shape
+            )));
         }
         let po = P(out.ptr as usize);
         let chunk = GRAIN_SIZE;
@@ -774,7 +1067,14 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
         return Ok(());
     }
     // Pairwise over blocks; within a block, a walker.
-    fn go<T: FloatElem>(lo: usize, hi: usize, shape: &[usize], sa: &[isize], sb: &[isize], sq: &(impl Fn(isize, isize) -> T::Acc + Sync)) -> f64 {
+    fn go<T: FloatElem>(
+        lo: usize,
+        hi: usize,
+        shape: &[usize],
+        sa: &[isize],
+        sb: &[isize],
+        sq: &(impl Fn(isize, isize) -> T::Acc + Sync),
+    ) -> f64 {
         let n = hi - lo;
         if n <= LOSS_BLOCK {
             let mut acc = [0f64; 8];
@@ -796,14 +1096,24 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
         let (x, y) = if n >= par_min() {
-            parallel::join(|| go::<T>(lo, mid, shape, sa, sb, sq), || go::<T>(mid, hi, shape, sa, sb, sq))
+            parallel::join(
+                || go::<T>(lo, mid, shape, sa, sb, sq),
+                || go::<T>(mid, hi, shape, sa, sb, sq),
+            )
         } else {
-            (go::<T>(lo, mid, shape, sa, sb, sq), go::<T>(mid, hi, shape, sa, sb, sq))
+            (
+                go::<T>(lo, mid, shape, sa, sb, sq),
+                go::<T>(mid, hi, shape, sa, sb, sq),
+            )
         };
         x + y
     }
     let total = go::<T>(0, n, shape, sa, sb, &sq);
-    let v = if reduction == REDUCTION_MEAN { total / n as f64 } else { total };
+    let v = if reduction == REDUCTION_MEAN {
+        total / n as f64
+    } else {
+        total
+    };
     // SAFETY: a 0-d output.
     unsafe { *(out.ptr as *mut T) = T::from_f64(v) };
     Ok(())
@@ -811,14 +1121,42 @@ fn mse_fwd<T: FloatElem>(out: &Strided, a: &Strided, sa: &[isize], b: &Strided, 
 
 /// `mse_loss_backward`: `grad_input = norm * (a - b) * grad` over the
 /// broadcast shape of `grad_input`, `norm = 2 / a.numel()` for mean, else 2.
-pub fn mse_loss_backward(grad_input: &Strided, grad: &Strided, a: &Strided, b: &Strided, reduction: i64) -> Result<(), KernelError> {
+pub fn mse_loss_backward(
+    grad_input: &Strided,
+    grad: &Strided,
+    a: &Strided,
+    b: &Strided,
+    reduction: i64,
+) -> Result<(), KernelError> {
     let shape = grad_input.sizes.clone();
-    let (sg, sa, sb) = (copy::broadcast_strides(grad, &shape)?, copy::broadcast_strides(a, &shape)?, copy::broadcast_strides(b, &shape)?);
-    let norm = if reduction == REDUCTION_MEAN { 2.0 / a.numel() as f64 } else { 2.0 };
+    let (sg, sa, sb) = (
+        copy::broadcast_strides(grad, &shape)?,
+        copy::broadcast_strides(a, &shape)?,
+        copy::broadcast_strides(b, &shape)?,
+    );
+    let norm = if reduction == REDUCTION_MEAN {
+        2.0 / a.numel() as f64
+    } else {
+        2.0
+    };
     #[allow(clippy::too_many_arguments)]
-    fn go<T: FloatElem>(gi: &Strided, g: &Strided, sg: &[isize], a: &Strided, sa: &[isize], b: &Strided, sb: &[isize], norm: f64) {
+    fn go<T: FloatElem>(
+        gi: &Strided,
+        g: &Strided,
+        sg: &[isize],
+        a: &Strided,
+        sa: &[isize],
+        b: &Strided,
+        sb: &[isize],
+        norm: f64,
+    ) {
         let n = gi.numel();
-        let (po, pg, pa, pb) = (P(gi.ptr as usize), P(g.ptr as usize), P(a.ptr as usize), P(b.ptr as usize));
+        let (po, pg, pa, pb) = (
+            P(gi.ptr as usize),
+            P(g.ptr as usize),
+            P(a.ptr as usize),
+            P(b.ptr as usize),
+        );
         let norm = rnd::<T>(T::Acc::from_f64(norm));
         let chunk = GRAIN_SIZE;
         let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |k| {
@@ -829,7 +1167,10 @@ pub fn mse_loss_backward(grad_input: &Strided, grad: &Strided, a: &Strided, b: &
             for i in lo..hi {
                 // SAFETY: offsets from the views' broadcast strides.
                 unsafe {
-                    let d = rnd::<T>((*(pa.0 as *const T).offset(wi.off[0])).widen() - (*(pb.0 as *const T).offset(wi.off[1])).widen());
+                    let d = rnd::<T>(
+                        (*(pa.0 as *const T).offset(wi.off[0])).widen()
+                            - (*(pb.0 as *const T).offset(wi.off[1])).widen(),
+                    );
                     let gv = (*(pg.0 as *const T).offset(wo.off[1])).widen();
                     *(po.0 as *mut T).offset(wo.off[0]) = T::narrow(rnd::<T>(norm * d) * gv);
                 }
@@ -844,15 +1185,25 @@ pub fn mse_loss_backward(grad_input: &Strided, grad: &Strided, a: &Strided, b: &
     if grad_input.numel() == 0 {
         return Ok(());
     }
-    if [grad.dtype, a.dtype, b.dtype].iter().any(|&d| d != grad_input.dtype) {
-        return Err(KernelError::InvalidArgument("foo: mse_loss_backward: operands of different dtypes".into()));
+    if [grad.dtype, a.dtype, b.dtype]
+        .iter()
+        .any(|&d| d != grad_input.dtype)
+    {
+        return Err(KernelError::InvalidArgument(
+            "foo: mse_loss_backward: operands of different dtypes".into(),
+        ));
     }
     match grad_input.dtype {
         DType::F32 => go::<f32>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
         DType::F64 => go::<f64>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
         DType::F16 => go::<f16>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
         DType::BF16 => go::<bf16>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
-        d => return Err(KernelError::UnsupportedDtype { op: "mse_backward_cpu", dtype: d }),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "mse_backward_cpu",
+                dtype: d,
+            })
+        }
     }
     Ok(())
 }
@@ -862,7 +1213,13 @@ pub fn mse_loss_backward(grad_input: &Strided, grad: &Strided, a: &Strided, b: &
 /// int32, `out` `[num_weights, d]`). Rows of `padding_idx` stay zero; with
 /// `scale_grad_by_freq` each contribution is divided by its index's count.
 /// Each output row sums in index order, in float32 for the half types.
-pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided, padding_idx: i64, scale_grad_by_freq: bool) -> Result<(), KernelError> {
+pub fn embedding_dense_backward(
+    out: &Strided,
+    grad: &Strided,
+    indices: &Strided,
+    padding_idx: i64,
+    scale_grad_by_freq: bool,
+) -> Result<(), KernelError> {
     let nw = out.sizes.first().copied().unwrap_or(0);
     let d = out.sizes.get(1).copied().unwrap_or(0);
     let n = indices.numel();
@@ -870,7 +1227,9 @@ pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided
         return Err(KernelError::InvalidArgument("foo: embedding_dense_backward takes contiguous [n, d] grads and [num_weights, d] output".into()));
     }
     if grad.dtype != out.dtype {
-        return Err(KernelError::InvalidArgument("foo: embedding_dense_backward: grad and output dtypes differ".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo: embedding_dense_backward: grad and output dtypes differ".into(),
+        ));
     }
     let idx: Vec<i64> = (0..n)
         .map(|i| unsafe {
@@ -891,7 +1250,9 @@ pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided
     let mut counts = vec![0usize; nw + 1];
     for &v in &idx {
         if v < 0 || v as usize >= nw {
-            return Err(KernelError::InvalidArgument(format!("foo: embedding_dense_backward: index {v} out of range for {nw} weights")));
+            return Err(KernelError::InvalidArgument(format!(
+                "foo: embedding_dense_backward: index {v} out of range for {nw} weights"
+            )));
         }
         counts[v as usize + 1] += 1;
     }
@@ -905,20 +1266,37 @@ pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided
         next[v as usize] += 1;
     }
     #[allow(clippy::too_many_arguments)]
-    fn go<T: Scalar>(out: &Strided, grad: &Strided, d: usize, counts: &[usize], order: &[usize], padding: i64, scale: bool, half: bool) {
+    fn go<T: Scalar>(
+        out: &Strided,
+        grad: &Strided,
+        d: usize,
+        counts: &[usize],
+        order: &[usize],
+        padding: i64,
+        scale: bool,
+        half: bool,
+    ) {
         let (po, pg) = (P(out.ptr as usize), P(grad.ptr as usize));
         let nw = counts.len() - 1;
         let row = |w: usize| {
             let mut acc = vec![0f64; d];
             let members = &order[counts[w]..counts[w + 1]];
             if w as i64 != padding && !members.is_empty() {
-                let f = if scale { 1.0 / members.len() as f64 } else { 1.0 };
+                let f = if scale {
+                    1.0 / members.len() as f64
+                } else {
+                    1.0
+                };
                 for &i in members {
                     // SAFETY: row i of the contiguous grad.
                     let g = unsafe { std::slice::from_raw_parts((pg.0 as *const T).add(i * d), d) };
                     for (a, &v) in acc.iter_mut().zip(g) {
                         // Half types: float32 accumulation; others: their own type.
-                        *a = if half { ((*a as f32) + (v.to_f64() * f) as f32) as f64 } else { *a + v.to_f64() * f };
+                        *a = if half {
+                            ((*a as f32) + (v.to_f64() * f) as f32) as f64
+                        } else {
+                            *a + v.to_f64() * f
+                        };
                     }
                 }
             }
@@ -935,11 +1313,52 @@ pub fn embedding_dense_backward(out: &Strided, grad: &Strided, indices: &Strided
         }
     }
     match out.dtype {
-        DType::F32 => go::<f32>(out, grad, d, &counts, &order, padding_idx, scale_grad_by_freq, true),
-        DType::F64 => go::<f64>(out, grad, d, &counts, &order, padding_idx, scale_grad_by_freq, false),
-        DType::F16 => go::<f16>(out, grad, d, &counts, &order, padding_idx, scale_grad_by_freq, true),
-        DType::BF16 => go::<bf16>(out, grad, d, &counts, &order, padding_idx, scale_grad_by_freq, true),
-        dt => return Err(KernelError::UnsupportedDtype { op: "embedding_dense_backward", dtype: dt }),
+        DType::F32 => go::<f32>(
+            out,
+            grad,
+            d,
+            &counts,
+            &order,
+            padding_idx,
+            scale_grad_by_freq,
+            true,
+        ),
+        DType::F64 => go::<f64>(
+            out,
+            grad,
+            d,
+            &counts,
+            &order,
+            padding_idx,
+            scale_grad_by_freq,
+            false,
+        ),
+        DType::F16 => go::<f16>(
+            out,
+            grad,
+            d,
+            &counts,
+            &order,
+            padding_idx,
+            scale_grad_by_freq,
+            true,
+        ),
+        DType::BF16 => go::<bf16>(
+            out,
+            grad,
+            d,
+            &counts,
+            &order,
+            padding_idx,
+            scale_grad_by_freq,
+            true,
+        ),
+        dt => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "embedding_dense_backward",
+                dtype: dt,
+            })
+        }
     }
     Ok(())
 }

@@ -68,7 +68,12 @@ fn floating(op: &'static str, s: &Strided) -> Result<(), KernelError> {
 }
 
 /// A 1-d floating parameter of `n` elements, read into f64.
-pub(crate) fn read_vec(op: &'static str, what: &str, s: Option<&Strided>, n: usize) -> Result<Option<Vec<f64>>, KernelError> {
+pub(crate) fn read_vec(
+    op: &'static str,
+    what: &str,
+    s: Option<&Strided>,
+    n: usize,
+) -> Result<Option<Vec<f64>>, KernelError> {
     let Some(s) = s else { return Ok(None) };
     floating(op, s)?;
     if s.numel() != n || s.ndim() > 1 {
@@ -82,7 +87,12 @@ pub(crate) fn read_vec(op: &'static str, what: &str, s: Option<&Strided>, n: usi
 }
 
 /// Writes `v` into a 1-d floating view of `v.len()` elements.
-pub(crate) fn write_vec(op: &'static str, what: &str, s: Option<&Strided>, v: &[f64]) -> Result<(), KernelError> {
+pub(crate) fn write_vec(
+    op: &'static str,
+    what: &str,
+    s: Option<&Strided>,
+    v: &[f64],
+) -> Result<(), KernelError> {
     let Some(s) = s else { return Ok(()) };
     floating(op, s)?;
     if s.numel() != v.len() || s.ndim() > 1 {
@@ -121,7 +131,13 @@ macro_rules! dispatch_float {
 }
 pub(crate) use dispatch_float;
 
-fn check_dense(op: &str, what: &str, s: &Strided, numel: usize, dtype: DType) -> Result<(), KernelError> {
+fn check_dense(
+    op: &str,
+    what: &str,
+    s: &Strided,
+    numel: usize,
+    dtype: DType,
+) -> Result<(), KernelError> {
     if s.numel() != numel || !(s.numel() == 0 || s.is_contiguous()) || s.dtype != dtype {
         return Err(KernelError::InvalidArgument(format!(
             "foo: {op}: {what} must be a contiguous {} tensor of {numel} elements",
@@ -139,7 +155,17 @@ fn check_dense(op: &str, what: &str, s: &Strided, numel: usize, dtype: DType) ->
 /// * weight + bias`, with the row statistics written to `mean` and `rstd`
 /// (1-d, `m` elements; `rstd = 1 / sqrt(var + eps)`, biased variance).
 #[allow(clippy::too_many_arguments)]
-pub fn layer_norm(out: &Strided, mean: &Strided, rstd: &Strided, x: &Strided, weight: Option<&Strided>, bias: Option<&Strided>, m: usize, n: usize, eps: f64) -> Result<(), KernelError> {
+pub fn layer_norm(
+    out: &Strided,
+    mean: &Strided,
+    rstd: &Strided,
+    x: &Strided,
+    weight: Option<&Strided>,
+    bias: Option<&Strided>,
+    m: usize,
+    n: usize,
+    eps: f64,
+) -> Result<(), KernelError> {
     const OP: &str = "native_layer_norm";
     floating(OP, x)?;
     check_dense(OP, "input", x, m * n, x.dtype)?;
@@ -147,14 +173,30 @@ pub fn layer_norm(out: &Strided, mean: &Strided, rstd: &Strided, x: &Strided, we
     let w = read_vec(OP, "weight", weight, n)?;
     let b = read_vec(OP, "bias", bias, n)?;
     let (xp, op) = (P(x.ptr as usize), P(out.ptr as usize));
-    fn rows<T: Scalar>(xp: P, op: P, m: usize, n: usize, eps: f64, w: &Option<Vec<f64>>, b: &Option<Vec<f64>>) -> Vec<(f64, f64)> {
+    fn rows<T: Scalar>(
+        xp: P,
+        op: P,
+        m: usize,
+        n: usize,
+        eps: f64,
+        w: &Option<Vec<f64>>,
+        b: &Option<Vec<f64>>,
+    ) -> Vec<(f64, f64)> {
         each(m, m * n, |i| {
             // SAFETY: row i of contiguous [m, n] views.
             let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n) };
             let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * n), n) };
             // An empty row has mean 0 and rstd NaN (as on CPU).
-            let mu = if n == 0 { 0.0 } else { xs.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64 };
-            let var = if n == 0 { f64::NAN } else { xs.iter().map(|v| (v.to_f64() - mu).powi(2)).sum::<f64>() / n as f64 };
+            let mu = if n == 0 {
+                0.0
+            } else {
+                xs.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64
+            };
+            let var = if n == 0 {
+                f64::NAN
+            } else {
+                xs.iter().map(|v| (v.to_f64() - mu).powi(2)).sum::<f64>() / n as f64
+            };
             let r = 1.0 / (var.max(0.0) + eps).sqrt();
             for j in 0..n {
                 let mut y = (xs[j].to_f64() - mu) * r;
@@ -179,7 +221,18 @@ pub fn layer_norm(out: &Strided, mean: &Strided, rstd: &Strided, x: &Strided, we
 /// Gradients of [`layer_norm`]: `grad_input` (contiguous `[m, n]`),
 /// `grad_weight`, `grad_bias` (1-d, `n`) -- each only when given.
 #[allow(clippy::too_many_arguments)]
-pub fn layer_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&Strided>, grad_bias: Option<&Strided>, dy: &Strided, x: &Strided, mean: &Strided, rstd: &Strided, weight: Option<&Strided>, m: usize, n: usize) -> Result<(), KernelError> {
+pub fn layer_norm_backward(
+    grad_input: Option<&Strided>,
+    grad_weight: Option<&Strided>,
+    grad_bias: Option<&Strided>,
+    dy: &Strided,
+    x: &Strided,
+    mean: &Strided,
+    rstd: &Strided,
+    weight: Option<&Strided>,
+    m: usize,
+    n: usize,
+) -> Result<(), KernelError> {
     const OP: &str = "native_layer_norm_backward";
     floating(OP, x)?;
     check_dense(OP, "input", x, m * n, x.dtype)?;
@@ -191,7 +244,17 @@ pub fn layer_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&St
     let rs = read_vec(OP, "rstd", Some(rstd), m)?.unwrap_or_default();
     let w = read_vec(OP, "weight", weight, n)?;
     let (xp, dyp) = (P(x.ptr as usize), P(dy.ptr as usize));
-    fn grads<T: Scalar>(gi: Option<P>, xp: P, dyp: P, m: usize, n: usize, mu: &[f64], rs: &[f64], w: &Option<Vec<f64>>, need_wb: bool) -> (Vec<f64>, Vec<f64>) {
+    fn grads<T: Scalar>(
+        gi: Option<P>,
+        xp: P,
+        dyp: P,
+        m: usize,
+        n: usize,
+        mu: &[f64],
+        rs: &[f64],
+        w: &Option<Vec<f64>>,
+        need_wb: bool,
+    ) -> (Vec<f64>, Vec<f64>) {
         let row = |i: usize| unsafe {
             // SAFETY: row i of contiguous [m, n] views.
             (
@@ -300,11 +363,26 @@ fn channel(s: &Strided, c: usize, mut f: impl FnMut(isize)) {
 /// running statistics updated in place (`momentum`, unbiased variance);
 /// otherwise the running statistics normalize.
 #[allow(clippy::too_many_arguments)]
-pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Option<&Strided>, x: &Strided, weight: Option<&Strided>, bias: Option<&Strided>, running_mean: Option<&Strided>, running_var: Option<&Strided>, training: bool, momentum: f64, eps: f64) -> Result<(), KernelError> {
+pub fn batch_norm(
+    out: &Strided,
+    save_mean: Option<&Strided>,
+    save_invstd: Option<&Strided>,
+    x: &Strided,
+    weight: Option<&Strided>,
+    bias: Option<&Strided>,
+    running_mean: Option<&Strided>,
+    running_var: Option<&Strided>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<(), KernelError> {
     const OP: &str = "batch_norm";
     floating(OP, x)?;
     if x.ndim() != 3 {
-        return Err(KernelError::InvalidArgument(format!("foo: {OP}: expected a 3-d view, got {:?}", x.sizes)));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {OP}: expected a 3-d view, got {:?}",
+            x.sizes
+        )));
     }
     bn_geometry(OP, "output", out, x)?;
     let c = x.sizes[1];
@@ -327,7 +405,11 @@ pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Optio
             let mean = s / cnt as f64;
             let mut v = 0.0;
             channel(x, ch, |o| v += (ld(x, o) - mean).powi(2));
-            let invstd = if cnt == 0 { 0.0 } else { 1.0 / (v / cnt as f64 + eps).sqrt() };
+            let invstd = if cnt == 0 {
+                0.0
+            } else {
+                1.0 / (v / cnt as f64 + eps).sqrt()
+            };
             (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
         } else {
             let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
@@ -340,8 +422,12 @@ pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Optio
         let (nb, ns) = (x.sizes[0], x.sizes[2]);
         for bi in 0..nb {
             for k in 0..ns {
-                let xi = bi as isize * xo.strides[0] + ch as isize * xo.strides[1] + k as isize * xo.strides[2];
-                let oi = bi as isize * oo.strides[0] + ch as isize * oo.strides[1] + k as isize * oo.strides[2];
+                let xi = bi as isize * xo.strides[0]
+                    + ch as isize * xo.strides[1]
+                    + k as isize * xo.strides[2];
+                let oi = bi as isize * oo.strides[0]
+                    + ch as isize * oo.strides[1]
+                    + k as isize * oo.strides[2];
                 st(&oo, oi, ld(&xo, xi) * alpha + beta);
             }
         }
@@ -353,7 +439,11 @@ pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Optio
         write_vec(OP, "save_mean", save_mean, &mean)?;
         write_vec(OP, "save_invstd", save_invstd, &invstd)?;
         if let Some(rm) = rm {
-            let v: Vec<f64> = rm.iter().zip(&mean).map(|(r, m)| momentum * m + (1.0 - momentum) * r).collect();
+            let v: Vec<f64> = rm
+                .iter()
+                .zip(&mean)
+                .map(|(r, m)| momentum * m + (1.0 - momentum) * r)
+                .collect();
             write_vec(OP, "running_mean", running_mean, &v)?;
         }
         if let Some(rv) = rv {
@@ -372,11 +462,27 @@ pub fn batch_norm(out: &Strided, save_mean: Option<&Strided>, save_invstd: Optio
 /// view like `x`), weight and bias (1-d), each only when given. `train`:
 /// the saved batch statistics were used; else the running ones.
 #[allow(clippy::too_many_arguments)]
-pub fn batch_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&Strided>, grad_bias: Option<&Strided>, dy: &Strided, x: &Strided, weight: Option<&Strided>, running_mean: Option<&Strided>, running_var: Option<&Strided>, save_mean: Option<&Strided>, save_invstd: Option<&Strided>, train: bool, eps: f64) -> Result<(), KernelError> {
+pub fn batch_norm_backward(
+    grad_input: Option<&Strided>,
+    grad_weight: Option<&Strided>,
+    grad_bias: Option<&Strided>,
+    dy: &Strided,
+    x: &Strided,
+    weight: Option<&Strided>,
+    running_mean: Option<&Strided>,
+    running_var: Option<&Strided>,
+    save_mean: Option<&Strided>,
+    save_invstd: Option<&Strided>,
+    train: bool,
+    eps: f64,
+) -> Result<(), KernelError> {
     const OP: &str = "batch_norm_backward";
     floating(OP, x)?;
     if x.ndim() != 3 {
-        return Err(KernelError::InvalidArgument(format!("foo: {OP}: expected a 3-d view, got {:?}", x.sizes)));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {OP}: expected a 3-d view, got {:?}",
+            x.sizes
+        )));
     }
     bn_geometry(OP, "grad_output", dy, x)?;
     if let Some(gi) = grad_input {
@@ -411,7 +517,9 @@ pub fn batch_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&St
     let sums = each(c, x.numel(), |ch| {
         let (mu, is) = (mean[ch], invstd[ch]);
         let (nb, ns) = (x.sizes[0], x.sizes[2]);
-        let off = |s: &Strided, bi: usize, k: usize| bi as isize * s.strides[0] + ch as isize * s.strides[1] + k as isize * s.strides[2];
+        let off = |s: &Strided, bi: usize, k: usize| {
+            bi as isize * s.strides[0] + ch as isize * s.strides[1] + k as isize * s.strides[2]
+        };
         let (mut sum, mut dot) = (0.0f64, 0.0f64);
         for bi in 0..nb {
             for k in 0..ns {
@@ -422,12 +530,20 @@ pub fn batch_norm_backward(grad_input: Option<&Strided>, grad_weight: Option<&St
         }
         if let Some(gi) = grad_input {
             let wc = w.as_ref().map_or(1.0, |w| w[ch]);
-            let kk = if cnt == 0 { 0.0 } else { dot * is * is / cnt as f64 };
+            let kk = if cnt == 0 {
+                0.0
+            } else {
+                dot * is * is / cnt as f64
+            };
             let gm = if cnt == 0 { 0.0 } else { sum / cnt as f64 };
             for bi in 0..nb {
                 for k in 0..ns {
                     let d = ld(dy, off(dy, bi, k));
-                    let v = if train { (d - gm - (ld(x, off(x, bi, k)) - mu) * kk) * is * wc } else { d * is * wc };
+                    let v = if train {
+                        (d - gm - (ld(x, off(x, bi, k)) - mu) * kk) * is * wc
+                    } else {
+                        d * is * wc
+                    };
                     st(gi, off(gi, bi, k), v);
                 }
             }
@@ -455,7 +571,18 @@ mod tests {
         let mut out = vec![0f32; 8];
         let (mut mean, mut rstd) = (vec![0f32; 2], vec![0f32; 2]);
         let mut w = vec![2.0f32; 4];
-        layer_norm(&view(&mut out, &[2, 4]), &view(&mut mean, &[2]), &view(&mut rstd, &[2]), &view(&mut x, &[2, 4]), Some(&view(&mut w, &[4])), None, 2, 4, 0.0).unwrap();
+        layer_norm(
+            &view(&mut out, &[2, 4]),
+            &view(&mut mean, &[2]),
+            &view(&mut rstd, &[2]),
+            &view(&mut x, &[2, 4]),
+            Some(&view(&mut w, &[4])),
+            None,
+            2,
+            4,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(mean, vec![2.5, 0.0]);
         let r = 1.0 / 1.25f32.sqrt();
         assert!((rstd[0] - r).abs() < 1e-6);
@@ -466,13 +593,29 @@ mod tests {
     #[test]
     fn layer_norm_independent_of_threads() {
         let (m, n) = (600, 512); // above par_min(): rows split over threads
-        let mut x: Vec<f32> = (0..m * n).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
+        let mut x: Vec<f32> = (0..m * n)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0)
+            .collect();
         let run = |x: &mut Vec<f32>| {
             let (mut out, mut mean, mut rstd) = (vec![0f32; m * n], vec![0f32; m], vec![0f32; m]);
-            layer_norm(&view(&mut out, &[m, n]), &view(&mut mean, &[m]), &view(&mut rstd, &[m]), &view(x, &[m, n]), None, None, m, n, 1e-5).unwrap();
+            layer_norm(
+                &view(&mut out, &[m, n]),
+                &view(&mut mean, &[m]),
+                &view(&mut rstd, &[m]),
+                &view(x, &[m, n]),
+                None,
+                None,
+                m,
+                n,
+                1e-5,
+            )
+            .unwrap();
             (out, mean, rstd)
         };
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
         let a = one.install(|| crate::kernels::parallel::with_threads(1, || run(&mut x)));
         let b = run(&mut x);
         assert_eq!(a, b);
@@ -485,7 +628,20 @@ mod tests {
         let mut out = vec![0f32; 4];
         let (mut rm, mut rv) = (vec![0f32], vec![1f32]);
         let (mut sm, mut si) = (vec![0f32], vec![0f32]);
-        batch_norm(&view(&mut out, &[2, 1, 2]), Some(&view(&mut sm, &[1])), Some(&view(&mut si, &[1])), &view(&mut x, &[2, 1, 2]), None, None, Some(&view(&mut rm, &[1])), Some(&view(&mut rv, &[1])), true, 0.1, 0.0).unwrap();
+        batch_norm(
+            &view(&mut out, &[2, 1, 2]),
+            Some(&view(&mut sm, &[1])),
+            Some(&view(&mut si, &[1])),
+            &view(&mut x, &[2, 1, 2]),
+            None,
+            None,
+            Some(&view(&mut rm, &[1])),
+            Some(&view(&mut rv, &[1])),
+            true,
+            0.1,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(sm[0], 4.0);
         assert!((si[0] - 1.0 / 5f32.sqrt()).abs() < 1e-6);
         assert!((rm[0] - 0.4).abs() < 1e-6);
@@ -501,7 +657,21 @@ mod tests {
         let mut dy = vec![1.0f32; 4];
         let (mut m, mut s) = (vec![2.5f32], vec![1.0f32]);
         let (mut gw, mut gb, mut gi) = (vec![0f32], vec![0f32], vec![9f32; 4]);
-        batch_norm_backward(Some(&view(&mut gi, &[4, 1, 1])), Some(&view(&mut gw, &[1])), Some(&view(&mut gb, &[1])), &view(&mut dy, &[4, 1, 1]), &view(&mut x, &[4, 1, 1]), None, None, None, Some(&view(&mut m, &[1])), Some(&view(&mut s, &[1])), true, 0.0).unwrap();
+        batch_norm_backward(
+            Some(&view(&mut gi, &[4, 1, 1])),
+            Some(&view(&mut gw, &[1])),
+            Some(&view(&mut gb, &[1])),
+            &view(&mut dy, &[4, 1, 1]),
+            &view(&mut x, &[4, 1, 1]),
+            None,
+            None,
+            None,
+            Some(&view(&mut m, &[1])),
+            Some(&view(&mut s, &[1])),
+            true,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(gb[0], 4.0);
         assert_eq!(gw[0], 0.0);
         assert_eq!(gi, vec![0.0; 4]);

@@ -128,7 +128,10 @@ pub fn num_threads() -> usize {
 pub fn spin_time() -> Duration {
     static V: OnceLock<u64> = OnceLock::new();
     let us = *V.get_or_init(|| {
-        std::env::var("FOO_RS_SPIN_US").ok().and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(200)
+        std::env::var("FOO_RS_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(200)
     });
     Duration::from_micros(us)
 }
@@ -265,7 +268,8 @@ pub fn parallel_for(ntasks: usize, f: impl Fn(usize) + Sync) {
     }
     let fref: &TaskFn = &f;
     // SAFETY: a fat pointer is two words; it is read back only while `f` lives.
-    let words: [usize; 2] = unsafe { std::mem::transmute::<*const TaskFn, [usize; 2]>(fref as *const TaskFn) };
+    let words: [usize; 2] =
+        unsafe { std::mem::transmute::<*const TaskFn, [usize; 2]>(fref as *const TaskFn) };
     p.func[0].store(words[0], Release);
     p.func[1].store(words[1], Release);
     p.ntasks.store(ntasks, Release);
@@ -301,7 +305,10 @@ pub fn parallel_for(ntasks: usize, f: impl Fn(usize) + Sync) {
 /// [`parallel_for`] for fallible tasks: every task runs; the error of the
 /// lowest-numbered failing task is returned (deterministic whatever the
 /// thread count).
-pub fn try_parallel_for<E: Send>(ntasks: usize, f: impl Fn(usize) -> Result<(), E> + Sync) -> Result<(), E> {
+pub fn try_parallel_for<E: Send>(
+    ntasks: usize,
+    f: impl Fn(usize) -> Result<(), E> + Sync,
+) -> Result<(), E> {
     let first: Mutex<Option<(usize, E)>> = Mutex::new(None);
     let failed = AtomicU64::new(u64::MAX);
     parallel_for(ntasks, |t| {
@@ -327,15 +334,23 @@ pub fn try_parallel_for<E: Send>(ntasks: usize, f: impl Fn(usize) -> Result<(), 
 pub fn for_range(n: usize, min_len: usize, f: impl Fn(usize) + Sync) {
     let tasks = n.div_ceil(min_len.max(1)).min(num_threads() * 4).max(1);
     let chunk = n.div_ceil(tasks).max(1);
-    parallel_for(n.div_ceil(chunk), |t| (t * chunk..((t + 1) * chunk).min(n)).for_each(&f));
+    parallel_for(n.div_ceil(chunk), |t| {
+        (t * chunk..((t + 1) * chunk).min(n)).for_each(&f)
+    });
 }
 
 /// [`for_range`] for fallible work: the error of the lowest failing index's
 /// task is returned.
-pub fn try_for_range<E: Send>(n: usize, min_len: usize, f: impl Fn(usize) -> Result<(), E> + Sync) -> Result<(), E> {
+pub fn try_for_range<E: Send>(
+    n: usize,
+    min_len: usize,
+    f: impl Fn(usize) -> Result<(), E> + Sync,
+) -> Result<(), E> {
     let tasks = n.div_ceil(min_len.max(1)).min(num_threads() * 4).max(1);
     let chunk = n.div_ceil(tasks).max(1);
-    try_parallel_for(n.div_ceil(chunk), |t| (t * chunk..((t + 1) * chunk).min(n)).try_for_each(&f))
+    try_parallel_for(n.div_ceil(chunk), |t| {
+        (t * chunk..((t + 1) * chunk).min(n)).try_for_each(&f)
+    })
 }
 
 /// `(0..n).map(f).collect()`, computed on the pool.
@@ -350,7 +365,9 @@ pub fn collect<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
         // SAFETY: `i < n` and no other task writes slot `i`.
         unsafe { *s.0.add(i) = Some(f(i)) };
     });
-    v.into_iter().map(|x| x.expect("collect: every index ran")).collect()
+    v.into_iter()
+        .map(|x| x.expect("collect: every index ran"))
+        .collect()
 }
 
 /// `rayon::join` on this pool: `a` and `b` on two threads when the pool is
@@ -358,7 +375,10 @@ pub fn collect<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
 /// runs its top split in parallel). With more than two threads the work goes
 /// to rayon, whose work stealing splits deeper levels too. The results are
 /// the same either way.
-pub fn join<RA: Send, RB: Send>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB + Send) -> (RA, RB) {
+pub fn join<RA: Send, RB: Send>(
+    a: impl FnOnce() -> RA + Send,
+    b: impl FnOnce() -> RB + Send,
+) -> (RA, RB) {
     let threads = num_threads();
     if threads > 2 {
         return rayon::join(a, b);
@@ -381,8 +401,14 @@ pub fn join<RA: Send, RB: Send>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() 
             }
         }
     });
-    let ra = ra.into_inner().unwrap_or_else(|e| e.into_inner()).expect("join: first task ran");
-    let rb = rb.into_inner().unwrap_or_else(|e| e.into_inner()).expect("join: second task ran");
+    let ra = ra
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .expect("join: first task ran");
+    let rb = rb
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .expect("join: second task ran");
     (ra, rb)
 }
 

@@ -49,7 +49,12 @@ fn box_muller_f64(u1: f64, u2: f64) -> (f64, f64) {
 #[inline(always)]
 fn block_values_f32(ph: &Philox, b: u64, dist: Distribution) -> [f32; 4] {
     let w = ph.block(b);
-    let u = [uniform_f32(w[0]), uniform_f32(w[1]), uniform_f32(w[2]), uniform_f32(w[3])];
+    let u = [
+        uniform_f32(w[0]),
+        uniform_f32(w[1]),
+        uniform_f32(w[2]),
+        uniform_f32(w[3]),
+    ];
     match dist {
         Distribution::Normal { mean, std } => {
             let (a, c) = box_muller_f32(u[0], u[1]);
@@ -103,7 +108,17 @@ impl Draw for f64 {
     }
 }
 
-fn fill_range<T: Draw>(p: usize, sizes: &[usize], strides: &[isize], dense: bool, ph: &Philox, offset: u64, start: usize, len: usize, dist: Distribution) {
+fn fill_range<T: Draw>(
+    p: usize,
+    sizes: &[usize],
+    strides: &[isize],
+    dense: bool,
+    ph: &Philox,
+    offset: u64,
+    start: usize,
+    len: usize,
+    dist: Distribution,
+) {
     if dense {
         // SAFETY: a dense view; [start, start+len) is inside it.
         let out = unsafe { std::slice::from_raw_parts_mut((p as *mut T).add(start), len) };
@@ -131,14 +146,29 @@ fn run<T: Draw>(dst: &Strided, seed: u64, offset: u64, dist: Distribution) {
     } else {
         super::parallel::parallel_for(n.div_ceil(chunk), |c| {
             let start = c * chunk;
-            fill_range::<T>(p, &dst.sizes, &dst.strides, dense, &ph, offset, start, chunk.min(n - start), dist);
+            fill_range::<T>(
+                p,
+                &dst.sizes,
+                &dst.strides,
+                dense,
+                &ph,
+                offset,
+                start,
+                chunk.min(n - start),
+                dist,
+            );
         });
     }
 }
 
 /// Fills `dst` from `dist` using the Philox stream (`seed`, first block `offset`).
 /// Floating dtypes only (as torch's normal_/uniform_).
-pub fn fill_random(dst: &Strided, seed: u64, offset: u64, dist: Distribution) -> Result<(), KernelError> {
+pub fn fill_random(
+    dst: &Strided,
+    seed: u64,
+    offset: u64,
+    dist: Distribution,
+) -> Result<(), KernelError> {
     let op = match dist {
         Distribution::Normal { .. } => "normal_",
         Distribution::Uniform { .. } => "uniform_",
@@ -163,7 +193,16 @@ mod tests {
     fn normal(n: usize, seed: u64, offset: u64) -> Vec<f32> {
         let mut v = vec![0f32; n];
         let d = Strided::contiguous(v.as_mut_ptr() as *mut u8, DType::F32, &[n]);
-        fill_random(&d, seed, offset, Distribution::Normal { mean: 0.0, std: 1.0 }).unwrap();
+        fill_random(
+            &d,
+            seed,
+            offset,
+            Distribution::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
+        )
+        .unwrap();
         v
     }
 
@@ -189,7 +228,10 @@ mod tests {
 
     #[test]
     fn thread_count_does_not_matter() {
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
         let a = one.install(|| crate::kernels::parallel::with_threads(1, || normal(100_003, 9, 3)));
         let b = normal(100_003, 9, 3);
         assert_eq!(a, b);
@@ -199,7 +241,16 @@ mod tests {
     fn uniform_range_and_strided() {
         let mut v = vec![-100f64; 1000];
         let d = Strided::new(v.as_mut_ptr() as *mut u8, DType::F64, vec![500], vec![2]);
-        fill_random(&d, 3, 0, Distribution::Uniform { from: -2.0, to: 3.0 }).unwrap();
+        fill_random(
+            &d,
+            3,
+            0,
+            Distribution::Uniform {
+                from: -2.0,
+                to: 3.0,
+            },
+        )
+        .unwrap();
         for (i, &x) in v.iter().enumerate() {
             if i % 2 == 0 {
                 assert!((-2.0..3.0).contains(&x));

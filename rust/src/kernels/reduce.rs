@@ -38,10 +38,10 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::copy::{for_each_offset, Scalar};
+use super::parallel;
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
-use super::parallel;
 
 /// Independent accumulators per leaf of the inner layout.
 pub const LANES: usize = 32;
@@ -70,7 +70,11 @@ pub fn par_min() -> usize {
 
 /// A positive integer from the environment, or `default`.
 pub(crate) fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&v| v > 0).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(default)
 }
 /// The most dimensions a reduction takes after coalescing.
 const MAX_DIMS: usize = 25;
@@ -80,7 +84,17 @@ const MAX_DIMS: usize = 25;
 // ---------------------------------------------------------------------------
 
 /// A float accumulator (f32 or f64).
-pub trait AccF: Copy + Send + Sync + PartialOrd + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Div<Output = Self> + 'static {
+pub trait AccF:
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Div<Output = Self>
+    + 'static
+{
     const ZERO: Self;
     const ONE: Self;
     const INF: Self;
@@ -276,7 +290,10 @@ pub struct SumF<T, const NAN: bool> {
 }
 impl<T, const NAN: bool> SumF<T, NAN> {
     pub fn new(mean: bool) -> Self {
-        SumF { mean, _t: std::marker::PhantomData }
+        SumF {
+            mean,
+            _t: std::marker::PhantomData,
+        }
     }
 }
 impl<T: FloatElem, const NAN: bool> Reducer for SumF<T, NAN> {
@@ -434,7 +451,8 @@ impl<T: Extremum, const MAX: bool, const VALUES: bool> Reducer for ArgExtreme<T,
         if b.1 < 0 {
             return a;
         }
-        let tie = (a.0.nan() && b.0.nan()) || (!a.0.gt(b.0) && !a.0.lt(b.0) && !a.0.nan() && !b.0.nan());
+        let tie =
+            (a.0.nan() && b.0.nan()) || (!a.0.gt(b.0) && !a.0.lt(b.0) && !a.0.nan() && !b.0.nan());
         if Self::better(a.0, b.0) || (tie && b.1 < a.1) {
             b
         } else {
@@ -459,7 +477,11 @@ impl<T: Scalar, O: Scalar, const ALL: bool> Reducer for Logical<T, O, ALL> {
     }
     #[inline(always)]
     fn step(&self, acc: bool, x: T, _: i64) -> bool {
-        let nz = if T::is_float() { x.to_f64() != 0.0 } else { x.to_i64() != 0 };
+        let nz = if T::is_float() {
+            x.to_f64() != 0.0
+        } else {
+            x.to_i64() != 0
+        };
         if ALL {
             acc & nz
         } else {
@@ -492,7 +514,11 @@ impl<T: Scalar> Reducer for CountNonzero<T> {
     }
     #[inline(always)]
     fn step(&self, acc: i64, x: T, _: i64) -> i64 {
-        let nz = if T::is_float() { x.to_f64() != 0.0 } else { x.to_i64() != 0 };
+        let nz = if T::is_float() {
+            x.to_f64() != 0.0
+        } else {
+            x.to_i64() != 0
+        };
         acc + nz as i64
     }
     #[inline(always)]
@@ -520,7 +546,11 @@ pub struct VarStd<T> {
 }
 impl<T> VarStd<T> {
     pub fn new(correction: f64, sqrt: bool) -> Self {
-        VarStd { correction, sqrt, _t: std::marker::PhantomData }
+        VarStd {
+            correction,
+            sqrt,
+            _t: std::marker::PhantomData,
+        }
     }
 }
 impl<T: FloatElem> Reducer for VarStd<T> {
@@ -530,7 +560,11 @@ impl<T: FloatElem> Reducer for VarStd<T> {
     type Out2 = T;
     #[inline(always)]
     fn init(&self) -> Welford {
-        Welford { n: 0.0, mean: 0.0, m2: 0.0 }
+        Welford {
+            n: 0.0,
+            mean: 0.0,
+            m2: 0.0,
+        }
     }
     #[inline(always)]
     fn step(&self, a: Welford, x: T, _: i64) -> Welford {
@@ -538,7 +572,11 @@ impl<T: FloatElem> Reducer for VarStd<T> {
         let n = a.n + 1.0;
         let d = x - a.mean;
         let mean = a.mean + d / n;
-        Welford { n, mean, m2: a.m2 + d * (x - mean) }
+        Welford {
+            n,
+            mean,
+            m2: a.m2 + d * (x - mean),
+        }
     }
     #[inline(always)]
     fn combine(&self, a: Welford, b: Welford) -> Welford {
@@ -551,10 +589,18 @@ impl<T: FloatElem> Reducer for VarStd<T> {
         let n = a.n + b.n;
         let d = b.mean - a.mean;
         let nb_over_n = b.n / n;
-        Welford { n, mean: a.mean + d * nb_over_n, m2: a.m2 + b.m2 + d * d * a.n * nb_over_n }
+        Welford {
+            n,
+            mean: a.mean + d * nb_over_n,
+            m2: a.m2 + b.m2 + d * d * a.n * nb_over_n,
+        }
     }
     fn finish(&self, a: Welford, _: usize) -> (T, T) {
-        let divisor = if a.n > self.correction { a.n - self.correction } else { 0.0 };
+        let divisor = if a.n > self.correction {
+            a.n - self.correction
+        } else {
+            0.0
+        };
         let var = a.m2 / divisor;
         let v = if self.sqrt { var.sqrt() } else { var };
         let mean = if a.n == 0.0 { f64::NAN } else { a.mean };
@@ -577,7 +623,10 @@ pub struct Norm<T, const KIND: u8> {
 }
 impl<T, const KIND: u8> Norm<T, KIND> {
     pub fn new(p: f64) -> Self {
-        Norm { p, _t: std::marker::PhantomData }
+        Norm {
+            p,
+            _t: std::marker::PhantomData,
+        }
     }
 }
 impl<T: FloatElem, const KIND: u8> Reducer for Norm<T, KIND> {
@@ -597,7 +646,13 @@ impl<T: FloatElem, const KIND: u8> Reducer for Norm<T, KIND> {
     fn step(&self, acc: T::Acc, x: T, _: i64) -> T::Acc {
         let v = x.widen();
         match KIND {
-            NORM_ZERO => acc + if v == T::Acc::ZERO { T::Acc::ZERO } else { T::Acc::ONE },
+            NORM_ZERO => {
+                acc + if v == T::Acc::ZERO {
+                    T::Acc::ZERO
+                } else {
+                    T::Acc::ONE
+                }
+            }
             NORM_ONE => acc + v.abs(),
             NORM_TWO => acc + v * v,
             NORM_INF | NORM_NEG_INF => self.combine(acc, v.abs()),
@@ -652,7 +707,12 @@ pub(crate) struct Walker3<'a> {
 impl<'a> Walker3<'a> {
     /// Positioned on row-major linear index `linear` (at most 25 dims).
     pub(crate) fn new(sizes: &'a [usize], strides: [&'a [isize]; 3], linear: usize) -> Walker3<'a> {
-        let mut w = Walker3 { sizes, strides, idx: [0; MAX_DIMS], off: [0; 3] };
+        let mut w = Walker3 {
+            sizes,
+            strides,
+            idx: [0; MAX_DIMS],
+            off: [0; 3],
+        };
         let mut rem = linear;
         for d in (0..sizes.len()).rev() {
             let s = sizes[d].max(1);
@@ -696,7 +756,9 @@ impl<'a> Walker3<'a> {
 fn coalesce_sets(sizes: &mut Vec<usize>, sets: &mut [Vec<isize>]) {
     let mut i = 0;
     while i + 1 < sizes.len() {
-        let nest = sets.iter().all(|s| s[i] == s[i + 1] * sizes[i + 1] as isize);
+        let nest = sets
+            .iter()
+            .all(|s| s[i] == s[i + 1] * sizes[i + 1] as isize);
         if nest {
             sizes[i] *= sizes[i + 1];
             sizes.remove(i + 1);
@@ -766,9 +828,20 @@ fn plan(out: &Strided, out2: Option<&Strided>, inp: &Strided) -> Result<Plan, Ke
     let [k_in, k_out, k_out2] = sets;
     let [r_in] = rst;
     if kept.len() > MAX_DIMS || rs.len() > MAX_DIMS {
-        return Err(KernelError::InvalidArgument("foo: too many dimensions for a reduction".into()));
+        return Err(KernelError::InvalidArgument(
+            "foo: too many dimensions for a reduction".into(),
+        ));
     }
-    Ok(Plan { kept, k_in, k_out, k_out2, red: rs, r_in, m, r })
+    Ok(Plan {
+        kept,
+        k_in,
+        k_out,
+        k_out2,
+        red: rs,
+        r_in,
+        m,
+        r,
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -781,12 +854,21 @@ struct Ptrs {
 /// Reduces `inp` into `out` (and `out2`, for reducers with a second output)
 /// with reducer `red`. `out` has the input's rank, with size 1 on every
 /// reduced dimension. The element types must match the reducer's.
-pub fn reduce<R: Reducer>(red: &R, out: &Strided, out2: Option<&Strided>, inp: &Strided) -> Result<(), KernelError> {
+pub fn reduce<R: Reducer>(
+    red: &R,
+    out: &Strided,
+    out2: Option<&Strided>,
+    inp: &Strided,
+) -> Result<(), KernelError> {
     let plan = plan(out, out2, inp)?;
     if plan.m == 0 {
         return Ok(());
     }
-    let ptrs = Ptrs { inp: inp.ptr as usize, out: out.ptr as usize, out2: out2.map_or(0, |o| o.ptr as usize) };
+    let ptrs = Ptrs {
+        inp: inp.ptr as usize,
+        out: out.ptr as usize,
+        out2: out2.map_or(0, |o| o.ptr as usize),
+    };
     let simd = crate_simd_level();
     if plan.r == 0 || plan.red.is_empty() {
         // Nothing to reduce over (or one element each): finish directly.
@@ -796,7 +878,11 @@ pub fn reduce<R: Reducer>(red: &R, out: &Strided, out2: Option<&Strided>, inp: &
                 red.init()
             } else {
                 // SAFETY: offset of this output's only input element.
-                red.step(red.init(), unsafe { *(ptrs.inp as *const R::In).offset(w.off[0]) }, 0)
+                red.step(
+                    red.init(),
+                    unsafe { *(ptrs.inp as *const R::In).offset(w.off[0]) },
+                    0,
+                )
             };
             write(red, acc, count, ptrs, w.off[1], w.off[2]);
         });
@@ -860,7 +946,14 @@ fn run_outputs(plan: &Plan, _p: Ptrs, f: impl Fn(&Walker3) + Sync) {
 
 /// Reduces elements `lo..hi` of the flat reduced space of one output whose
 /// input starts at byte address `base`.
-fn inner_tree<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usize, simd: u8) -> R::Acc {
+fn inner_tree<R: Reducer>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    lo: usize,
+    hi: usize,
+    simd: u8,
+) -> R::Acc {
     let n = hi - lo;
     if n <= BLOCK {
         return inner_leaf_dispatch(red, plan, base, lo, hi, simd);
@@ -868,14 +961,27 @@ fn inner_tree<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
     let blocks = n.div_ceil(BLOCK);
     let mid = lo + blocks.div_ceil(2) * BLOCK;
     let (a, b) = if n >= par_min() {
-        parallel::join(|| inner_tree(red, plan, base, lo, mid, simd), || inner_tree(red, plan, base, mid, hi, simd))
+        parallel::join(
+            || inner_tree(red, plan, base, lo, mid, simd),
+            || inner_tree(red, plan, base, mid, hi, simd),
+        )
     } else {
-        (inner_tree(red, plan, base, lo, mid, simd), inner_tree(red, plan, base, mid, hi, simd))
+        (
+            inner_tree(red, plan, base, lo, mid, simd),
+            inner_tree(red, plan, base, mid, hi, simd),
+        )
     };
     red.combine(a, b)
 }
 
-fn inner_leaf_dispatch<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usize, simd: u8) -> R::Acc {
+fn inner_leaf_dispatch<R: Reducer>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    lo: usize,
+    hi: usize,
+    simd: u8,
+) -> R::Acc {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: the level was detected on this CPU.
@@ -892,13 +998,25 @@ fn inner_leaf_dispatch<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize,
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn inner_leaf_avx512<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usize) -> R::Acc {
+unsafe fn inner_leaf_avx512<R: Reducer>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    lo: usize,
+    hi: usize,
+) -> R::Acc {
     inner_leaf(red, plan, base, lo, hi)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn inner_leaf_avx2<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usize) -> R::Acc {
+unsafe fn inner_leaf_avx2<R: Reducer>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    lo: usize,
+    hi: usize,
+) -> R::Acc {
     inner_leaf(red, plan, base, lo, hi)
 }
 
@@ -916,7 +1034,14 @@ fn fold_lanes<R: Reducer>(red: &R, mut acc: [R::Acc; LANES]) -> R::Acc {
 
 /// Accumulates `len` elements at `p` (stride `s`) into the lanes.
 #[inline(always)]
-unsafe fn lanes_run<R: Reducer>(red: &R, acc: &mut [R::Acc; LANES], p: *const R::In, s: isize, len: usize, idx0: i64) {
+unsafe fn lanes_run<R: Reducer>(
+    red: &R,
+    acc: &mut [R::Acc; LANES],
+    p: *const R::In,
+    s: isize,
+    len: usize,
+    idx0: i64,
+) {
     let mut i = 0;
     if s == 1 {
         while i + LANES <= len {
@@ -932,12 +1057,20 @@ unsafe fn lanes_run<R: Reducer>(red: &R, acc: &mut [R::Acc; LANES], p: *const R:
     } else {
         while i + LANES <= len {
             for j in 0..LANES {
-                acc[j] = red.step(acc[j], *p.offset((i + j) as isize * s), idx0 + (i + j) as i64);
+                acc[j] = red.step(
+                    acc[j],
+                    *p.offset((i + j) as isize * s),
+                    idx0 + (i + j) as i64,
+                );
             }
             i += LANES;
         }
         for j in 0..len - i {
-            acc[j] = red.step(acc[j], *p.offset((i + j) as isize * s), idx0 + (i + j) as i64);
+            acc[j] = red.step(
+                acc[j],
+                *p.offset((i + j) as isize * s),
+                idx0 + (i + j) as i64,
+            );
         }
     }
 }
@@ -986,7 +1119,16 @@ fn inner_leaf<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
         let col = pos % row_len;
         let len = (row_len - col).min(hi - pos);
         // SAFETY: as above.
-        unsafe { lanes_run(red, &mut acc, p0.offset(w.off[0] + col as isize * s), s, len, pos as i64) };
+        unsafe {
+            lanes_run(
+                red,
+                &mut acc,
+                p0.offset(w.off[0] + col as isize * s),
+                s,
+                len,
+                pos as i64,
+            )
+        };
         pos += len;
         if pos < hi {
             w.next();
@@ -1003,7 +1145,9 @@ fn reduce_outer<R: Reducer>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8) {
     // The kept dim with the smallest input stride is the vector dim. Narrow
     // vectors get narrow tiles (each output's result does not depend on the
     // tile width: outputs never mix).
-    let v = (0..plan.kept.len()).min_by_key(|&d| plan.k_in[d].unsigned_abs()).unwrap();
+    let v = (0..plan.kept.len())
+        .min_by_key(|&d| plan.k_in[d].unsigned_abs())
+        .unwrap();
     match plan.kept[v] {
         0..=16 => reduce_outer_w::<R, 16>(red, plan, ptrs, simd, v),
         17..=64 => reduce_outer_w::<R, 64>(red, plan, ptrs, simd, v),
@@ -1011,7 +1155,13 @@ fn reduce_outer<R: Reducer>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8) {
     }
 }
 
-fn reduce_outer_w<R: Reducer, const W: usize>(red: &R, plan: &Plan, ptrs: Ptrs, simd: u8, v: usize) {
+fn reduce_outer_w<R: Reducer, const W: usize>(
+    red: &R,
+    plan: &Plan,
+    ptrs: Ptrs,
+    simd: u8,
+    v: usize,
+) {
     let vlen = plan.kept[v];
     let (vs, vo, vo2) = (plan.k_in[v], plan.k_out[v], plan.k_out2[v]);
     let rest: Vec<usize> = (0..plan.kept.len()).filter(|&d| d != v).collect();
@@ -1046,7 +1196,16 @@ fn reduce_outer_w<R: Reducer, const W: usize>(red: &R, plan: &Plan, ptrs: Ptrs, 
 }
 
 #[allow(clippy::too_many_arguments)]
-fn outer_tree<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize, simd: u8) -> [R::Acc; W] {
+fn outer_tree<R: Reducer, const W: usize>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    vs: isize,
+    width: usize,
+    lo: usize,
+    hi: usize,
+    simd: u8,
+) -> [R::Acc; W] {
     let n = hi - lo;
     if n <= OUTER_LEAF {
         return outer_leaf_dispatch::<R, W>(red, plan, base, vs, width, lo, hi, simd);
@@ -1059,7 +1218,10 @@ fn outer_tree<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs:
             || outer_tree::<R, W>(red, plan, base, vs, width, mid, hi, simd),
         )
     } else {
-        (outer_tree::<R, W>(red, plan, base, vs, width, lo, mid, simd), outer_tree::<R, W>(red, plan, base, vs, width, mid, hi, simd))
+        (
+            outer_tree::<R, W>(red, plan, base, vs, width, lo, mid, simd),
+            outer_tree::<R, W>(red, plan, base, vs, width, mid, hi, simd),
+        )
     };
     for j in 0..width {
         a[j] = red.combine(a[j], b[j]);
@@ -1068,7 +1230,16 @@ fn outer_tree<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs:
 }
 
 #[allow(clippy::too_many_arguments)]
-fn outer_leaf_dispatch<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize, simd: u8) -> [R::Acc; W] {
+fn outer_leaf_dispatch<R: Reducer, const W: usize>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    vs: isize,
+    width: usize,
+    lo: usize,
+    hi: usize,
+    simd: u8,
+) -> [R::Acc; W] {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: the level was detected on this CPU.
@@ -1085,18 +1256,42 @@ fn outer_leaf_dispatch<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: u
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn outer_leaf_avx512<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; W] {
+unsafe fn outer_leaf_avx512<R: Reducer, const W: usize>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    vs: isize,
+    width: usize,
+    lo: usize,
+    hi: usize,
+) -> [R::Acc; W] {
     outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn outer_leaf_avx2<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; W] {
+unsafe fn outer_leaf_avx2<R: Reducer, const W: usize>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    vs: isize,
+    width: usize,
+    lo: usize,
+    hi: usize,
+) -> [R::Acc; W] {
     outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
 }
 
 #[inline(always)]
-fn outer_leaf<R: Reducer, const W: usize>(red: &R, plan: &Plan, base: usize, vs: isize, width: usize, lo: usize, hi: usize) -> [R::Acc; W] {
+fn outer_leaf<R: Reducer, const W: usize>(
+    red: &R,
+    plan: &Plan,
+    base: usize,
+    vs: isize,
+    width: usize,
+    lo: usize,
+    hi: usize,
+) -> [R::Acc; W] {
     let mut acc = [red.init(); W];
     let mut w = Walker3::new(&plan.red, [&plan.r_in, &[], &[]], lo);
     let p0 = base as *const R::In;
@@ -1143,7 +1338,10 @@ pub fn crate_simd_level() -> u8 {
     let mut level = 0u8;
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+        if is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+        {
             level = 1;
             if is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
@@ -1154,7 +1352,10 @@ pub fn crate_simd_level() -> u8 {
             }
         }
     }
-    if let Some(cap) = std::env::var("FOO_RS_REDUCE_SIMD").ok().and_then(|s| s.parse::<u8>().ok()) {
+    if let Some(cap) = std::env::var("FOO_RS_REDUCE_SIMD")
+        .ok()
+        .and_then(|s| s.parse::<u8>().ok())
+    {
         level = level.min(cap);
     }
     SIMD.store(level, std::sync::atomic::Ordering::Relaxed);
@@ -1192,9 +1393,14 @@ pub enum ReduceOp {
     Any,
     CountNonzero,
     /// `out` = var (std if `sqrt`), optional `out2` = mean.
-    Var { correction: f64, sqrt: bool },
+    Var {
+        correction: f64,
+        sqrt: bool,
+    },
     /// `linalg_vector_norm` of order `ord` (float inputs).
-    Norm { ord: f64 },
+    Norm {
+        ord: f64,
+    },
 }
 
 impl ReduceOp {
@@ -1234,7 +1440,12 @@ pub fn result_dtype(op: ReduceOp, dtype: DType) -> DType {
     }
 }
 
-fn check_dtypes(op: ReduceOp, out: &Strided, out2: Option<&Strided>, inp: &Strided) -> Result<(), KernelError> {
+fn check_dtypes(
+    op: ReduceOp,
+    out: &Strided,
+    out2: Option<&Strided>,
+    inp: &Strided,
+) -> Result<(), KernelError> {
     let want = result_dtype(op, inp.dtype);
     if out.dtype != want {
         return Err(KernelError::InvalidArgument(format!(
@@ -1255,10 +1466,12 @@ fn check_dtypes(op: ReduceOp, out: &Strided, out2: Option<&Strided>, inp: &Strid
             d.name(),
             o.dtype.name()
         ))),
-        (None, Some(_)) => Err(KernelError::InvalidArgument(format!("foo: {op:?} has one output"))),
-        (Some(_), None) if matches!(op, ReduceOp::MaxDim | ReduceOp::MinDim) => {
-            Err(KernelError::InvalidArgument("foo: max/min with dim need an indices output".into()))
-        }
+        (None, Some(_)) => Err(KernelError::InvalidArgument(format!(
+            "foo: {op:?} has one output"
+        ))),
+        (Some(_), None) if matches!(op, ReduceOp::MaxDim | ReduceOp::MinDim) => Err(
+            KernelError::InvalidArgument("foo: max/min with dim need an indices output".into()),
+        ),
         _ => Ok(()),
     }
 }
@@ -1282,7 +1495,12 @@ macro_rules! float_only {
                 type $T = bf16;
                 $body
             }
-            d => return Err(KernelError::UnsupportedDtype { op: $op.name(), dtype: d }),
+            d => {
+                return Err(KernelError::UnsupportedDtype {
+                    op: $op.name(),
+                    dtype: d,
+                })
+            }
         }
     };
 }
@@ -1290,7 +1508,12 @@ macro_rules! float_only {
 /// Runs reduction `op` of `inp` into `out` (keepdim shape, dtype
 /// [`result_dtype`]) and, for `MaxDim`/`MinDim` (indices) and `Var` (mean,
 /// optional), `out2`.
-pub fn reduce_op(op: ReduceOp, out: &Strided, out2: Option<&Strided>, inp: &Strided) -> Result<(), KernelError> {
+pub fn reduce_op(
+    op: ReduceOp,
+    out: &Strided,
+    out2: Option<&Strided>,
+    inp: &Strided,
+) -> Result<(), KernelError> {
     check_dtypes(op, out, out2, inp)?;
     let d = inp.dtype;
     match op {
@@ -1301,18 +1524,40 @@ pub fn reduce_op(op: ReduceOp, out: &Strided, out2: Option<&Strided>, inp: &Stri
                 reduce(&IntFold::<T, true>(Default::default()), out, None, inp)
             }
         }),
-        ReduceOp::NanSum if !d.is_floating() => crate::dispatch_dtype!(d, T => reduce(&IntFold::<T, false>(Default::default()), out, None, inp)),
-        ReduceOp::Sum => float_only!(op, d, T => reduce(&SumF::<T, false>::new(false), out, None, inp)),
-        ReduceOp::NanSum => float_only!(op, d, T => reduce(&SumF::<T, true>::new(false), out, None, inp)),
-        ReduceOp::Mean => float_only!(op, d, T => reduce(&SumF::<T, false>::new(true), out, None, inp)),
-        ReduceOp::Prod => float_only!(op, d, T => reduce(&ProdF::<T>(Default::default()), out, None, inp)),
-        ReduceOp::Max => crate::dispatch_dtype!(d, T => reduce(&Extreme::<T, true>(Default::default()), out, None, inp)),
-        ReduceOp::Min => crate::dispatch_dtype!(d, T => reduce(&Extreme::<T, false>(Default::default()), out, None, inp)),
+        ReduceOp::NanSum if !d.is_floating() => {
+            crate::dispatch_dtype!(d, T => reduce(&IntFold::<T, false>(Default::default()), out, None, inp))
+        }
+        ReduceOp::Sum => {
+            float_only!(op, d, T => reduce(&SumF::<T, false>::new(false), out, None, inp))
+        }
+        ReduceOp::NanSum => {
+            float_only!(op, d, T => reduce(&SumF::<T, true>::new(false), out, None, inp))
+        }
+        ReduceOp::Mean => {
+            float_only!(op, d, T => reduce(&SumF::<T, false>::new(true), out, None, inp))
+        }
+        ReduceOp::Prod => {
+            float_only!(op, d, T => reduce(&ProdF::<T>(Default::default()), out, None, inp))
+        }
+        ReduceOp::Max => {
+            crate::dispatch_dtype!(d, T => reduce(&Extreme::<T, true>(Default::default()), out, None, inp))
+        }
+        ReduceOp::Min => {
+            crate::dispatch_dtype!(d, T => reduce(&Extreme::<T, false>(Default::default()), out, None, inp))
+        }
         // Values go to out, indices to out2: the reducer's outputs are (index, value).
-        ReduceOp::MaxDim => crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, true, true>(Default::default()), out2.unwrap(), Some(out), inp)),
-        ReduceOp::MinDim => crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, false, true>(Default::default()), out2.unwrap(), Some(out), inp)),
-        ReduceOp::ArgMax => crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, true, false>(Default::default()), out, None, inp)),
-        ReduceOp::ArgMin => crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, false, false>(Default::default()), out, None, inp)),
+        ReduceOp::MaxDim => {
+            crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, true, true>(Default::default()), out2.unwrap(), Some(out), inp))
+        }
+        ReduceOp::MinDim => {
+            crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, false, true>(Default::default()), out2.unwrap(), Some(out), inp))
+        }
+        ReduceOp::ArgMax => {
+            crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, true, false>(Default::default()), out, None, inp))
+        }
+        ReduceOp::ArgMin => {
+            crate::dispatch_dtype!(d, T => reduce(&ArgExtreme::<T, false, false>(Default::default()), out, None, inp))
+        }
         ReduceOp::All | ReduceOp::Any => {
             let all = op == ReduceOp::All;
             crate::dispatch_dtype!(d, T => {
@@ -1324,8 +1569,12 @@ pub fn reduce_op(op: ReduceOp, out: &Strided, out2: Option<&Strided>, inp: &Stri
                 }
             })
         }
-        ReduceOp::CountNonzero => crate::dispatch_dtype!(d, T => reduce(&CountNonzero::<T>(Default::default()), out, None, inp)),
-        ReduceOp::Var { correction, sqrt } => float_only!(op, d, T => reduce(&VarStd::<T>::new(correction, sqrt), out, out2, inp)),
+        ReduceOp::CountNonzero => {
+            crate::dispatch_dtype!(d, T => reduce(&CountNonzero::<T>(Default::default()), out, None, inp))
+        }
+        ReduceOp::Var { correction, sqrt } => {
+            float_only!(op, d, T => reduce(&VarStd::<T>::new(correction, sqrt), out, out2, inp))
+        }
         ReduceOp::Norm { ord } => float_only!(op, d, T => {
             if ord == 2.0 {
                 reduce(&Norm::<T, NORM_TWO>::new(ord), out, None, inp)
@@ -1358,7 +1607,11 @@ pub fn scan(prod: bool, out: &Strided, inp: &Strided, dim: usize) -> Result<(), 
             out.sizes, inp.sizes
         )));
     }
-    let want = if inp.dtype.is_floating() { inp.dtype } else { DType::I64 };
+    let want = if inp.dtype.is_floating() {
+        inp.dtype
+    } else {
+        DType::I64
+    };
     if out.dtype != want {
         return Err(KernelError::InvalidArgument(format!(
             "Expected out tensor to have dtype {}, but got {} instead",
@@ -1377,55 +1630,95 @@ pub fn scan(prod: bool, out: &Strided, inp: &Strided, dim: usize) -> Result<(), 
     match inp.dtype {
         DType::F32 => scan_lines::<f32, f32>(prod, out, inp, dim, |x| x as f64, |a| a as f32),
         DType::F64 => scan_lines::<f64, f64>(prod, out, inp, dim, |x| x, |a| a),
-        DType::F16 => scan_lines::<f16, f16>(prod, out, inp, dim, |x| x.to_f32() as f64, |a| f16::from_f32(a as f32)),
-        DType::BF16 => scan_lines::<bf16, bf16>(prod, out, inp, dim, |x| x.widen() as f64, |a| bf16::from_f32(a as f32)),
+        DType::F16 => scan_lines::<f16, f16>(
+            prod,
+            out,
+            inp,
+            dim,
+            |x| x.to_f32() as f64,
+            |a| f16::from_f32(a as f32),
+        ),
+        DType::BF16 => scan_lines::<bf16, bf16>(
+            prod,
+            out,
+            inp,
+            dim,
+            |x| x.widen() as f64,
+            |a| bf16::from_f32(a as f32),
+        ),
         d => crate::dispatch_dtype!(d, T => scan_int::<T>(prod, out, inp, dim)),
     }
     Ok(())
 }
 
-fn scan_lines<T: Copy + Send + Sync, O: Copy>(prod: bool, out: &Strided, inp: &Strided, dim: usize, widen: impl Fn(T) -> f64 + Sync, narrow: impl Fn(f64) -> O + Sync) {
+fn scan_lines<T: Copy + Send + Sync, O: Copy>(
+    prod: bool,
+    out: &Strided,
+    inp: &Strided,
+    dim: usize,
+    widen: impl Fn(T) -> f64 + Sync,
+    narrow: impl Fn(f64) -> O + Sync,
+) {
     // The half types accumulate in float32, the others in float64.
     let half = std::mem::size_of::<T>() == 2;
-    scan_generic(out, inp, dim, |src: *const T, ss: isize, dst: *mut O, ds: isize, n: usize| {
-        // SAFETY: a line of the views.
-        unsafe {
-            if half {
-                let mut acc: f32 = if prod { 1.0 } else { 0.0 };
-                for i in 0..n as isize {
-                    let x = widen(*src.offset(i * ss)) as f32;
-                    acc = if prod { acc * x } else { acc + x };
-                    *dst.offset(i * ds) = narrow(acc as f64);
-                }
-            } else {
-                let mut acc: f64 = if prod { 1.0 } else { 0.0 };
-                for i in 0..n as isize {
-                    let x = widen(*src.offset(i * ss));
-                    acc = if prod { acc * x } else { acc + x };
-                    *dst.offset(i * ds) = narrow(acc);
+    scan_generic(
+        out,
+        inp,
+        dim,
+        |src: *const T, ss: isize, dst: *mut O, ds: isize, n: usize| {
+            // SAFETY: a line of the views.
+            unsafe {
+                if half {
+                    let mut acc: f32 = if prod { 1.0 } else { 0.0 };
+                    for i in 0..n as isize {
+                        let x = widen(*src.offset(i * ss)) as f32;
+                        acc = if prod { acc * x } else { acc + x };
+                        *dst.offset(i * ds) = narrow(acc as f64);
+                    }
+                } else {
+                    let mut acc: f64 = if prod { 1.0 } else { 0.0 };
+                    for i in 0..n as isize {
+                        let x = widen(*src.offset(i * ss));
+                        acc = if prod { acc * x } else { acc + x };
+                        *dst.offset(i * ds) = narrow(acc);
+                    }
                 }
             }
-        }
-    });
+        },
+    );
 }
 
 fn scan_int<T: Scalar>(prod: bool, out: &Strided, inp: &Strided, dim: usize) {
-    scan_generic(out, inp, dim, |src: *const T, ss: isize, dst: *mut i64, ds: isize, n: usize| {
-        // SAFETY: a line of the views.
-        unsafe {
-            let mut acc: i64 = prod as i64;
-            for i in 0..n as isize {
-                let x = (*src.offset(i * ss)).to_i64();
-                acc = if prod { acc.wrapping_mul(x) } else { acc.wrapping_add(x) };
-                *dst.offset(i * ds) = acc;
+    scan_generic(
+        out,
+        inp,
+        dim,
+        |src: *const T, ss: isize, dst: *mut i64, ds: isize, n: usize| {
+            // SAFETY: a line of the views.
+            unsafe {
+                let mut acc: i64 = prod as i64;
+                for i in 0..n as isize {
+                    let x = (*src.offset(i * ss)).to_i64();
+                    acc = if prod {
+                        acc.wrapping_mul(x)
+                    } else {
+                        acc.wrapping_add(x)
+                    };
+                    *dst.offset(i * ds) = acc;
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// Runs `line(src, src_stride, dst, dst_stride, len)` for every line along
 /// `dim`, in parallel chunks of lines.
-fn scan_generic<T: Copy, O: Copy>(out: &Strided, inp: &Strided, dim: usize, line: impl Fn(*const T, isize, *mut O, isize, usize) + Sync) {
+fn scan_generic<T: Copy, O: Copy>(
+    out: &Strided,
+    inp: &Strided,
+    dim: usize,
+    line: impl Fn(*const T, isize, *mut O, isize, usize) + Sync,
+) {
     let n = inp.sizes[dim];
     let (ss, ds) = (inp.strides[dim], out.strides[dim]);
     let mut sizes = inp.sizes.clone();
@@ -1443,12 +1736,22 @@ fn scan_generic<T: Copy, O: Copy>(out: &Strided, inp: &Strided, dim: usize, line
         let mut k = 0;
         for_each_offset(&sizes, &so, lo, hi - lo, |_, o| {
             // SAFETY: offsets of line starts in both views.
-            unsafe { line((ip as *const T).offset(offs_in[k]), ss, (op as *mut O).offset(o), ds, n) };
+            unsafe {
+                line(
+                    (ip as *const T).offset(offs_in[k]),
+                    ss,
+                    (op as *mut O).offset(o),
+                    ds,
+                    n,
+                )
+            };
             k += 1;
         });
     };
     if lines > 1 && lines * n >= par_min() {
-        parallel::parallel_for(lines.div_ceil(chunk), |c| run(c * chunk, ((c + 1) * chunk).min(lines)));
+        parallel::parallel_for(lines.div_ceil(chunk), |c| {
+            run(c * chunk, ((c + 1) * chunk).min(lines))
+        });
     } else {
         run(0, lines);
     }

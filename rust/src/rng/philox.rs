@@ -37,7 +37,9 @@ pub struct Philox {
 
 impl Philox {
     pub fn new(seed: u64) -> Philox {
-        Philox { key: [seed as u32, (seed >> 32) as u32] }
+        Philox {
+            key: [seed as u32, (seed >> 32) as u32],
+        }
     }
 
     /// The four 32-bit words of block `block`.

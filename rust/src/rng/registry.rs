@@ -26,7 +26,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(FIRST_USER_ID);
 
 fn with_state<R>(id: u64, f: impl FnOnce(&mut State) -> R) -> R {
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
-    let s = t.entry(id).or_insert(State { seed: DEFAULT_SEED, offset: 0 });
+    let s = t.entry(id).or_insert(State {
+        seed: DEFAULT_SEED,
+        offset: 0,
+    });
     f(s)
 }
 
@@ -53,7 +56,10 @@ pub fn clone_generator(id: u64) -> u64 {
 /// Forgets a non-default generator.
 pub fn release_generator(id: u64) {
     if id >= FIRST_USER_ID {
-        table().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        table()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
     }
 }
 

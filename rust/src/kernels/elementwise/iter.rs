@@ -21,8 +21,8 @@
 
 use super::cast::{self, Scalar};
 use crate::dtype::DType;
-use crate::kernels::{KernelError, Strided, GRAIN_SIZE};
 use crate::kernels::parallel;
+use crate::kernels::{KernelError, Strided, GRAIN_SIZE};
 
 /// An input of an elementwise op.
 #[derive(Clone, Copy, Debug)]

@@ -334,7 +334,13 @@ fn results_do_not_depend_on_thread_count() {
         let o = Buf::zeros(DType::F32, n);
         pool.install(|| {
             crate::kernels::parallel::with_threads(threads, || {
-                unary(&UnaryOp::Gelu { tanh: false }, &o.contiguous(&[n]), t(&a.contiguous(&[n])), DType::F32).unwrap();
+                unary(
+                    &UnaryOp::Gelu { tanh: false },
+                    &o.contiguous(&[n]),
+                    t(&a.contiguous(&[n])),
+                    DType::F32,
+                )
+                .unwrap();
             })
         });
         (0..n).map(|i| (o.get(i) as f32).to_bits()).collect()

@@ -241,11 +241,19 @@ pub fn binary(
     let op = match (ct, op) {
         (DType::F16 | DType::BF16, BinaryOp::Add { alpha } | BinaryOp::Sub { alpha }) => {
             let v = alpha.to::<f64>();
-            let v = if ct == DType::F16 { half::f16::from_f64(v).to_f64() } else { half::bf16::from_f64(v).to_f64() };
-            rounded = if matches!(op, BinaryOp::Add { .. }) {
-                BinaryOp::Add { alpha: Scalar::Float(v) }
+            let v = if ct == DType::F16 {
+                half::f16::from_f64(v).to_f64()
             } else {
-                BinaryOp::Sub { alpha: Scalar::Float(v) }
+                half::bf16::from_f64(v).to_f64()
+            };
+            rounded = if matches!(op, BinaryOp::Add { .. }) {
+                BinaryOp::Add {
+                    alpha: Scalar::Float(v),
+                }
+            } else {
+                BinaryOp::Sub {
+                    alpha: Scalar::Float(v),
+                }
             };
             &rounded
         }
