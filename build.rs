@@ -6,6 +6,40 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The torch versions foo_rs supports, `(lower, upper)` as `(major, minor)`
+/// with the upper bound excluded, read from the one place they are written:
+/// the `torch>=A.B,<C.D` requirement in pyproject.toml (foo_rs/_torch_check.py
+/// reads the same requirement from the installed package's metadata).
+fn supported_torch() -> ((u32, u32), (u32, u32)) {
+    println!("cargo:rerun-if-changed=pyproject.toml");
+    let text = std::fs::read_to_string("pyproject.toml").expect("pyproject.toml");
+    let spec = text
+        .split('"')
+        .find(|s| s.starts_with("torch>="))
+        .expect("pyproject.toml: a \"torch>=A.B,<C.D\" dependency");
+    let parse = |v: &str| -> (u32, u32) {
+        let mut it = v.trim().split('.').map(|p| p.parse::<u32>().expect("torch version bound"));
+        (it.next().expect("major"), it.next().unwrap_or(0))
+    };
+    let (lo, hi) = spec["torch>=".len()..].split_once(",<").expect("torch>=A.B,<C.D");
+    (parse(lo), parse(hi))
+}
+
+/// The C++ standard the installed torch's headers require: torch 2.15's
+/// `ATen/ATen.h` refuses anything before C++20, older ones build as C++17
+/// (what torch.utils.cpp_extension passes for each). Read from the header
+/// itself, so the glue follows the torch it is built against.
+fn cxx_standard(includes: &[&str]) -> &'static str {
+    for inc in includes {
+        let header = PathBuf::from(inc).join("ATen").join("ATen.h");
+        if let Ok(text) = std::fs::read_to_string(&header) {
+            println!("cargo:rerun-if-changed={}", header.display());
+            return if text.contains("202002L") { "c++20" } else { "c++17" };
+        }
+    }
+    "c++17"
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=rust/glue/foo_glue.cpp");
@@ -32,7 +66,7 @@ for p in ce.include_paths():
         .unwrap_or_else(|e| panic!("foo_rs build: cannot run {python}: {e}"));
     if !out.status.success() {
         panic!(
-            "foo_rs build: `{python}` cannot import torch (install torch>=2.13,<2.14 first):\n{}",
+            "foo_rs build: `{python}` cannot import torch (install torch>=2.13,<2.16 first):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -42,17 +76,29 @@ for p in ce.include_paths():
     let cxx11_abi = lines.next().expect("cxx11 abi flag");
     let torch_lib = PathBuf::from(lines.next().expect("torch lib dir"));
     let includes: Vec<&str> = lines.collect();
-    if !version.starts_with("2.13") {
+    // Another torch installed into the same environment rebuilds the glue.
+    if let Some(torch_dir) = torch_lib.parent() {
+        println!("cargo:rerun-if-changed={}", torch_dir.join("version.py").display());
+    }
+    let (lo, hi) = supported_torch();
+    let mut parts = version.split(['.', '+']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let this = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if this < lo || this >= hi {
         println!(
-            "cargo:warning=foo_rs is tested with torch 2.13; building against torch {version} may fail to compile or misbehave"
+            "cargo:warning=foo_rs supports torch >={}.{},<{}.{}; building against torch {version} may fail to compile or misbehave",
+            lo.0, lo.1, hi.0, hi.1
         );
     }
+    // The version the glue was compiled against: foo_rs refuses to load
+    // under another one (its C++ ABI is that torch's).
+    println!("cargo:rustc-env=FOO_RS_BUILT_TORCH={version}");
+    let std = cxx_standard(&includes);
 
     let mut build = cc::Build::new();
     build
         .cpp(true)
         .file("rust/glue/foo_glue.cpp")
-        .std("c++17")
+        .std(std)
         .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")

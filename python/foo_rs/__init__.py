@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import torch  # first: the native module resolves torch's own libc10/libtorch_cpu
 
-from . import _C
+from . import _torch_check
+
+_torch_check.check()  # before loading the native module: an ImportError, not a loader error
+
+from . import _C  # noqa: E402
 from ._dtypes import SUPPORTED_DTYPES, UNSUPPORTED_DTYPES
 
 torch.utils.rename_privateuse1_backend("foo")

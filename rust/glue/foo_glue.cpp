@@ -441,6 +441,29 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
 
+// Whether `param.data = from` may swap `self`'s TensorImpl contents in place
+// (Module._apply, behind `model.to("foo")` and `.half()`). ATen's rule treats
+// two dense tensors as compatible only for the backends it lists (CPU, CUDA,
+// ...), not PrivateUse1, so without this kernel every `.to("foo")` builds a
+// new Parameter per module: ties are broken and Parameter identity is lost.
+// foo is a dense strided backend like CUDA: a dense foo tensor is compatible
+// with another dense foo tensor and with any tensor ATen calls dense (CPU,
+// CUDA, ...); everything else (sparse, quantized, nested, ...) keeps ATen's
+// answer. The dispatcher picks this kernel when either argument is on foo.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    const auto ks = t.key_set();
+    if (ks.has_backend(c10::BackendComponent::PrivateUse1Bit)) {
+      return ks.has(c10::DispatchKey::PrivateUse1) && t.layout() == c10::Layout::Strided;
+    }
+    // ATen's own dense test, asked of a CPU key set.
+    return t.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(
+        c10::DispatchKeySet(c10::DispatchKey::CPU));
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 
 // ---- Fast lane -----------------------------------------------------------
 // The hottest elementwise overloads get C++ kernels that call Rust directly
@@ -673,6 +696,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 FooHooks g_hooks;

@@ -141,6 +141,14 @@ pub(crate) fn device_index(device: Option<i64>) -> PyResult<usize> {
     }
 }
 
+/// The torch version the glue was compiled against, as a marker that
+/// foo_rs/_torch_check.py finds in this library's bytes *before* loading it:
+/// loading runs the glue's static initialisers (allocator, guard, kernel
+/// registrations) against whatever torch is in the process, so a mismatch
+/// must be caught without loading.
+#[used]
+static BUILT_TORCH_MARKER: &str = concat!("\0FOO_RS_BUILT_TORCH=", env!("FOO_RS_BUILT_TORCH"), "\0");
+
 /// Whether this process is a child forked after foo_rs was loaded.
 #[pyfunction]
 fn in_bad_fork() -> bool {
@@ -154,6 +162,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     unsafe { foo_glue_init() };
     crate::kernels::parallel::set_threads_hook(torch_num_threads);
     crate::fork::install();
+    m.add("BUILT_TORCH_VERSION", env!("FOO_RS_BUILT_TORCH"))?;
     m.add_function(wrap_pyfunction!(in_bad_fork, m)?)?;
     m.add_function(wrap_pyfunction!(fast_ops, m)?)?;
     m.add_function(wrap_pyfunction!(register_fast, m)?)?;

@@ -1,0 +1,145 @@
+"""Real models from the libraries users train with, on foo and on the CPU
+side by side, compared loss by loss and parameter by parameter.
+
+Each model is built once from a seed (random init, small config: nothing is
+downloaded), copied, moved with `.to("foo")` exactly as a user would, and both
+copies train for several AdamW steps on the same batches. After every
+backward each parameter's gradient is compared with the CPU's, so a gradient
+that is wrong for one parameter (a tie broken by `.to`, a kernel wrong for one
+shape) fails here even when the loss still looks right. Dropout is off in the
+configs: foo's RNG stream is not the CPU's.
+
+transformers is in the test extras (`scripts/setup.sh` installs it); CI sets
+FOO_RS_REQUIRE_EXTRAS=1 so a missing extra fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+import pytest
+import torch
+
+import foo_rs
+
+if os.environ.get("FOO_RS_REQUIRE_EXTRAS") == "1":
+    import transformers
+else:
+    transformers = pytest.importorskip("transformers", reason="transformers is a test extra (pip install transformers)")
+
+# fp32 tolerances: foo's kernels may sum in another order than CPU's, and a
+# few AdamW steps amplify that a little.
+LOSS_RTOL, LOSS_ATOL = 1e-4, 1e-5
+GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", foo_rs.FooFallbackWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
+def _gpt2():
+    cfg = transformers.GPT2Config(
+        vocab_size=97, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def _bert_mlm():
+    cfg = transformers.BertConfig(
+        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    return transformers.BertForMaskedLM(cfg)
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(
+        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32, tie_word_embeddings=True,
+    )
+    return transformers.LlamaForCausalLM(cfg)
+
+
+MODELS = {
+    # (builder, the tied pair that must stay one Parameter)
+    "gpt2": (_gpt2, ("transformer.wte.weight", "lm_head.weight")),
+    "bert-mlm": (_bert_mlm, ("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight")),
+    "llama-tied": (_llama, ("model.embed_tokens.weight", "lm_head.weight")),
+}
+
+
+def _param(model, name):
+    return model.get_parameter(name)
+
+
+def _batches(n, batch=4, seq=12, vocab=97):
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(0, vocab, (batch, seq), generator=g) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_trains_like_cpu_parameter_by_parameter(name):
+    build, (tied_a, tied_b) = MODELS[name]
+    torch.manual_seed(0)
+    cpu = build()
+    foo = copy.deepcopy(cpu)
+    foo_params_before = {n: p for n, p in foo.named_parameters(remove_duplicate=False)}
+    opt_cpu = torch.optim.AdamW(cpu.parameters(), lr=1e-3)
+    foo.to("foo")
+    # `.to` kept every Parameter object, so an optimizer could have been made before it too.
+    for n, p in foo.named_parameters(remove_duplicate=False):
+        assert p is foo_params_before[n], n
+        assert p.device.type == "foo", n
+    assert _param(foo, tied_a) is _param(foo, tied_b), "tied weights untied by .to('foo')"
+    opt_foo = torch.optim.AdamW(foo.parameters(), lr=1e-3)
+    cpu.train(), foo.train()
+
+    cpu_losses, foo_losses = [], []
+    for step, tokens in enumerate(_batches(4)):
+        for model, opt, losses, dev in ((cpu, opt_cpu, cpu_losses, "cpu"), (foo, opt_foo, foo_losses, "foo")):
+            opt.zero_grad()
+            t = tokens.to(dev)
+            out = model(input_ids=t, labels=t)
+            out.loss.backward()
+            losses.append(out.loss.item())
+        grads_cpu = dict(cpu.named_parameters())
+        for n, p_foo in foo.named_parameters():
+            p_cpu = grads_cpu[n]
+            assert p_foo.grad is not None and p_foo.grad.device.type == "foo", (step, n)
+            torch.testing.assert_close(
+                p_foo.grad.cpu(), p_cpu.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL,
+                msg=lambda m: f"step {step}, gradient of {n}: {m}",
+            )
+        opt_cpu.step()
+        opt_foo.step()
+
+    torch.testing.assert_close(
+        torch.tensor(foo_losses), torch.tensor(cpu_losses), rtol=LOSS_RTOL, atol=LOSS_ATOL,
+        msg=lambda m: f"losses on foo {foo_losses} vs CPU {cpu_losses}\n{m}",
+    )
+    for n, p_cpu in cpu.named_parameters():
+        torch.testing.assert_close(
+            _param(foo, n).detach().cpu(), p_cpu.detach(), rtol=GRAD_RTOL, atol=GRAD_ATOL,
+            msg=lambda m: f"parameter {n} after training: {m}",
+        )
+    assert _param(foo, tied_a) is _param(foo, tied_b)
+
+
+def test_gpt2_generates_like_cpu():
+    torch.manual_seed(0)
+    cpu = _gpt2().eval()
+    foo = copy.deepcopy(cpu).to("foo")
+    prompt = torch.tensor([[5, 17, 3, 42]])
+    with torch.no_grad():
+        a = cpu.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
+        b = foo.generate(prompt.to("foo"), max_new_tokens=8, do_sample=False, pad_token_id=0)
+    assert b.device.type == "foo"
+    assert torch.equal(b.cpu(), a)
