@@ -3,7 +3,17 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup build-dev demo test test-rust test-python bench bench-python lint format
+# The oldest supported torch: CI builds foo_rs against it in its own venv and
+# target directory and runs one test file per capability (SMOKE_TESTS).
+OLDEST_TORCH ?= 2.13
+OLDEST_VENV ?= .venv-$(OLDEST_TORCH)
+SMOKE_TESTS := tests/test_device.py tests/test_storage.py tests/test_memory.py tests/test_rng.py \
+	tests/test_autocast.py tests/test_fallback.py tests/test_fast_lane.py tests/test_elementwise.py \
+	tests/test_linalg_reduce.py tests/test_conv_rnn.py tests/test_norm_pool.py tests/test_index_ops.py \
+	tests/test_models.py tests/test_module_transfer.py tests/test_real_models.py tests/test_profiler.py \
+	tests/test_install.py
+
+.PHONY: help setup build-dev demo test test-rust test-python test-oldest test-torch bench bench-python lint format
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -30,6 +40,14 @@ test-valgrind: ## Rust unit tests under valgrind memcheck (invalid reads/writes,
 
 test-python: ## pytest against the built package
 	$(PY) -m pytest -q
+
+test-oldest: ## Build against the oldest supported torch (own venv), run one test file per capability
+	FOO_RS_TORCH=$(OLDEST_TORCH) FOO_RS_INSTALL=wheel VENV=$(OLDEST_VENV) CARGO_TARGET_DIR=target/torch-$(OLDEST_TORCH) bash scripts/setup.sh
+	$(OLDEST_VENV)/bin/python -m pytest -q $(SMOKE_TESTS)
+
+test-torch: ## Every test against another supported torch: make test-torch TORCH=2.14
+	FOO_RS_TORCH=$(TORCH) FOO_RS_INSTALL=wheel VENV=.venv-$(TORCH) CARGO_TARGET_DIR=target/torch-$(TORCH) bash scripts/setup.sh
+	.venv-$(TORCH)/bin/python -m pytest -q
 
 bench: ## criterion benches of the Rust kernels, allocator and machine limits, then % of limit per bench
 	cargo bench

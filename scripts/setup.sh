@@ -6,6 +6,11 @@
 #                  (default: the newest supported, 2.15)
 #   VENV           the virtual environment (default .venv)
 #   FOO_RS_PROFILE release (default) or debug
+#   FOO_RS_INSTALL develop (default: `maturin develop`, an editable install
+#                  whose native module sits in python/foo_rs) or wheel
+#                  (`pip install --no-build-isolation .`, a regular install;
+#                  what `make test-oldest` uses so two venvs never share the
+#                  one module in python/foo_rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,9 +50,11 @@ fi
 
 export VIRTUAL_ENV="$PWD/$VENV"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
-if [ "$PROFILE" = "release" ]; then
+if [ "${FOO_RS_INSTALL:-develop}" = "wheel" ]; then
+    "$VENV/bin/python" -m pip install --quiet --no-build-isolation --no-deps --force-reinstall .
+elif [ "$PROFILE" = "release" ]; then
     maturin develop --release --quiet
 else
     maturin develop --quiet
 fi
-"$VENV/bin/python" -c "import foo_rs, torch; print('foo_rs ready:', torch.__version__, torch.foo.device_count(), 'foo devices')"
+(cd /tmp && "$VENV/bin/python" -c "import foo_rs, torch; print('foo_rs ready:', torch.__version__, torch.foo.device_count(), 'foo devices')")
