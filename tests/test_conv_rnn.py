@@ -11,7 +11,6 @@ CPU's strides, and bad input must raise CPU's exception type.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import pytest
@@ -32,36 +31,8 @@ OWN_OPS = {
     "_thnn_fused_gru_cell_backward",
 }
 
-#: Ops ATen's RNN composites need that foo does not serve natively yet: nn.LSTM /
-#: nn.GRU stack their per-step outputs, and the cells' double backward chunks and
-#: concatenates (aten::cat.out). Only these may fall back in the tests that use
-#: _native_except_cat; once foo has a kernel for one, it drops out and those
-#: tests run with the fallback off too.
-NOT_YET_NATIVE = {f"aten::{op}" for op in ("cat.out",) if op not in foo_rs.native_ops()}
-
-
 def test_kernels_are_native():
     assert OWN_OPS <= foo_rs.native_ops()
-
-
-@contextlib.contextmanager
-def _native_except_cat():
-    """The fallback stays on for NOT_YET_NATIVE only: any other op that falls
-    back fails the test."""
-    if not NOT_YET_NATIVE:
-        with foo_rs.fallback_disabled():
-            yield
-        return
-    before = foo_rs.fallback_stats()
-    was = foo_rs.fallback_enabled()
-    foo_rs.set_fallback_enabled(True)
-    try:
-        yield
-    finally:
-        foo_rs.set_fallback_enabled(was)
-    after = foo_rs.fallback_stats()
-    stray = {op for op, n in after.items() if n != before.get(op, 0)} - NOT_YET_NATIVE
-    assert not stray, f"ops fell back to the CPU: {sorted(stray)}"
 
 
 def _rand(shape, dtype=torch.float32, seed=0):
@@ -205,9 +176,8 @@ def test_convolution_double_backward(groups):
         gx, gw = torch.autograd.grad((y * y).sum(), (x, w), create_graph=True)
         return (gx * gx).sum() + (gw * gw).sum()
 
-    # ATen's _convolution_double_backward concatenates per-group results (aten::cat).
-    context = foo_rs.fallback_disabled if groups == 1 else _native_except_cat
-    _check_fwd_bwd(second_order, [x, w], context=context, rtol=1e-4, atol=1e-4)
+    # ATen's _convolution_double_backward concatenates per-group results (aten::cat, native).
+    _check_fwd_bwd(second_order, [x, w], context=foo_rs.fallback_disabled, rtol=1e-4, atol=1e-4)
 
 
 def test_convolution_gradcheck_float64():
@@ -474,7 +444,7 @@ def test_rnn_cells(make, shapes):
 )
 @pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")  # CPU only
 def test_rnn_modules(make, shapes):
-    _module_case(make, [_rand(s, seed=i + 1) for i, s in enumerate(shapes)], context=_native_except_cat)
+    _module_case(make, [_rand(s, seed=i + 1) for i, s in enumerate(shapes)], context=foo_rs.fallback_disabled)
 
 
 @pytest.mark.parametrize("cell", [nn.LSTMCell, nn.GRUCell], ids=["lstm_cell", "gru_cell"])
@@ -490,7 +460,7 @@ def test_rnn_cell_double_backward(cell):
         (gx,) = torch.autograd.grad(sum((o * o).sum() for o in out), x, create_graph=True)
         return (gx * gx).sum()
 
-    _check_fwd_bwd(second_order, [_rand((3, 4), seed=1)], context=_native_except_cat, rtol=1e-4, atol=1e-5)
+    _check_fwd_bwd(second_order, [_rand((3, 4), seed=1)], context=foo_rs.fallback_disabled, rtol=1e-4, atol=1e-5)
 
 
 def test_rnn_cell_bad_input_raises_like_cpu():

@@ -448,6 +448,27 @@ def test_index_fill(dtype):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int64, torch.float32, torch.bfloat16])
+def test_nonzero_static(dtype):
+    x = make_tensor((4, 5), dtype, 52)
+    x.view(-1)[::3] = 0
+    n = int(torch.count_nonzero(x))
+    for size in (0, 1, n, n + 3):
+        check(lambda x, s=size: torch.nonzero_static(x, size=s), x)
+        check(lambda x, s=size: torch.nonzero_static(x.t(), size=s, fill_value=-9), x)
+    check(lambda x: torch.nonzero_static(x[0, 0], size=2), x)  # 0-dim
+    check(lambda x: torch.nonzero_static(x[:0], size=2), x)  # empty
+    check(lambda x: torch.nonzero_static(x, size=3, out=torch.empty(7, dtype=torch.int64, device=x.device)), x)
+    check(lambda x: torch.nonzero_static(x, size=-1), x)
+    check(lambda x: torch.nonzero_static(x, size=2, out=torch.empty(0, dtype=torch.float32, device=x.device)), x)
+
+
+def test_combinations_is_native():
+    # torch >= 2.15 builds combinations on nonzero_static.
+    check(lambda x: torch.combinations(x, 2), torch.arange(5.0))
+    check(lambda x: torch.combinations(x, 3, with_replacement=True), torch.arange(4))
+
+
 @pytest.mark.parametrize("dtype", FOO_DTYPES)
 def test_nonzero_masked_select(dtype):
     x = make_tensor((4, 3, 5), dtype, 50)

@@ -84,7 +84,31 @@ def test_memory_stats_has_cuda_keys():
     torch.foo.reset_accumulated_memory_stats()
     s = torch.foo.memory_stats()
     assert s["allocated_bytes.all.allocated"] == 0 and s["num_ooms"] == 0
-    assert "foo" in torch.foo.memory_summary() or "Allocated" in torch.foo.memory_summary()
+
+
+def _summary_row(summary: str, label: str) -> list[str]:
+    line = next(ln for ln in summary.splitlines() if ln.startswith("| " + label))
+    return [c.strip() for c in line.strip("|").split("|")[1:]]
+
+
+def _shows(cell: str, nbytes: int) -> bool:
+    """Whether a summary cell ("3076 KiB") shows ``nbytes`` in its unit (truncated, as torch.cuda's)."""
+    value, unit = cell.split()
+    return int(value) == nbytes // {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+
+
+def test_memory_summary_reports_the_device_and_its_figures():
+    x = torch.empty(3 * MiB, dtype=torch.uint8, device="foo:1")
+    s = torch.foo.memory_summary("foo:1")
+    assert "device ID 1" in s.splitlines()[1]
+    cur, peak, _, _ = _summary_row(s, "Allocated memory")
+    with_x = torch.foo.memory_allocated(1)
+    assert with_x >= 3 * MiB and _shows(cur, with_x)
+    assert _shows(peak, torch.foo.max_memory_allocated(1))
+    assert _shows(_summary_row(s, "Reserved memory")[0], torch.foo.memory_reserved(1))
+    del x
+    assert torch.foo.memory_allocated(1) == with_x - 3 * MiB
+    assert _shows(_summary_row(torch.foo.memory_summary(1), "Allocated memory")[0], with_x - 3 * MiB)
 
 
 def test_devices_have_separate_pools():

@@ -238,6 +238,12 @@ fn scalar_of(s: FooScalar) -> kernels::elementwise::Scalar {
 /// # Safety
 /// `v` points at a valid [`FooView`] whose arrays hold `ndim` values.
 unsafe fn strided_of(v: *const FooView) -> Result<kernels::Strided, String> {
+    // Every fast-lane kernel describes its operands here first: a child
+    // forked after foo initialised refuses like every other entry point
+    // (in-place fast ops never allocate, so the allocator's check is not enough).
+    if crate::fork::in_bad_fork() {
+        return Err(crate::fork::BAD_FORK_MESSAGE.to_string());
+    }
     let v = &*v;
     let dtype = crate::DType::from_code(v.dtype)
         .ok_or_else(|| format!("foo: unknown dtype code {}", v.dtype))?;

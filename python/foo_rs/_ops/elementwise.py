@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 import torch
 from torch.utils._pytree import tree_map
 
+from .. import _compat
 from ._registry import _C, DTYPE_CODE, check_same_device, impl
 
 __all__: list[str] = []
@@ -391,11 +392,49 @@ def _clamp_key(lo, hi):
     return (type(lo), type(hi))
 
 
-_register("clamp", _U, "clamp", lambda self, min=None, max=None: ((self,), (min, max), None, False, _clamp_key(min, max)))
-_register("clamp_", _U, "clamp", lambda self, min=None, max=None: ((self,), (min, max), self, True, _clamp_key(min, max)),
-          func="clamp")
-_register("clamp.out", _U, "clamp",
-          lambda self, min=None, max=None, *, out: ((self,), (min, max), out, False, _clamp_key(min, max)), func="clamp")
+_INT_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long"}
+
+
+def _bounds(self, lo, hi):
+    """The Python-number bounds of a clamp of ``self``. From torch 2.15 an
+    integer bound outside an integer tensor's range is dropped when it clamps
+    nothing and refused when it would clamp everything (older torch wraps it
+    into the dtype, which the Rust kernel does)."""
+    name = _INT_NAMES.get(self.dtype)
+    if name is None or (lo is None and hi is None) or not _compat.clamp_checks_integer_range():
+        return lo, hi
+    info = torch.iinfo(self.dtype)
+    for which, v in (("min", lo), ("max", hi)):
+        if type(v) is int and not info.min <= v <= info.max:
+            if (which == "min") == (v > info.max):
+                raise RuntimeError(f"Clamp {which} value {v} is outside the representable range of {name} (foo)")
+    if type(lo) is int and lo < info.min:
+        lo = None
+    if type(hi) is int and hi > info.max:
+        hi = None
+    if lo is None and hi is None:
+        lo = info.min  # both dropped: clamping to the dtype's own range is a copy
+    return lo, hi
+
+
+def _b_clamp(self, min=None, max=None):
+    lo, hi = _bounds(self, min, max)
+    return (self,), (lo, hi), None, False, _clamp_key(lo, hi)
+
+
+def _b_clamp_(self, min=None, max=None):
+    lo, hi = _bounds(self, min, max)
+    return (self,), (lo, hi), self, True, _clamp_key(lo, hi)
+
+
+def _b_clamp_out(self, min=None, max=None, *, out):
+    lo, hi = _bounds(self, min, max)
+    return (self,), (lo, hi), out, False, _clamp_key(lo, hi)
+
+
+_register("clamp", _U, "clamp", _b_clamp)
+_register("clamp_", _U, "clamp", _b_clamp_, func="clamp")
+_register("clamp.out", _U, "clamp", _b_clamp_out, func="clamp")
 
 
 def _clamp_tensor(self, min=None, max=None, *, out=None, _inplace=False, _op=None):
@@ -419,12 +458,12 @@ impl("clamp.Tensor_out")(lambda self, min=None, max=None, *, out: _clamp_tensor(
                                                                                     _op=_aten.clamp.Tensor_out))
 
 for _name, _bound in (("clamp_min", "min"), ("clamp_max", "max")):
-    _register(_name, _U, "clamp", (lambda self, v: ((self,), (v, None), None, False, ())) if _bound == "min"
-              else (lambda self, v: ((self,), (None, v), None, False, ())))
-    _register(_name + "_", _U, "clamp", (lambda self, v: ((self,), (v, None), self, True, ())) if _bound == "min"
-              else (lambda self, v: ((self,), (None, v), self, True, ())), func=_name)
-    _register(_name + ".out", _U, "clamp", (lambda self, v, *, out: ((self,), (v, None), out, False, ())) if _bound == "min"
-              else (lambda self, v, *, out: ((self,), (None, v), out, False, ())), func=_name)
+    _register(_name, _U, "clamp", (lambda self, v: _b_clamp(self, v, None)) if _bound == "min"
+              else (lambda self, v: _b_clamp(self, None, v)))
+    _register(_name + "_", _U, "clamp", (lambda self, v: _b_clamp_(self, v, None)) if _bound == "min"
+              else (lambda self, v: _b_clamp_(self, None, v)), func=_name)
+    _register(_name + ".out", _U, "clamp", (lambda self, v, *, out: _b_clamp_out(self, v, None, out=out))
+              if _bound == "min" else (lambda self, v, *, out: _b_clamp_out(self, None, v, out=out)), func=_name)
     _binary(_name, _name, functional="Tensor", inplace="Tensor", out="Tensor_out")
 
 # ---- lerp, addcmul, addcdiv -------------------------------------------------

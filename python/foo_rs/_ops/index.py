@@ -29,6 +29,7 @@ import warnings
 
 import torch
 
+from .. import _compat
 from ._registry import _C, check_same_device, desc, impl
 from .linalg import SCALAR_NAME, c10_name, check_out, resize_out
 from .reduce import wrap_dim
@@ -674,6 +675,34 @@ def nonzero_out(self, *, out):
     return out
 
 
+@impl("nonzero_static")
+def nonzero_static(self, *, size, fill_value=-1):
+    out = torch.empty((0,), dtype=torch.int64, device=self.device)
+    return nonzero_static_out(self, size=size, fill_value=fill_value, out=out)
+
+
+@impl("nonzero_static.out")
+def nonzero_static_out(self, *, size, fill_value=-1, out):
+    """The first ``size`` rows of nonzero(self), padded with ``fill_value``
+    (torch.combinations and export-friendly code call it from torch 2.15)."""
+    check_same_device("nonzero_static", self, out)
+    if size < 0 or out.dtype != torch.int64:
+        _compat.raise_like_cpu(
+            lambda: torch.nonzero_static(
+                torch.zeros(1, dtype=self.dtype), size=size, fill_value=fill_value, out=torch.empty(0, dtype=out.dtype)
+            ),
+            RuntimeError(f"nonzero_static: invalid size {size} or out dtype {out.dtype} (foo)"),
+        )
+    nz = nonzero(self)
+    n = min(nz.shape[0], size)
+    resize_out(out, torch.Size((size, self.dim())))
+    if n:
+        out[:n].copy_(nz[:n])
+    if n < size:
+        out[n:].fill_(fill_value)
+    return out
+
+
 def _masked_select_prep(self, mask):
     if mask.dtype != torch.bool:
         raise RuntimeError("masked_select: expected BoolTensor for mask (foo)")
@@ -828,9 +857,12 @@ def arange_start_out(start, end, step=1, *, out):
         xs, xe, xst = float(start), float(end), float(step)
     if float(step) == 0:
         raise RuntimeError("step must be nonzero (foo)")
-    if dtype == torch.int64:
-        if xst == 0:  # a fractional step truncated to 0 (CPU: ValueError)
-            raise ValueError("step must be nonzero (foo)")
+    # A fractional step that truncates to 0: torch 2.13 raises ValueError for
+    # int64; later torch sizes it from doubles and fills with the start, as
+    # for the other integer dtypes.
+    if dtype == torch.int64 and xst == 0 and _compat.arange_int64_zero_step_raises():
+        raise ValueError("step must be nonzero (foo)")
+    if dtype == torch.int64 and xst != 0:
         sgn = (xst > 0) - (xst < 0)
         num = xe - xs + xst - sgn
         size_d = abs(num) // abs(xst) * (1 if (num >= 0) == (xst > 0) else -1)
@@ -878,7 +910,7 @@ def linspace_out(start, end, steps, *, out):
     if steps == 1:
         out.fill_(start)
         return out
-    _C.linspace(desc(out.view(-1)), float(start), float(end))
+    _C.linspace(desc(out.view(-1)), float(start), float(end), _compat.linspace_low_precision_in_opmath())
     return out
 
 
@@ -1045,8 +1077,9 @@ def embedding_renorm_(self, indices, max_norm, norm_type):
             f"but got {indices.dtype} instead (while checking arguments for embedding_renorm_) (foo)"
         )
     if not self.dtype.is_floating_point:
-        raise RuntimeError(
-            f"norm(): input dtype should be either floating point or complex. Got {SCALAR_NAME[self.dtype]} instead. (foo)"
+        _compat.raise_like_cpu(
+            lambda: torch.embedding_renorm_(torch.zeros(1, 1, dtype=self.dtype), torch.zeros(1, dtype=torch.long), 1.0, 2.0),
+            RuntimeError(f"embedding_renorm_: {self.dtype} is not a floating point dtype (foo)"),
         )
     if indices.numel():
         _C.embedding_renorm(desc(self), desc(indices), float(max_norm), float(norm_type))

@@ -14,6 +14,7 @@ import warnings
 
 import torch
 
+from .. import _compat
 from ._registry import DTYPE_CODE, _C, check_same_device, desc, impl
 from .linalg import SCALAR_NAME, c10_name, check_out, resize_out
 
@@ -334,7 +335,10 @@ def aminmax_out(self, *, dim=None, keepdim=False, min, max):
 
 def _var_prep(name, self, dim, correction, keepdim):
     if not self.dtype.is_floating_point:
-        raise RuntimeError("std and var only support floating point and complex dtypes")
+        _compat.raise_like_cpu(
+            lambda: torch.var(torch.zeros(2, dtype=self.dtype)),
+            RuntimeError("std and var only support floating point and complex dtypes (foo)"),
+        )
     dims = reduce_dims(self, dim)
     c = 1.0 if correction is None else float(correction)
     if _count(self, dims) - c <= 0:

@@ -2,10 +2,10 @@
 //! releases the GIL; indices are validated in Rust before any memory is
 //! touched through them.
 
-use super::{strided, TensorDesc};
+use super::{kernel_err, strided, TensorDesc};
 use crate::kernels::index::{self as ix, IndexArg, IndexError, Reduce, Src};
 use crate::kernels::{KernelError, Strided};
-use pyo3::exceptions::{PyIndexError, PyNotImplementedError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// An index operand as Python hands it: (indices desc, size and stride of
@@ -15,14 +15,6 @@ type ArgDesc = (TensorDesc, usize, isize, i64);
 /// How an out-of-range index is reported: (0: IndexError, 1: RuntimeError,
 /// message with `{index}`, `{dim}`, `{size}` placeholders).
 type ErrFmt = (u8, String);
-
-fn kernel_err(e: KernelError) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        KernelError::UnsupportedDtype { .. } => PyNotImplementedError::new_err(msg),
-        _ => PyRuntimeError::new_err(msg),
-    }
-}
 
 fn index_err(e: IndexError, args: &[ArgDesc], fmt: &ErrFmt) -> PyErr {
     match e {
@@ -237,11 +229,12 @@ fn arange(
         .map_err(kernel_err)
 }
 
-/// torch CPU's linspace into the 1-d `out`.
+/// torch CPU's linspace into the 1-d `out`; `opmath` computes float16 and
+/// bfloat16 in f32 and rounds once (torch >= 2.15), else in the half type.
 #[pyfunction]
-fn linspace(py: Python<'_>, out: TensorDesc, start: f64, end: f64) -> PyResult<()> {
+fn linspace(py: Python<'_>, out: TensorDesc, start: f64, end: f64, opmath: bool) -> PyResult<()> {
     let o = strided(out)?;
-    py.detach(|| ix::linspace(&o, start, end))
+    py.detach(|| ix::linspace(&o, start, end, opmath))
         .map_err(kernel_err)
 }
 

@@ -7,18 +7,16 @@ use crate::dtype::DType;
 use crate::kernels::linalg::{self, Coef};
 use crate::kernels::reduce::{self as red, ReduceOp};
 use crate::kernels::{copy, nn, KernelError, Strided};
-use pyo3::exceptions::{PyIndexError, PyNotImplementedError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-/// Python's view of a kernel error: unsupported dtypes raise
-/// NotImplementedError (as CPU's dispatch macros do), target/index errors
-/// IndexError, the rest RuntimeError.
+/// Kernel errors map in one place (bindings/mod.rs); losses and gathers
+/// report invalid arguments (targets, indices) as IndexError.
 fn py_err(e: KernelError, index_errors: bool) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        KernelError::UnsupportedDtype { .. } => PyNotImplementedError::new_err(msg),
-        KernelError::InvalidArgument(_) if index_errors => PyIndexError::new_err(msg),
-        _ => PyRuntimeError::new_err(msg),
+    if index_errors {
+        super::kernel_index_err(e)
+    } else {
+        super::kernel_err(e)
     }
 }
 

@@ -12,7 +12,9 @@ mod norm_pool;
 use crate::allocator::AllocError;
 use crate::dtype::DType;
 use crate::kernels::{KernelError, Strided};
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyIndexError, PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 extern "C" {
@@ -95,14 +97,32 @@ impl From<KernelError> for KernelErr {
     }
 }
 
+/// The one mapping of core kernel errors to Python exceptions: an
+/// unsupported dtype is NotImplementedError (what CPU's dispatch macros
+/// raise: "... not implemented for 'Bool'"), everything else RuntimeError.
 impl From<KernelErr> for PyErr {
     fn from(e: KernelErr) -> PyErr {
         let msg = e.0.to_string();
         match e.0 {
-            KernelError::ShapeMismatch(_) => PyRuntimeError::new_err(msg),
-            KernelError::UnsupportedDtype { .. } => PyRuntimeError::new_err(msg),
-            KernelError::InvalidArgument(_) => PyRuntimeError::new_err(msg),
+            KernelError::UnsupportedDtype { .. } => PyNotImplementedError::new_err(msg),
+            KernelError::ShapeMismatch(_) | KernelError::InvalidArgument(_) => {
+                PyRuntimeError::new_err(msg)
+            }
         }
+    }
+}
+
+/// [`KernelErr`]'s mapping as a function, for `map_err`.
+pub(crate) fn kernel_err(e: KernelError) -> PyErr {
+    KernelErr(e).into()
+}
+
+/// As [`kernel_err`], for kernels whose invalid arguments are bad indices
+/// (targets of a loss, gather indices): those raise IndexError, as on CPU.
+pub(crate) fn kernel_index_err(e: KernelError) -> PyErr {
+    match e {
+        KernelError::InvalidArgument(msg) => PyIndexError::new_err(msg),
+        e => kernel_err(e),
     }
 }
 

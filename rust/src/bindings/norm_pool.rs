@@ -4,20 +4,11 @@
 
 use super::{device_index, strided, TensorDesc};
 use crate::kernels::pool::Window;
-use crate::kernels::{dropout as drop, norm, pool, KernelError, Strided};
+use crate::kernels::{dropout as drop, norm, pool, Strided};
 use crate::rng;
-use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError};
 use pyo3::prelude::*;
 
-/// Unsupported dtypes raise NotImplementedError (as CPU's dispatch macros
-/// do), the rest RuntimeError.
-fn py_err(e: KernelError) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        KernelError::UnsupportedDtype { .. } => PyNotImplementedError::new_err(msg),
-        _ => PyRuntimeError::new_err(msg),
-    }
-}
+use super::kernel_err as py_err;
 
 fn opt(d: Option<TensorDesc>) -> PyResult<Option<Strided>> {
     d.map(strided).transpose()

@@ -1087,7 +1087,11 @@ pub fn arange(
 /// torch CPU's linspace: `start + step*i` in the first half and
 /// `end - step*(steps-1-i)` in the second, with `step` computed in f64 for
 /// integer dtypes and in f32 for float32 / half types.
-pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> {
+/// torch CPU's linspace into the 1-d `out`: the first half counts up from
+/// `start`, the second down from `end`. float16/bfloat16 compute in f32 and
+/// round once when `opmath` (torch >= 2.15), else every operation rounds to
+/// the half type (c10::Half arithmetic, torch 2.13).
+pub fn linspace(out: &Strided, start: f64, end: f64, opmath: bool) -> Result<(), KernelError> {
     if out.sizes.len() != 1 {
         return Err(KernelError::InvalidArgument(
             "foo linspace: output must be 1-d".into(),
@@ -1146,6 +1150,8 @@ pub fn linspace(out: &Strided, start: f64, end: f64) -> Result<(), KernelError> 
     match out.dtype {
         DType::F64 => floaty!(f64, f64),
         DType::F32 => floaty!(f32, f32),
+        DType::F16 if opmath => floaty!(f16, f32),
+        DType::BF16 if opmath => floaty!(bf16, f32),
         DType::F16 => halfy!(f16),
         DType::BF16 => halfy!(bf16),
         dt => {
@@ -1465,8 +1471,20 @@ mod tests {
         assert_eq!(out, vec![0, 1, 1, 1]);
         let mut l = vec![0f64; 5];
         let lv = view(&mut l, DType::F64, &[5], &[1]);
-        linspace(&lv, 0.0, 1.0).unwrap();
+        linspace(&lv, 0.0, 1.0, true).unwrap();
         assert_eq!(l, vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    }
+
+    #[test]
+    fn half_linspace_rounds_per_operation_or_once() {
+        // torch 2.13 / 2.15 CPU: linspace(0, 10, 7, dtype=float16)[4].
+        let mut h = vec![half::f16::ZERO; 7];
+        let hv = view(&mut h, DType::F16, &[7], &[1]);
+        linspace(&hv, 0.0, 10.0, false).unwrap();
+        assert_eq!(h[4].to_f32(), 6.6640625);
+        linspace(&hv, 0.0, 10.0, true).unwrap();
+        assert_eq!(h[4].to_f32(), 6.66796875);
+        assert_eq!((h[0].to_f32(), h[3].to_f32(), h[6].to_f32()), (0.0, 5.0, 10.0));
     }
 
     #[test]
