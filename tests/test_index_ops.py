@@ -546,6 +546,10 @@ def test_arange(dtype):
     _factory(lambda dev: torch.arange(10, 0, -2, dtype=dtype, device=dev))
     _factory(lambda dev: torch.arange(0, 0, dtype=dtype, device=dev))
     _factory(lambda dev: torch.arange(0.5, 5.2, 0.7, dtype=dtype, device=dev))
+    # Fractional bounds: torch 2.15 sizes int64 from the doubles, 2.13 from the truncated values.
+    _factory(lambda dev: torch.arange(3.1, dtype=dtype, device=dev))
+    _factory(lambda dev: torch.arange(-2.5, 3.1, dtype=dtype, device=dev))
+    _factory(lambda dev: torch.arange(1, 7.9, 2, dtype=dtype, device=dev))
     _factory(lambda dev: torch.arange(0, 5, -1, dtype=dtype, device=dev))
     _factory(lambda dev: torch.arange(0, 5, 0, dtype=dtype, device=dev))
     _factory(lambda dev: torch.arange(0, 3, out=torch.empty(5, dtype=dtype, device=dev)))

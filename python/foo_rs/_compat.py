@@ -30,14 +30,13 @@ def linspace_low_precision_in_opmath() -> bool:
 
 
 @functools.cache
-def arange_int64_zero_step_raises() -> bool:
-    """torch 2.13 raises ValueError when an int64 arange's fractional step
-    truncates to 0; torch >= 2.15 fills with the start like other integer dtypes."""
-    try:
-        torch.arange(0.5, 5.2, 0.7, dtype=torch.int64)
-    except ValueError:
-        return True
-    return False
+def arange_int64_size_from_doubles() -> bool:
+    """torch >= 2.15 sizes an int64 arange from the double bounds and step,
+    as for every other dtype (``arange(3.1, dtype=int64)`` has 4 elements; a
+    fractional step that truncates to 0 fills with the start); torch 2.13
+    sizes it from the truncated int64 values (3 elements) and raises
+    ValueError for a step that truncates to 0."""
+    return torch.arange(3.1, dtype=torch.int64).numel() == 4
 
 
 def raise_like_cpu(cpu_call: Callable[[], object], otherwise: BaseException) -> NoReturn:

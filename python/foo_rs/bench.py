@@ -1,6 +1,6 @@
 """Side-by-side benchmark: foo against torch CPU, in one process.
 
-    python -m foo_rs.bench [--quick] [--out bench-results]
+    python -m foo_rs.bench [--quick] [--threads N] [-k NAME] [--out bench-results]
 
 Each case runs on torch CPU and on foo alternately (same process, same thread
 count), several repeats each; the report gives medians and the ratio foo/CPU
@@ -108,6 +108,44 @@ def _mlp_step(device):
     return step
 
 
+def _transformers_step(kind: str):
+    """A training step (forward, backward, AdamW) of a transformers model in
+    a small config, random init (nothing downloaded): what users run."""
+
+    def make(device):
+        import transformers  # optional extra: cases are skipped without it
+
+        torch.manual_seed(0)
+        if kind == "gpt2":
+            cfg = transformers.GPT2Config(vocab_size=1000, n_positions=128, n_embd=128, n_layer=2, n_head=4)
+            model = transformers.GPT2LMHeadModel(cfg)
+        else:
+            cfg = transformers.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, intermediate_size=512, max_position_embeddings=128)
+            model = transformers.BertForMaskedLM(cfg)
+        model.to(device).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        g = torch.Generator().manual_seed(1)
+        tokens = torch.randint(0, 1000, (8, 64), generator=g).to(device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = model(input_ids=tokens, labels=tokens).loss
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    return make
+
+
+def _have(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 CASES = [
     *(Case(f"{op} 16M f32 (fresh out)", "elementwise", _elementwise(op))
       for op in ["add", "mul", "exp", "gelu", "sigmoid", "relu", "where"]),
@@ -116,6 +154,9 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     Case("mm 1024 f32", "matmul", _mm(1024)),
     Case("MLP 784-1024-1024-10 step, batch 256", "training", _mlp_step),
+    *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
+       Case("BERT-MLM 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("bert"))]
+      if _have("transformers") else []),
 ]
 
 
@@ -154,7 +195,11 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--out", default="bench-results")
     p.add_argument("-k", default="", help="only cases whose name contains this")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads for both backends (default: torch's, all cores)")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     repeats = args.repeats or (5 if args.quick else 15)
 
     foo_rs.reset_fallback_stats()

@@ -315,6 +315,44 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
                 msg=(lambda m, j=j: f"output {j}: {m}") if len(fe) > 1 else None,
             )
 
+    def at_least_as_accurate(op, sample, actual, expected) -> bool:
+        """For a float16/bfloat16 result that differs from CPU's beyond the
+        tolerance: whether foo's is at least as close as CPU's to the op
+        computed in float64 on the same inputs. CPU rounds some intermediates
+        to the narrow type (e.g. bf16 conv_transpose accumulates in bf16, up
+        to ~2 off on sample-sized values) where foo accumulates in fp32; foo
+        must not be failed for being more accurate than the CPU."""
+        if dtype not in (torch.float16, torch.bfloat16):
+            return False
+
+        def wide(x):
+            return x.double() if isinstance(x, torch.Tensor) and x.dtype == dtype else x
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref = op(tree_map(wide, sample.input), *tree_map(wide, sample.args), **tree_map(wide, sample.kwargs))
+                ref = sample.output_process_fn_grad(ref)
+        except Exception:  # noqa: BLE001 - no float64 reference: judge by CPU alone
+            return False
+        fa, fe, fr = tree_flatten(actual)[0], tree_flatten(expected)[0], tree_flatten(ref)[0]
+        if not (len(fa) == len(fe) == len(fr)):
+            return False
+        rtol, atol = TOLERANCES[str(dtype).removeprefix("torch.")]
+        for a, e, r in zip(fa, fe, fr):
+            if not isinstance(e, torch.Tensor) or e.dtype != dtype:
+                continue  # the other outputs already compared equal to CPU's
+            if not isinstance(r, torch.Tensor) or r.shape != e.shape or a.shape != e.shape:
+                return False
+            a, e, r = a.double(), e.double(), r.double()
+            foo_err = (a - r).abs()
+            cpu_err = (e - r).abs()
+            both_nan = a.isnan() & e.isnan()
+            ok = both_nan | (foo_err <= cpu_err + atol + rtol * r.abs())
+            if not bool(ok.all()):
+                return False
+        return True
+
     def stride_note(actual, expected):
         fa, _ = tree_flatten(actual)
         fe, _ = tree_flatten(expected)
@@ -421,7 +459,9 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
             try:
                 compare(foo_cpu, cpu_out, metadata_only)
             except AssertionError as e:
-                return {"status": "fail", "detail": f"{where} -> result: {short(e)}"}
+                if metadata_only or not at_least_as_accurate(op, sample, foo_cpu, cpu_out):
+                    return {"status": "fail", "detail": f"{where} -> result: {short(e)}"}
+                notes.append(f"sample {i}: differs from CPU beyond tolerance, but is closer to float64")
             try:
                 compare(foo_in, tensors_of((sample.input, sample.args, sample.kwargs)), metadata_only)
             except AssertionError as e:

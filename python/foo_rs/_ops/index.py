@@ -857,12 +857,12 @@ def arange_start_out(start, end, step=1, *, out):
         xs, xe, xst = float(start), float(end), float(step)
     if float(step) == 0:
         raise RuntimeError("step must be nonzero (foo)")
-    # A fractional step that truncates to 0: torch 2.13 raises ValueError for
-    # int64; later torch sizes it from doubles and fills with the start, as
-    # for the other integer dtypes.
-    if dtype == torch.int64 and xst == 0 and _compat.arange_int64_zero_step_raises():
-        raise ValueError("step must be nonzero (foo)")
-    if dtype == torch.int64 and xst != 0:
+    # torch 2.13 sizes an int64 arange from the truncated values (and raises
+    # ValueError for a fractional step truncated to 0); later torch sizes it
+    # from the doubles, as every other dtype (_compat).
+    if dtype == torch.int64 and not _compat.arange_int64_size_from_doubles():
+        if xst == 0:
+            raise ValueError("step must be nonzero (foo)")
         sgn = (xst > 0) - (xst < 0)
         num = xe - xs + xst - sgn
         size_d = abs(num) // abs(xst) * (1 if (num >= 0) == (xst > 0) else -1)
