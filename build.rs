@@ -18,10 +18,15 @@ fn supported_torch() -> ((u32, u32), (u32, u32)) {
         .find(|s| s.starts_with("torch>="))
         .expect("pyproject.toml: a \"torch>=A.B,<C.D\" dependency");
     let parse = |v: &str| -> (u32, u32) {
-        let mut it = v.trim().split('.').map(|p| p.parse::<u32>().expect("torch version bound"));
+        let mut it = v
+            .trim()
+            .split('.')
+            .map(|p| p.parse::<u32>().expect("torch version bound"));
         (it.next().expect("major"), it.next().unwrap_or(0))
     };
-    let (lo, hi) = spec["torch>=".len()..].split_once(",<").expect("torch>=A.B,<C.D");
+    let (lo, hi) = spec["torch>=".len()..]
+        .split_once(",<")
+        .expect("torch>=A.B,<C.D");
     (parse(lo), parse(hi))
 }
 
@@ -34,7 +39,11 @@ fn cxx_standard(includes: &[&str]) -> &'static str {
         let header = PathBuf::from(inc).join("ATen").join("ATen.h");
         if let Ok(text) = std::fs::read_to_string(&header) {
             println!("cargo:rerun-if-changed={}", header.display());
-            return if text.contains("202002L") { "c++20" } else { "c++17" };
+            return if text.contains("202002L") {
+                "c++20"
+            } else {
+                "c++17"
+            };
         }
     }
     "c++17"
@@ -78,10 +87,15 @@ for p in ce.include_paths():
     let includes: Vec<&str> = lines.collect();
     // Another torch installed into the same environment rebuilds the glue.
     if let Some(torch_dir) = torch_lib.parent() {
-        println!("cargo:rerun-if-changed={}", torch_dir.join("version.py").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            torch_dir.join("version.py").display()
+        );
     }
     let (lo, hi) = supported_torch();
-    let mut parts = version.split(['.', '+']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut parts = version
+        .split(['.', '+'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
     let this = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     if this < lo || this >= hi {
         println!(

@@ -167,7 +167,8 @@ pub(crate) fn device_index(device: Option<i64>) -> PyResult<usize> {
 /// registrations) against whatever torch is in the process, so a mismatch
 /// must be caught without loading.
 #[used]
-static BUILT_TORCH_MARKER: &str = concat!("\0FOO_RS_BUILT_TORCH=", env!("FOO_RS_BUILT_TORCH"), "\0");
+static BUILT_TORCH_MARKER: &str =
+    concat!("\0FOO_RS_BUILT_TORCH=", env!("FOO_RS_BUILT_TORCH"), "\0");
 
 /// Whether this process is a child forked after foo_rs was loaded.
 #[pyfunction]

@@ -1484,7 +1484,10 @@ mod tests {
         assert_eq!(h[4].to_f32(), 6.6640625);
         linspace(&hv, 0.0, 10.0, true).unwrap();
         assert_eq!(h[4].to_f32(), 6.66796875);
-        assert_eq!((h[0].to_f32(), h[3].to_f32(), h[6].to_f32()), (0.0, 5.0, 10.0));
+        assert_eq!(
+            (h[0].to_f32(), h[3].to_f32(), h[6].to_f32()),
+            (0.0, 5.0, 10.0)
+        );
     }
 
     #[test]
