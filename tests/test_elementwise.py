@@ -406,6 +406,24 @@ def test_binary_with_python_scalar(op, dtype, scalar):
         check(number_first, scalar, a)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32], ids=dname)
+@pytest.mark.parametrize(
+    "lo, hi", [(-3, None), (None, -3), (300, None), (None, 300), (-3, 300), (-3, 3), (-40000, 40000), (2.5, None)],
+    ids=str,
+)
+def test_integer_clamp_with_bounds_outside_the_dtype(dtype, lo, hi):
+    # torch 2.15 drops a bound that clamps nothing and refuses one that clamps
+    # everything; 2.13 wraps it into the dtype. foo follows the torch it runs on.
+    a = values(dtype, seed=5)
+    check(lambda x: torch.clamp(x, lo, hi), a)
+    check(lambda x: x.clamp_(lo, hi), a.clone())
+    check(lambda x: torch.clamp(x, lo, hi, out=torch.empty_like(x)), a)
+    if lo is not None:
+        check(lambda x: torch.clamp_min(x, lo), a)
+    if hi is not None:
+        check(lambda x: torch.clamp_max(x, hi), a)
+
+
 #: The number-first form of each op of test_binary_with_python_scalar that has one.
 NUMBER_FIRST = {
     "add": lambda s, x: s + x,

@@ -392,6 +392,7 @@ def _clamp_key(lo, hi):
     return (type(lo), type(hi))
 
 
+_C_TYPE = {torch.uint8: "uint8_t", torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int", torch.int64: "int64_t"}
 _INT_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long"}
 
 
@@ -401,9 +402,17 @@ def _bounds(self, lo, hi):
     nothing and refused when it would clamp everything (older torch wraps it
     into the dtype, which the Rust kernel does)."""
     name = _INT_NAMES.get(self.dtype)
-    if name is None or (lo is None and hi is None) or not _compat.clamp_checks_integer_range():
+    if name is None or (lo is None and hi is None):
         return lo, hi
     info = torch.iinfo(self.dtype)
+    if not _compat.clamp_checks_integer_range():
+        # c10's checked conversion: an unsigned type also takes negatives
+        # down to -max (they wrap), anything else outside the range overflows.
+        floor = -info.max if info.min == 0 else info.min
+        for v in (lo, hi):
+            if type(v) is int and not floor <= v <= info.max:
+                raise RuntimeError(f"value cannot be converted to type {_C_TYPE[self.dtype]} without overflow (foo)")
+        return lo, hi
     for which, v in (("min", lo), ("max", hi)):
         if type(v) is int and not info.min <= v <= info.max:
             if (which == "min") == (v > info.max):
