@@ -160,6 +160,20 @@ def test_layer_norm_bad_input():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "sliced"])
+def test_group_norm_forward_backward(dtype, layout):
+    x = make_tensor((2, 6, 5, 4), dtype, seed=3)
+    if layout == "permuted":
+        x = x.permute(0, 1, 3, 2)  # non-contiguous: CPU's kernel takes it, so must foo
+    elif layout == "sliced":
+        x = make_tensor((2, 6, 5, 8), dtype, seed=3)[..., ::2]
+    w = make_tensor((6,), dtype, seed=4)
+    b = make_tensor((6,), dtype, seed=5)
+    autograd_check(lambda x, w, b: F.group_norm(x, 3, w, b, eps=1e-5), [x, w, b], dtype)
+    autograd_check(lambda x: F.group_norm(x, 2), [x], dtype)
+
+
 def _bn_pair(cls, c, dtype, **kw):
     torch.manual_seed(0)
     m = cls(c, **kw)

@@ -6,6 +6,7 @@ from . import copy as _copy  # noqa: F401
 from . import linalg as _linalg  # noqa: F401
 from . import nn as _nn  # noqa: F401
 from . import norm_pool as _norm_pool  # noqa: F401
+from . import optim as _optim  # noqa: F401
 from . import random as _random  # noqa: F401
 from . import reduce as _reduce  # noqa: F401
 from . import rnn as _rnn  # noqa: F401

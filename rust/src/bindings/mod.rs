@@ -8,6 +8,7 @@ mod kernels;
 mod linalg;
 mod memory;
 mod norm_pool;
+mod optim;
 
 use crate::allocator::AllocError;
 use crate::dtype::DType;
@@ -195,5 +196,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     linalg::register(m)?;
     norm_pool::register(m)?;
     index::register(m)?;
+    optim::register(m)?;
     Ok(())
 }

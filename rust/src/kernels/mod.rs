@@ -11,6 +11,7 @@ pub mod index;
 pub mod linalg;
 pub mod nn;
 pub mod norm;
+pub mod optim;
 pub mod parallel;
 pub mod pool;
 pub mod random;

@@ -1,0 +1,596 @@
+//! Optimizer steps and AMP gradient scaling, one pass over each parameter.
+//!
+//! The fused optimizer ops of torch.optim (`fused=True`: `_fused_adam_`,
+//! `_fused_adamw_`, `_fused_sgd_`, `_fused_adagrad_`) and GradScaler's
+//! `_amp_foreach_non_finite_check_and_unscale_` / `_amp_update_scale_`.
+//! The arithmetic follows torch CPU's fused kernels operation by operation:
+//! float32/float64 compute in their own type, float16/bfloat16 in f32
+//! (ATen's opmath), constants are computed in f64 and then narrowed, and the
+//! unscaled gradient is written back when a grad scale is given. Elements
+//! are independent, so results do not depend on the thread count.
+
+use super::norm::{ld, st};
+use super::{KernelError, Strided, GRAIN_SIZE};
+use crate::dtype::DType;
+use half::{bf16, f16};
+use num_traits::Float;
+
+/// A stored element type and the type its arithmetic runs in.
+trait Elem: Copy + Send + Sync + 'static {
+    type M: Float + Send + Sync;
+    fn up(self) -> Self::M;
+    fn down(m: Self::M) -> Self;
+}
+
+macro_rules! elem {
+    ($t:ty, $m:ty, $up:expr, $down:expr) => {
+        impl Elem for $t {
+            type M = $m;
+            #[inline(always)]
+            fn up(self) -> $m {
+                $up(self)
+            }
+            #[inline(always)]
+            fn down(m: $m) -> $t {
+                $down(m)
+            }
+        }
+    };
+}
+elem!(f32, f32, |x| x, |m| m);
+elem!(f64, f64, |x| x, |m| m);
+elem!(f16, f32, f16::to_f32, f16::from_f32);
+elem!(bf16, f32, bf16::to_f32, bf16::from_f32);
+
+#[inline(always)]
+fn c<M: Float>(x: f64) -> M {
+    M::from(x).unwrap_or_else(M::nan)
+}
+
+/// A pointer that crosses to pool threads (tasks write disjoint chunks).
+struct Ptr<T>(*mut T);
+impl<T> Clone for Ptr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Ptr<T> {}
+// SAFETY: see above.
+unsafe impl<T> Send for Ptr<T> {}
+unsafe impl<T> Sync for Ptr<T> {}
+
+/// Runs `f(start, end)` over `[0, n)` in GRAIN_SIZE chunks on the pool.
+fn chunks(n: usize, f: impl Fn(usize, usize) + Sync) {
+    if n <= GRAIN_SIZE {
+        f(0, n);
+    } else {
+        super::parallel::parallel_for(n.div_ceil(GRAIN_SIZE), |k| {
+            f(k * GRAIN_SIZE, ((k + 1) * GRAIN_SIZE).min(n))
+        });
+    }
+}
+
+/// Checks that `views` are contiguous, of `like`'s dtype and element count.
+fn check_same(op: &str, like: &Strided, views: &[&Strided]) -> Result<(), KernelError> {
+    for v in std::iter::once(&like).chain(views.iter()) {
+        if !v.is_contiguous() {
+            return Err(KernelError::InvalidArgument(format!(
+                "foo {op}: tensors must be contiguous"
+            )));
+        }
+        if v.dtype != like.dtype || v.numel() != like.numel() {
+            return Err(KernelError::InvalidArgument(format!(
+                "foo {op}: every tensor of a parameter must have its dtype and size \
+                 (got {} with {} elements for a {} parameter of {})",
+                v.dtype.name(),
+                v.numel(),
+                like.dtype.name(),
+                like.numel()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The hyper-parameters of one Adam/AdamW step.
+#[derive(Clone, Copy, Debug)]
+pub struct Adam {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub weight_decay: f64,
+    pub eps: f64,
+    pub amsgrad: bool,
+    pub maximize: bool,
+    /// AdamW: decay the parameter (`p *= 1 - lr * wd`) instead of adding
+    /// `wd * p` to the gradient.
+    pub decoupled: bool,
+}
+
+/// One Adam/AdamW step of one parameter (torch CPU's `_fused_adam_` /
+/// `_fused_adamw_` for one tensor): updates `param`, `exp_avg`,
+/// `exp_avg_sq` (and `max_exp_avg_sq` with amsgrad) in place; `step` is the
+/// already incremented step count; with `grad_scale` the gradient is
+/// divided by it and written back.
+#[allow(clippy::too_many_arguments)]
+pub fn adam(
+    param: &Strided,
+    grad: &Strided,
+    exp_avg: &Strided,
+    exp_avg_sq: &Strided,
+    max_exp_avg_sq: Option<&Strided>,
+    step: f64,
+    cfg: &Adam,
+    grad_scale: Option<f64>,
+) -> Result<(), KernelError> {
+    let mut views = vec![grad, exp_avg, exp_avg_sq];
+    if cfg.amsgrad {
+        let m = max_exp_avg_sq.ok_or_else(|| {
+            KernelError::InvalidArgument("foo fused adam: amsgrad needs max_exp_avg_sq".into())
+        })?;
+        views.push(m);
+    }
+    check_same("fused adam", param, &views)?;
+    fn run<T: Elem>(
+        p: &Strided,
+        g: &Strided,
+        m: &Strided,
+        v: &Strided,
+        mx: Option<&Strided>,
+        step: f64,
+        cfg: &Adam,
+        scale: Option<f64>,
+    ) {
+        // f64 here, as torch's fused and for-loop Adam compute them.
+        let bias_correction1 = 1.0 - cfg.beta1.powf(step);
+        let bias_correction2 = 1.0 - cfg.beta2.powf(step);
+        let step_size = cfg.lr / bias_correction1;
+        let bc2_sqrt: T::M = c(bias_correction2.sqrt());
+        let lerp_w: T::M = c(1.0 - cfg.beta1);
+        let lerp_small = lerp_w.abs() < c(0.5);
+        let sq_coef: T::M = c(1.0 - cfg.beta2);
+        let beta2: T::M = c(cfg.beta2);
+        let eps: T::M = c(cfg.eps);
+        let wd: T::M = c(cfg.weight_decay);
+        let decay: T::M = c(1.0 - cfg.lr * cfg.weight_decay);
+        let step_size: T::M = c(step_size);
+        let scale: Option<T::M> = scale.map(c);
+        let one: T::M = c(1.0);
+        let (pp, gp, mp, vp) = (
+            Ptr(p.ptr as *mut T),
+            Ptr(g.ptr as *mut T),
+            Ptr(m.ptr as *mut T),
+            Ptr(v.ptr as *mut T),
+        );
+        let xp = mx.map(|x| Ptr(x.ptr as *mut T));
+        chunks(p.numel(), |s, e| {
+            let (pp, gp, mp, vp, xp) = (pp, gp, mp, vp, xp);
+            for i in s..e {
+                // SAFETY: i < numel of every view (checked); chunks are disjoint.
+                unsafe {
+                    let mut grad = (*gp.0.add(i)).up();
+                    if let Some(sc) = scale {
+                        grad = grad / sc;
+                        *gp.0.add(i) = T::down(grad);
+                    }
+                    if cfg.maximize {
+                        grad = -grad;
+                    }
+                    let mut param = (*pp.0.add(i)).up();
+                    if cfg.weight_decay != 0.0 {
+                        if cfg.decoupled {
+                            param = param * decay;
+                        } else {
+                            grad = grad + param * wd;
+                        }
+                    }
+                    // exp_avg.lerp_(grad, 1 - beta1), ATen's two-sided lerp.
+                    let ea = (*mp.0.add(i)).up();
+                    let ea = if lerp_small {
+                        ea + lerp_w * (grad - ea)
+                    } else {
+                        grad - (grad - ea) * (one - lerp_w)
+                    };
+                    *mp.0.add(i) = T::down(ea);
+                    let eas = (*vp.0.add(i)).up() * beta2 + sq_coef * grad * grad;
+                    *vp.0.add(i) = T::down(eas);
+                    let second = match xp {
+                        Some(x) => {
+                            let mx = (*x.0.add(i)).up().max(eas);
+                            *x.0.add(i) = T::down(mx);
+                            mx
+                        }
+                        None => eas,
+                    };
+                    let denom = second.sqrt() / bc2_sqrt + eps;
+                    *pp.0.add(i) = T::down(param - step_size * ea / denom);
+                }
+            }
+        });
+    }
+    let mx = if cfg.amsgrad { max_exp_avg_sq } else { None };
+    match param.dtype {
+        DType::F32 => run::<f32>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
+        DType::F64 => run::<f64>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
+        DType::F16 => run::<f16>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
+        DType::BF16 => run::<bf16>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "fused_adam",
+                dtype: d,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// The hyper-parameters of one SGD step.
+#[derive(Clone, Copy, Debug)]
+pub struct Sgd {
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub nesterov: bool,
+    pub maximize: bool,
+    /// The momentum buffer is set to the gradient instead of updated.
+    pub first_step: bool,
+}
+
+/// One SGD step of one parameter (torch CPU's `_fused_sgd_` for one tensor).
+pub fn sgd(
+    param: &Strided,
+    grad: &Strided,
+    momentum_buffer: Option<&Strided>,
+    cfg: &Sgd,
+    grad_scale: Option<f64>,
+) -> Result<(), KernelError> {
+    let mut views = vec![grad];
+    if cfg.momentum != 0.0 {
+        views.push(momentum_buffer.ok_or_else(|| {
+            KernelError::InvalidArgument("foo fused sgd: momentum needs a momentum buffer".into())
+        })?);
+    }
+    check_same("fused sgd", param, &views)?;
+    fn run<T: Elem>(p: &Strided, g: &Strided, b: Option<&Strided>, cfg: &Sgd, scale: Option<f64>) {
+        let wd: T::M = c(cfg.weight_decay);
+        let momentum: T::M = c(cfg.momentum);
+        let damp: T::M = c(1.0 - cfg.dampening);
+        let lr: T::M = c(cfg.lr);
+        let scale: Option<T::M> = scale.map(c);
+        let (pp, gp) = (Ptr(p.ptr as *mut T), Ptr(g.ptr as *mut T));
+        let bp = if cfg.momentum != 0.0 {
+            b.map(|b| Ptr(b.ptr as *mut T))
+        } else {
+            None
+        };
+        chunks(p.numel(), |s, e| {
+            let (pp, gp, bp) = (pp, gp, bp);
+            for i in s..e {
+                // SAFETY: as in `adam`.
+                unsafe {
+                    let mut grad = (*gp.0.add(i)).up();
+                    if let Some(sc) = scale {
+                        grad = grad / sc;
+                        *gp.0.add(i) = T::down(grad);
+                    }
+                    if cfg.maximize {
+                        grad = -grad;
+                    }
+                    let param = (*pp.0.add(i)).up();
+                    if cfg.weight_decay != 0.0 {
+                        grad = grad + param * wd;
+                    }
+                    if let Some(b) = bp {
+                        let buf = if cfg.first_step {
+                            grad
+                        } else {
+                            (*b.0.add(i)).up() * momentum + grad * damp
+                        };
+                        *b.0.add(i) = T::down(buf);
+                        grad = if cfg.nesterov {
+                            grad + buf * momentum
+                        } else {
+                            buf
+                        };
+                    }
+                    *pp.0.add(i) = T::down(param - grad * lr);
+                }
+            }
+        });
+    }
+    match param.dtype {
+        DType::F32 => run::<f32>(param, grad, momentum_buffer, cfg, grad_scale),
+        DType::F64 => run::<f64>(param, grad, momentum_buffer, cfg, grad_scale),
+        DType::F16 => run::<f16>(param, grad, momentum_buffer, cfg, grad_scale),
+        DType::BF16 => run::<bf16>(param, grad, momentum_buffer, cfg, grad_scale),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "fused_sgd",
+                dtype: d,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// The hyper-parameters of one Adagrad step.
+#[derive(Clone, Copy, Debug)]
+pub struct Adagrad {
+    pub lr: f64,
+    pub lr_decay: f64,
+    pub weight_decay: f64,
+    pub eps: f64,
+    pub maximize: bool,
+}
+
+/// One Adagrad step of one parameter (torch CPU's `_fused_adagrad_` for one
+/// tensor); `step` is the already incremented step count.
+pub fn adagrad(
+    param: &Strided,
+    grad: &Strided,
+    state_sum: &Strided,
+    step: f64,
+    cfg: &Adagrad,
+    grad_scale: Option<f64>,
+) -> Result<(), KernelError> {
+    check_same("fused adagrad", param, &[grad, state_sum])?;
+    fn run<T: Elem>(p: &Strided, g: &Strided, ss: &Strided, step: f64, cfg: &Adagrad, scale: Option<f64>) {
+        let clr: T::M = c(cfg.lr / (1.0 + (step - 1.0) * cfg.lr_decay));
+        let wd: T::M = c(cfg.weight_decay);
+        let eps: T::M = c(cfg.eps);
+        let scale: Option<T::M> = scale.map(c);
+        let (pp, gp, sp) = (
+            Ptr(p.ptr as *mut T),
+            Ptr(g.ptr as *mut T),
+            Ptr(ss.ptr as *mut T),
+        );
+        chunks(p.numel(), |s, e| {
+            let (pp, gp, sp) = (pp, gp, sp);
+            for i in s..e {
+                // SAFETY: as in `adam`.
+                unsafe {
+                    let mut grad = (*gp.0.add(i)).up();
+                    if let Some(sc) = scale {
+                        grad = grad / sc;
+                        *gp.0.add(i) = T::down(grad);
+                    }
+                    if cfg.maximize {
+                        grad = -grad;
+                    }
+                    let param = (*pp.0.add(i)).up();
+                    if cfg.weight_decay != 0.0 {
+                        grad = grad + param * wd;
+                    }
+                    let sum = (*sp.0.add(i)).up() + grad * grad;
+                    *sp.0.add(i) = T::down(sum);
+                    let std = sum.sqrt() + eps;
+                    *pp.0.add(i) = T::down(param - clr * grad / std);
+                }
+            }
+        });
+    }
+    match param.dtype {
+        DType::F32 => run::<f32>(param, grad, state_sum, step, cfg, grad_scale),
+        DType::F64 => run::<f64>(param, grad, state_sum, step, cfg, grad_scale),
+        DType::F16 => run::<f16>(param, grad, state_sum, step, cfg, grad_scale),
+        DType::BF16 => run::<bf16>(param, grad, state_sum, step, cfg, grad_scale),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "fused_adagrad",
+                dtype: d,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// GradScaler's unscale of one contiguous gradient: multiplies it in place
+/// by `inv_scale` (unless that is 1) in its opmath type and returns whether
+/// any element was inf or NaN before scaling.
+pub fn unscale(grad: &Strided, inv_scale: f32) -> Result<bool, KernelError> {
+    check_same("amp unscale", grad, &[])?;
+    fn run<T: Elem>(g: &Strided, inv: f32) -> bool {
+        let inv_m: T::M = c(inv as f64);
+        let gp = Ptr(g.ptr as *mut T);
+        let n = g.numel();
+        let found = std::sync::atomic::AtomicBool::new(false);
+        chunks(n, |s, e| {
+            let gp = gp;
+            let mut bad = false;
+            for i in s..e {
+                // SAFETY: i < numel; chunks are disjoint.
+                unsafe {
+                    let v = (*gp.0.add(i)).up();
+                    bad |= !v.is_finite();
+                    if inv != 1.0 {
+                        *gp.0.add(i) = T::down(v * inv_m);
+                    }
+                }
+            }
+            if bad {
+                found.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        found.into_inner()
+    }
+    Ok(match grad.dtype {
+        DType::F32 => run::<f32>(grad, inv_scale),
+        DType::F64 => run::<f64>(grad, inv_scale),
+        DType::F16 => run::<f16>(grad, inv_scale),
+        DType::BF16 => run::<bf16>(grad, inv_scale),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "_amp_foreach_non_finite_check_and_unscale_",
+                dtype: d,
+            })
+        }
+    })
+}
+
+/// GradScaler's `_amp_update_scale_` on its one-element float `scale`,
+/// int `growth_tracker` and float `found_inf` (torch CPU's rule): after an
+/// inf/NaN the scale backs off and the tracker resets; after
+/// `growth_interval` clean steps in a row the scale grows (if the grown
+/// scale is finite) and the tracker resets.
+pub fn update_scale(
+    scale: &Strided,
+    growth_tracker: &Strided,
+    found_inf: &Strided,
+    growth_factor: f64,
+    backoff_factor: f64,
+    growth_interval: i64,
+) -> Result<(), KernelError> {
+    for (name, v) in [
+        ("scale", scale),
+        ("growth_tracker", growth_tracker),
+        ("found_inf", found_inf),
+    ] {
+        if v.numel() != 1 {
+            return Err(KernelError::InvalidArgument(format!(
+                "foo _amp_update_scale_: {name} must be a 1-element tensor"
+            )));
+        }
+    }
+    let s = ld(scale, 0) as f32;
+    if ld(found_inf, 0) != 0.0 {
+        st(scale, 0, (s * backoff_factor as f32) as f64);
+        st(growth_tracker, 0, 0.0);
+    } else {
+        let successful = ld(growth_tracker, 0) as i64 + 1;
+        if successful == growth_interval {
+            let grown = s * growth_factor as f32;
+            if grown.is_finite() {
+                st(scale, 0, grown as f64);
+            }
+            st(growth_tracker, 0, 0.0);
+        } else {
+            st(growth_tracker, 0, successful as f64);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<T>(v: &mut [T], dtype: DType) -> Strided {
+        Strided::contiguous(v.as_mut_ptr() as *mut u8, dtype, &[v.len()])
+    }
+
+    #[test]
+    fn adam_first_step_moves_by_lr() {
+        // Step 1 with zero state: m = (1-b1) g, v = (1-b2) g^2, the update is
+        // lr * sign(g) (up to eps).
+        let mut p = vec![1.0f32, -2.0, 3.0];
+        let mut g = vec![0.5f32, -4.0, 0.0];
+        let (mut m, mut v) = (vec![0.0f32; 3], vec![0.0f32; 3]);
+        let cfg = Adam {
+            lr: 0.1,
+            beta1: 0.9,
+            beta2: 0.999,
+            weight_decay: 0.0,
+            eps: 1e-8,
+            amsgrad: false,
+            maximize: false,
+            decoupled: false,
+        };
+        let (pv, gv, mv, vv) = (
+            view(&mut p, DType::F32),
+            view(&mut g, DType::F32),
+            view(&mut m, DType::F32),
+            view(&mut v, DType::F32),
+        );
+        adam(&pv, &gv, &mv, &vv, None, 1.0, &cfg, None).unwrap();
+        assert!((p[0] - 0.9).abs() < 1e-6 && (p[1] + 1.9).abs() < 1e-6 && p[2] == 3.0);
+        assert!((m[0] - 0.05).abs() < 1e-7 && (v[1] - 0.016).abs() < 1e-7);
+    }
+
+    #[test]
+    fn grad_scale_is_written_back_and_amsgrad_keeps_the_max() {
+        let mut p = vec![0.0f64; 2];
+        let mut g = vec![8.0f64, -8.0];
+        let (mut m, mut v) = (vec![0.0f64; 2], vec![0.0f64; 2]);
+        let mut mx = vec![1.0f64, 0.0];
+        let cfg = Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.99,
+            weight_decay: 0.1,
+            eps: 1e-8,
+            amsgrad: true,
+            maximize: true,
+            decoupled: true,
+        };
+        let (pv, gv, mv, vv, xv) = (
+            view(&mut p, DType::F64),
+            view(&mut g, DType::F64),
+            view(&mut m, DType::F64),
+            view(&mut v, DType::F64),
+            view(&mut mx, DType::F64),
+        );
+        adam(&pv, &gv, &mv, &vv, Some(&xv), 1.0, &cfg, Some(4.0)).unwrap();
+        assert_eq!(g, vec![2.0, -2.0]);
+        assert_eq!(mx[0], 1.0); // max(1, 0.01 * 4)
+        assert!((mx[1] - 0.04).abs() < 1e-15);
+        // maximize: the parameter moves along the gradient.
+        assert!(p[0] > 0.0 && p[1] < 0.0);
+    }
+
+    #[test]
+    fn sgd_momentum_and_nesterov() {
+        let mut p = vec![1.0f32];
+        let mut g = vec![2.0f32];
+        let mut b = vec![0.0f32];
+        let mut cfg = Sgd {
+            lr: 0.5,
+            weight_decay: 0.0,
+            momentum: 0.9,
+            dampening: 0.0,
+            nesterov: false,
+            maximize: false,
+            first_step: true,
+        };
+        let (pv, gv, bv) = (
+            view(&mut p, DType::F32),
+            view(&mut g, DType::F32),
+            view(&mut b, DType::F32),
+        );
+        sgd(&pv, &gv, Some(&bv), &cfg, None).unwrap();
+        assert_eq!((p[0], b[0]), (0.0, 2.0));
+        cfg.first_step = false;
+        cfg.nesterov = true;
+        sgd(&pv, &gv, Some(&bv), &cfg, None).unwrap();
+        // buf = 0.9 * 2 + 2 = 3.8; grad = 2 + 0.9 * 3.8 = 5.42
+        assert!((b[0] - 3.8).abs() < 1e-6 && (p[0] + 2.71).abs() < 1e-6);
+    }
+
+    #[test]
+    fn unscale_finds_non_finite_and_scales() {
+        let mut g = vec![half::bf16::from_f32(4.0), half::bf16::from_f32(f32::INFINITY)];
+        let gv = view(&mut g, DType::BF16);
+        assert!(unscale(&gv, 0.5).unwrap());
+        assert_eq!(g[0].to_f32(), 2.0);
+        let mut h = vec![1.0f32; 100_000];
+        assert!(!unscale(&view(&mut h, DType::F32), 0.25).unwrap());
+        assert!(h.iter().all(|&x| x == 0.25));
+    }
+
+    #[test]
+    fn update_scale_backs_off_and_grows() {
+        let (mut s, mut t, mut f) = (vec![1024.0f32], vec![1i32], vec![0.0f32]);
+        let (sv, tv, fv) = (
+            view(&mut s, DType::F32),
+            view(&mut t, DType::I32),
+            view(&mut f, DType::F32),
+        );
+        update_scale(&sv, &tv, &fv, 2.0, 0.5, 2).unwrap();
+        assert_eq!((s[0], t[0]), (2048.0, 0));
+        update_scale(&sv, &tv, &fv, 2.0, 0.5, 2).unwrap();
+        assert_eq!((s[0], t[0]), (2048.0, 1));
+        f[0] = 1.0;
+        update_scale(&sv, &tv, &fv, 2.0, 0.5, 2).unwrap();
+        assert_eq!((s[0], t[0]), (1024.0, 0));
+    }
+}
