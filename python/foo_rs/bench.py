@@ -140,6 +140,22 @@ def _transformers_step(kind: str):
     return make
 
 
+def _optimizer_step(kind: str):
+    """An AdamW step over 10M parameters (a 24-layer MLP's worth of tensors)
+    with the gradients already there: the optimizer alone."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        shapes = [(640, 640)] * 24 + [(640,)] * 24  # 9.85M + 15K parameters
+        params = [torch.randn(s, generator=g).to(device).requires_grad_() for s in shapes]
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=g).to(device)
+        opt = torch.optim.AdamW(params, lr=1e-3, **{kind: True})
+        return lambda: opt.step()
+
+    return make
+
+
 def _have(module: str) -> bool:
     import importlib.util
 
@@ -154,6 +170,8 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     Case("mm 1024 f32", "matmul", _mm(1024)),
     Case("MLP 784-1024-1024-10 step, batch 256", "training", _mlp_step),
+    Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
+    Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
     *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
        Case("BERT-MLM 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("bert"))]
       if _have("transformers") else []),

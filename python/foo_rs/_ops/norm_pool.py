@@ -240,6 +240,34 @@ def _batch_norm(name, input, weight, bias, running_mean, running_var, training, 
     return out, save_mean, save_invstd
 
 
+@impl("native_group_norm_backward")
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    """Group norm's gradients from foo's native ops (the forward is ATen's
+    composite, registered in the glue). Computes in float32 for the half
+    types, like CPU; a fused Rust kernel is issue 13's."""
+    check_same_device("native_group_norm_backward", grad_out, input, mean, rstd, weight)
+    N, C, HxW, G = int(N), int(C), int(HxW), int(group)
+    D = C // G
+    half = input.dtype in (torch.float16, torch.bfloat16)
+    acc = torch.float32 if half else input.dtype
+    x = input.to(acc).reshape(N, G, D, HxW)
+    dy = grad_out.to(acc).reshape(N, G, D, HxW)
+    xhat = (x - mean.to(acc).view(N, G, 1, 1)) * rstd.to(acc).view(N, G, 1, 1)
+    w = weight.to(acc).view(1, G, D, 1) if weight is not None else None
+    dx = dgamma = dbeta = None
+    wdtype = weight.dtype if weight is not None else input.dtype
+    if output_mask[0]:
+        dyw = dy * w if w is not None else dy
+        m1 = dyw.mean(dim=(2, 3), keepdim=True)
+        m2 = (dyw * xhat).mean(dim=(2, 3), keepdim=True)
+        dx = ((dyw - m1 - xhat * m2) * rstd.to(acc).view(N, G, 1, 1)).reshape(input.shape).to(input.dtype)
+    if output_mask[1]:
+        dgamma = (dy * xhat).sum(dim=(0, 3)).reshape(C).to(wdtype)
+    if output_mask[2]:
+        dbeta = dy.sum(dim=(0, 3)).reshape(C).to(wdtype)
+    return dx, dgamma, dbeta
+
+
 @impl("native_batch_norm")
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     return _batch_norm("native_batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps)
