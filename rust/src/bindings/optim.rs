@@ -56,7 +56,11 @@ fn fused_adam(
     same_len("exp_avgs", n, exp_avgs.len())?;
     same_len("exp_avg_sqs", n, exp_avg_sqs.len())?;
     same_len("state_steps", n, steps.len())?;
-    same_len("max_exp_avg_sqs", if amsgrad { n } else { 0 }, max_exp_avg_sqs.len())?;
+    same_len(
+        "max_exp_avg_sqs",
+        if amsgrad { n } else { 0 },
+        max_exp_avg_sqs.len(),
+    )?;
     let (p, g, m, v, mx, s) = (
         views(params)?,
         views(grads)?,
@@ -107,7 +111,11 @@ fn fused_sgd(
 ) -> PyResult<()> {
     let n = params.len();
     same_len("grads", n, grads.len())?;
-    same_len("momentum buffers", if momentum != 0.0 { n } else { 0 }, momentum_buffers.len())?;
+    same_len(
+        "momentum buffers",
+        if momentum != 0.0 { n } else { 0 },
+        momentum_buffers.len(),
+    )?;
     let (p, g, b) = (views(params)?, views(grads)?, views(momentum_buffers)?);
     let scale = scalar_of(grad_scale)?;
     let cfg = Sgd {
@@ -149,7 +157,12 @@ fn fused_adagrad(
     same_len("grads", n, grads.len())?;
     same_len("state_sums", n, state_sums.len())?;
     same_len("state_steps", n, steps.len())?;
-    let (p, g, ss, s) = (views(params)?, views(grads)?, views(state_sums)?, views(steps)?);
+    let (p, g, ss, s) = (
+        views(params)?,
+        views(grads)?,
+        views(state_sums)?,
+        views(steps)?,
+    );
     let scale = scalar_of(grad_scale)?;
     let cfg = Adagrad {
         lr,
@@ -192,7 +205,11 @@ fn amp_update_scale(
     backoff_factor: f64,
     growth_interval: i64,
 ) -> PyResult<()> {
-    let (s, t, f) = (strided(scale)?, strided(growth_tracker)?, strided(found_inf)?);
+    let (s, t, f) = (
+        strided(scale)?,
+        strided(growth_tracker)?,
+        strided(found_inf)?,
+    );
     optim::update_scale(&s, &t, &f, growth_factor, backoff_factor, growth_interval)
         .map_err(kernel_err)
 }

@@ -47,18 +47,6 @@ fn c<M: Float>(x: f64) -> M {
     M::from(x).unwrap_or_else(M::nan)
 }
 
-/// A pointer that crosses to pool threads (tasks write disjoint chunks).
-struct Ptr<T>(*mut T);
-impl<T> Clone for Ptr<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Ptr<T> {}
-// SAFETY: see above.
-unsafe impl<T> Send for Ptr<T> {}
-unsafe impl<T> Sync for Ptr<T> {}
-
 /// Runs `f(start, end)` over `[0, n)` in GRAIN_SIZE chunks on the pool.
 fn chunks(n: usize, f: impl Fn(usize, usize) + Sync) {
     if n <= GRAIN_SIZE {
@@ -144,69 +132,44 @@ pub fn adam(
         // f64 here, as torch's fused and for-loop Adam compute them.
         let bias_correction1 = 1.0 - cfg.beta1.powf(step);
         let bias_correction2 = 1.0 - cfg.beta2.powf(step);
-        let step_size = cfg.lr / bias_correction1;
-        let bc2_sqrt: T::M = c(bias_correction2.sqrt());
-        let lerp_w: T::M = c(1.0 - cfg.beta1);
-        let lerp_small = lerp_w.abs() < c(0.5);
-        let sq_coef: T::M = c(1.0 - cfg.beta2);
-        let beta2: T::M = c(cfg.beta2);
-        let eps: T::M = c(cfg.eps);
-        let wd: T::M = c(cfg.weight_decay);
-        let decay: T::M = c(1.0 - cfg.lr * cfg.weight_decay);
-        let step_size: T::M = c(step_size);
-        let scale: Option<T::M> = scale.map(c);
-        let one: T::M = c(1.0);
-        let (pp, gp, mp, vp) = (
-            Ptr(p.ptr as *mut T),
-            Ptr(g.ptr as *mut T),
-            Ptr(m.ptr as *mut T),
-            Ptr(v.ptr as *mut T),
-        );
-        let xp = mx.map(|x| Ptr(x.ptr as *mut T));
-        chunks(p.numel(), |s, e| {
-            let (pp, gp, mp, vp, xp) = (pp, gp, mp, vp, xp);
-            for i in s..e {
-                // SAFETY: i < numel of every view (checked); chunks are disjoint.
-                unsafe {
-                    let mut grad = (*gp.0.add(i)).up();
-                    if let Some(sc) = scale {
-                        grad = grad / sc;
-                        *gp.0.add(i) = T::down(grad);
-                    }
-                    if cfg.maximize {
-                        grad = -grad;
-                    }
-                    let mut param = (*pp.0.add(i)).up();
-                    if cfg.weight_decay != 0.0 {
-                        if cfg.decoupled {
-                            param = param * decay;
-                        } else {
-                            grad = grad + param * wd;
-                        }
-                    }
-                    // exp_avg.lerp_(grad, 1 - beta1), ATen's two-sided lerp.
-                    let ea = (*mp.0.add(i)).up();
-                    let ea = if lerp_small {
-                        ea + lerp_w * (grad - ea)
-                    } else {
-                        grad - (grad - ea) * (one - lerp_w)
-                    };
-                    *mp.0.add(i) = T::down(ea);
-                    let eas = (*vp.0.add(i)).up() * beta2 + sq_coef * grad * grad;
-                    *vp.0.add(i) = T::down(eas);
-                    let second = match xp {
-                        Some(x) => {
-                            let mx = (*x.0.add(i)).up().max(eas);
-                            *x.0.add(i) = T::down(mx);
-                            mx
-                        }
-                        None => eas,
-                    };
-                    let denom = second.sqrt() / bc2_sqrt + eps;
-                    *pp.0.add(i) = T::down(param - step_size * ea / denom);
-                }
-            }
-        });
+        let k = AdamConsts::<T::M> {
+            bc2_sqrt: c(bias_correction2.sqrt()),
+            lerp_w: c(1.0 - cfg.beta1),
+            sq_coef: c(1.0 - cfg.beta2),
+            beta2: c(cfg.beta2),
+            eps: c(cfg.eps),
+            wd: c(cfg.weight_decay),
+            decay: c(1.0 - cfg.lr * cfg.weight_decay),
+            step_size: c(cfg.lr / bias_correction1),
+            sign: c(if cfg.maximize { -1.0 } else { 1.0 }),
+            scale: c(scale.unwrap_or(1.0)),
+        };
+        let wd = match (cfg.weight_decay != 0.0, cfg.decoupled) {
+            (false, _) => WD_NONE,
+            (true, false) => WD_L2,
+            (true, true) => WD_DECOUPLED,
+        };
+        // One loop per combination of the loop-invariant options, so that
+        // each is branch-free and vectorizes.
+        macro_rules! go {
+            ($sc:expr, $ams:expr, $wd:expr) => {
+                adam_chunks::<T, $sc, $ams, $wd>(p, g, m, v, mx, &k)
+            };
+        }
+        match (scale.is_some(), mx.is_some(), wd) {
+            (false, false, WD_NONE) => go!(false, false, WD_NONE),
+            (false, false, WD_L2) => go!(false, false, WD_L2),
+            (false, false, _) => go!(false, false, WD_DECOUPLED),
+            (false, true, WD_NONE) => go!(false, true, WD_NONE),
+            (false, true, WD_L2) => go!(false, true, WD_L2),
+            (false, true, _) => go!(false, true, WD_DECOUPLED),
+            (true, false, WD_NONE) => go!(true, false, WD_NONE),
+            (true, false, WD_L2) => go!(true, false, WD_L2),
+            (true, false, _) => go!(true, false, WD_DECOUPLED),
+            (true, true, WD_NONE) => go!(true, true, WD_NONE),
+            (true, true, WD_L2) => go!(true, true, WD_L2),
+            (true, true, _) => go!(true, true, WD_DECOUPLED),
+        }
     }
     let mx = if cfg.amsgrad { max_exp_avg_sq } else { None };
     match param.dtype {
@@ -222,6 +185,98 @@ pub fn adam(
         }
     }
     Ok(())
+}
+
+const WD_NONE: u8 = 0;
+const WD_L2: u8 = 1;
+const WD_DECOUPLED: u8 = 2;
+
+/// Adam's per-step constants in the arithmetic type.
+struct AdamConsts<M> {
+    bc2_sqrt: M,
+    lerp_w: M,
+    sq_coef: M,
+    beta2: M,
+    eps: M,
+    wd: M,
+    decay: M,
+    step_size: M,
+    sign: M,
+    scale: M,
+}
+
+/// `len` elements of `s` from `start`, as a slice.
+///
+/// # Safety
+/// `s` is contiguous with at least `start + len` elements, and no other
+/// live slice covers them.
+unsafe fn part<'a, T>(s: &Strided, start: usize, len: usize) -> &'a mut [T] {
+    std::slice::from_raw_parts_mut((s.ptr as *mut T).add(start), len)
+}
+
+/// Adam over GRAIN_SIZE chunks; each chunk's tensors are distinct slices (no
+/// aliasing) and the options are constants, so the loop vectorizes.
+fn adam_chunks<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
+    p: &Strided,
+    g: &Strided,
+    m: &Strided,
+    v: &Strided,
+    mx: Option<&Strided>,
+    k: &AdamConsts<T::M>,
+) {
+    let one: T::M = c(1.0);
+    let half: T::M = c(0.5);
+    let small = k.lerp_w.abs() < half;
+    let coeff = if small { k.lerp_w } else { k.lerp_w - one };
+    chunks(p.numel(), |s, e| {
+        let n = e - s;
+        // SAFETY: every view holds numel elements (checked by the caller);
+        // chunks are disjoint, and the tensors of one parameter are distinct.
+        let (ps, gs, ms, vs) = unsafe {
+            (
+                part::<T>(p, s, n),
+                part::<T>(g, s, n),
+                part::<T>(m, s, n),
+                part::<T>(v, s, n),
+            )
+        };
+        let mut empty: [T; 0] = [];
+        let xs: &mut [T] = match (AMS, mx) {
+            // SAFETY: as above.
+            (true, Some(x)) => unsafe { part::<T>(x, s, n) },
+            _ => &mut empty,
+        };
+        for i in 0..n {
+            let mut grad = gs[i].up();
+            if SCALE {
+                grad = grad / k.scale;
+                gs[i] = T::down(grad);
+            }
+            grad = grad * k.sign;
+            let mut param = ps[i].up();
+            if WD == WD_L2 {
+                grad = grad + param * k.wd;
+            } else if WD == WD_DECOUPLED {
+                param = param * k.decay;
+            }
+            // exp_avg.lerp_(grad, 1 - beta1), ATen's two-sided lerp.
+            let ea = ms[i].up();
+            let base = if small { ea } else { grad };
+            let ea = base + coeff * (grad - ea);
+            ms[i] = T::down(ea);
+            let eas = vs[i].up() * k.beta2 + k.sq_coef * grad * grad;
+            vs[i] = T::down(eas);
+            let second = if AMS {
+                let x = xs[i].up().max(eas);
+                xs[i] = T::down(x);
+                x
+            } else {
+                eas
+            };
+            let denom = second.sqrt() / k.bc2_sqrt + k.eps;
+            ps[i] = T::down(param - k.step_size * ea / denom);
+        }
+    });
 }
 
 /// The hyper-parameters of one SGD step.
@@ -258,44 +313,44 @@ pub fn sgd(
         let damp: T::M = c(1.0 - cfg.dampening);
         let lr: T::M = c(cfg.lr);
         let scale: Option<T::M> = scale.map(c);
-        let (pp, gp) = (Ptr(p.ptr as *mut T), Ptr(g.ptr as *mut T));
-        let bp = if cfg.momentum != 0.0 {
-            b.map(|b| Ptr(b.ptr as *mut T))
-        } else {
-            None
-        };
+        let has_buf = cfg.momentum != 0.0;
         chunks(p.numel(), |s, e| {
-            let (pp, gp, bp) = (pp, gp, bp);
-            for i in s..e {
-                // SAFETY: as in `adam`.
-                unsafe {
-                    let mut grad = (*gp.0.add(i)).up();
-                    if let Some(sc) = scale {
-                        grad = grad / sc;
-                        *gp.0.add(i) = T::down(grad);
-                    }
-                    if cfg.maximize {
-                        grad = -grad;
-                    }
-                    let param = (*pp.0.add(i)).up();
-                    if cfg.weight_decay != 0.0 {
-                        grad = grad + param * wd;
-                    }
-                    if let Some(b) = bp {
-                        let buf = if cfg.first_step {
-                            grad
-                        } else {
-                            (*b.0.add(i)).up() * momentum + grad * damp
-                        };
-                        *b.0.add(i) = T::down(buf);
-                        grad = if cfg.nesterov {
-                            grad + buf * momentum
-                        } else {
-                            buf
-                        };
-                    }
-                    *pp.0.add(i) = T::down(param - grad * lr);
+            let n = e - s;
+            // SAFETY: as in `adam_chunks`.
+            let (ps, gs) = unsafe { (part::<T>(p, s, n), part::<T>(g, s, n)) };
+            let mut empty: [T; 0] = [];
+            let bs: &mut [T] = match (has_buf, b) {
+                // SAFETY: as above.
+                (true, Some(b)) => unsafe { part::<T>(b, s, n) },
+                _ => &mut empty,
+            };
+            for i in 0..n {
+                let mut grad = gs[i].up();
+                if let Some(sc) = scale {
+                    grad = grad / sc;
+                    gs[i] = T::down(grad);
                 }
+                if cfg.maximize {
+                    grad = -grad;
+                }
+                let param = ps[i].up();
+                if cfg.weight_decay != 0.0 {
+                    grad = grad + param * wd;
+                }
+                if has_buf {
+                    let buf = if cfg.first_step {
+                        grad
+                    } else {
+                        bs[i].up() * momentum + grad * damp
+                    };
+                    bs[i] = T::down(buf);
+                    grad = if cfg.nesterov {
+                        grad + buf * momentum
+                    } else {
+                        buf
+                    };
+                }
+                ps[i] = T::down(param - grad * lr);
             }
         });
     }
@@ -335,38 +390,40 @@ pub fn adagrad(
     grad_scale: Option<f64>,
 ) -> Result<(), KernelError> {
     check_same("fused adagrad", param, &[grad, state_sum])?;
-    fn run<T: Elem>(p: &Strided, g: &Strided, ss: &Strided, step: f64, cfg: &Adagrad, scale: Option<f64>) {
+    fn run<T: Elem>(
+        p: &Strided,
+        g: &Strided,
+        ss: &Strided,
+        step: f64,
+        cfg: &Adagrad,
+        scale: Option<f64>,
+    ) {
         let clr: T::M = c(cfg.lr / (1.0 + (step - 1.0) * cfg.lr_decay));
         let wd: T::M = c(cfg.weight_decay);
         let eps: T::M = c(cfg.eps);
         let scale: Option<T::M> = scale.map(c);
-        let (pp, gp, sp) = (
-            Ptr(p.ptr as *mut T),
-            Ptr(g.ptr as *mut T),
-            Ptr(ss.ptr as *mut T),
-        );
         chunks(p.numel(), |s, e| {
-            let (pp, gp, sp) = (pp, gp, sp);
-            for i in s..e {
-                // SAFETY: as in `adam`.
-                unsafe {
-                    let mut grad = (*gp.0.add(i)).up();
-                    if let Some(sc) = scale {
-                        grad = grad / sc;
-                        *gp.0.add(i) = T::down(grad);
-                    }
-                    if cfg.maximize {
-                        grad = -grad;
-                    }
-                    let param = (*pp.0.add(i)).up();
-                    if cfg.weight_decay != 0.0 {
-                        grad = grad + param * wd;
-                    }
-                    let sum = (*sp.0.add(i)).up() + grad * grad;
-                    *sp.0.add(i) = T::down(sum);
-                    let std = sum.sqrt() + eps;
-                    *pp.0.add(i) = T::down(param - clr * grad / std);
+            let n = e - s;
+            // SAFETY: as in `adam_chunks`.
+            let (ps, gs, ss) =
+                unsafe { (part::<T>(p, s, n), part::<T>(g, s, n), part::<T>(ss, s, n)) };
+            for i in 0..n {
+                let mut grad = gs[i].up();
+                if let Some(sc) = scale {
+                    grad = grad / sc;
+                    gs[i] = T::down(grad);
                 }
+                if cfg.maximize {
+                    grad = -grad;
+                }
+                let param = ps[i].up();
+                if cfg.weight_decay != 0.0 {
+                    grad = grad + param * wd;
+                }
+                let sum = ss[i].up() + grad * grad;
+                ss[i] = T::down(sum);
+                let std = sum.sqrt() + eps;
+                ps[i] = T::down(param - clr * grad / std);
             }
         });
     }
@@ -392,20 +449,16 @@ pub fn unscale(grad: &Strided, inv_scale: f32) -> Result<bool, KernelError> {
     check_same("amp unscale", grad, &[])?;
     fn run<T: Elem>(g: &Strided, inv: f32) -> bool {
         let inv_m: T::M = c(inv as f64);
-        let gp = Ptr(g.ptr as *mut T);
-        let n = g.numel();
         let found = std::sync::atomic::AtomicBool::new(false);
-        chunks(n, |s, e| {
-            let gp = gp;
+        chunks(g.numel(), |s, e| {
+            // SAFETY: chunks are disjoint parts of the contiguous gradient.
+            let gs = unsafe { part::<T>(g, s, e - s) };
             let mut bad = false;
-            for i in s..e {
-                // SAFETY: i < numel; chunks are disjoint.
-                unsafe {
-                    let v = (*gp.0.add(i)).up();
-                    bad |= !v.is_finite();
-                    if inv != 1.0 {
-                        *gp.0.add(i) = T::down(v * inv_m);
-                    }
+            for x in gs.iter_mut() {
+                let v = x.up();
+                bad |= !v.is_finite();
+                if inv != 1.0 {
+                    *x = T::down(v * inv_m);
                 }
             }
             if bad {
@@ -568,7 +621,10 @@ mod tests {
 
     #[test]
     fn unscale_finds_non_finite_and_scales() {
-        let mut g = vec![half::bf16::from_f32(4.0), half::bf16::from_f32(f32::INFINITY)];
+        let mut g = vec![
+            half::bf16::from_f32(4.0),
+            half::bf16::from_f32(f32::INFINITY),
+        ];
         let gv = view(&mut g, DType::BF16);
         assert!(unscale(&gv, 0.5).unwrap());
         assert_eq!(g[0].to_f32(), 2.0);
