@@ -1481,9 +1481,9 @@ mod tests {
         let mut h = vec![half::f16::ZERO; 7];
         let hv = view(&mut h, DType::F16, &[7], &[1]);
         linspace(&hv, 0.0, 10.0, false).unwrap();
-        assert_eq!(h[4].to_f32(), 6.6640625);
+        assert_eq!(h[4].to_f32(), 1706.0 / 256.0); // 6.6640625
         linspace(&hv, 0.0, 10.0, true).unwrap();
-        assert_eq!(h[4].to_f32(), 6.66796875);
+        assert_eq!(h[4].to_f32(), 1707.0 / 256.0); // 6.66796875
         assert_eq!(
             (h[0].to_f32(), h[3].to_f32(), h[6].to_f32()),
             (0.0, 5.0, 10.0)

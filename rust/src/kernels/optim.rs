@@ -58,7 +58,9 @@ fn chunks(n: usize, f: impl Fn(usize, usize) + Sync) {
     }
 }
 
-/// Checks that `views` are contiguous, of `like`'s dtype and element count.
+/// Checks that `views` are contiguous, of `like`'s dtype and element count,
+/// and that no two of them (and `like`) share memory: the kernels write
+/// through one slice per tensor, which must not alias.
 fn check_same(op: &str, like: &Strided, views: &[&Strided]) -> Result<(), KernelError> {
     for v in std::iter::once(&like).chain(views.iter()) {
         if !v.is_contiguous() {
@@ -75,6 +77,20 @@ fn check_same(op: &str, like: &Strided, views: &[&Strided]) -> Result<(), Kernel
                 like.dtype.name(),
                 like.numel()
             )));
+        }
+    }
+    let bytes = like.numel() * like.dtype.size();
+    let ranges: Vec<(usize, usize)> = std::iter::once(&like)
+        .chain(views.iter())
+        .map(|v| (v.ptr as usize, v.ptr as usize + bytes))
+        .collect();
+    for (i, a) in ranges.iter().enumerate() {
+        for b in &ranges[i + 1..] {
+            if bytes != 0 && a.0 < b.1 && b.0 < a.1 {
+                return Err(KernelError::InvalidArgument(format!(
+                    "foo {op}: the tensors of a parameter must not share memory"
+                )));
+            }
         }
     }
     Ok(())
@@ -589,6 +605,30 @@ mod tests {
         assert!((mx[1] - 0.04).abs() < 1e-15);
         // maximize: the parameter moves along the gradient.
         assert!(p[0] > 0.0 && p[1] < 0.0);
+    }
+
+    #[test]
+    fn aliased_tensors_are_refused() {
+        let mut p = vec![1.0f32; 8];
+        let pv = view(&mut p, DType::F32);
+        let half = Strided::contiguous(pv.ptr, DType::F32, &[4]);
+        let tail = Strided::contiguous(unsafe { pv.ptr.add(16) }, DType::F32, &[4]);
+        let cfg = Sgd {
+            lr: 0.1,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            dampening: 0.0,
+            nesterov: false,
+            maximize: false,
+            first_step: true,
+        };
+        assert!(matches!(
+            sgd(&pv, &pv, None, &cfg, None),
+            Err(KernelError::InvalidArgument(_))
+        ));
+        // Disjoint halves of one buffer are fine.
+        sgd(&half, &tail, None, &cfg, None).unwrap();
+        assert_eq!(p[0], 0.9);
     }
 
     #[test]
