@@ -397,10 +397,11 @@ _INT_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", tor
 
 
 def _bounds(self, lo, hi):
-    """The Python-number bounds of a clamp of ``self``. From torch 2.15 an
-    integer bound outside an integer tensor's range is dropped when it clamps
-    nothing and refused when it would clamp everything (older torch wraps it
-    into the dtype, which the Rust kernel does)."""
+    """The Python-number bounds of a clamp of ``self``, as the installed torch
+    treats an integer bound outside an integer tensor's range: from 2.15 it
+    is dropped when it clamps nothing and refused when it would clamp
+    everything; 2.13 converts it with c10's overflow check (an unsigned type
+    takes negatives down to -max, which wrap, as the Rust kernel does)."""
     name = _INT_NAMES.get(self.dtype)
     if name is None or (lo is None and hi is None):
         return lo, hi
