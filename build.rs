@@ -52,6 +52,7 @@ fn cxx_standard(includes: &[&str]) -> &'static str {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=rust/glue/foo_glue.cpp");
+    println!("cargo:rerun-if-changed=rust/glue/native.cpp");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo:rerun-if-env-changed=FOO_RS_PYTHON");
     if env::var_os("CARGO_FEATURE_PYTHON").is_none() {
@@ -112,6 +113,7 @@ for p in ce.include_paths():
     build
         .cpp(true)
         .file("rust/glue/foo_glue.cpp")
+        .file("rust/glue/native.cpp")
         .std(std)
         .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi)
         .flag_if_supported("-Wno-unused-parameter")

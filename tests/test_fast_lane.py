@@ -231,3 +231,128 @@ def test_lane_switch_gives_same_results():
         os.unlink(p)
     assert outs[0][0] > 0 and outs[1][0] == 0
     assert torch.equal(outs[0][1], outs[1][1])
+
+
+# ---- The native path: calls models make every step run no Python ----------
+
+def _f(shape, dtype=torch.float32, seed=0):
+    return make_tensor(shape, dtype, seed)
+
+
+NATIVE_CASES = {
+    # elementwise: broadcasting, mixed dtypes, integers, numbers, strides
+    "add_broadcast": lambda t: t(_f((3, 4))) + t(_f((4,), seed=1)),
+    "add_mixed_dtype": lambda t: t(_f((3, 4))) + t(_f((3, 4), torch.float64, 1)),
+    "add_int64": lambda t: t(_f((5,), torch.int64)) + t(_f((5,), torch.int64, 1)),
+    "mul_int32_number": lambda t: t(_f((5,), torch.int32)) * 3,
+    "mul_int_by_float_number": lambda t: t(_f((5,), torch.int16)) * 1.5,
+    "sub_strided": lambda t: t(_f((4, 3))).t() - t(_f((3, 4), seed=1)),
+    "div_zero_dim_foo": lambda t: t(_f((3, 4))) / t(torch.tensor(3.0)),
+    "div_floor": lambda t: torch.div(t(_f((6,))), 0.7, rounding_mode="floor"),
+    "div_int_true": lambda t: t(_f((6,), torch.int64)) / t(_f((6,), torch.int64, 1) + 100),
+    "rsub_number": lambda t: 1 - t(_f((4,), torch.bfloat16)),
+    "gt_number": lambda t: t(_f((3, 4))) > 0,
+    "eq_tensor_broadcast": lambda t: t(_f((3, 1), torch.int64)) == t(_f((4,), torch.int64)),
+    "clamp": lambda t: t(_f((7,))).clamp(-0.5, 0.5),
+    "clamp_min_int": lambda t: t(_f((7,), torch.int64)).clamp(min=0),
+    "pow_scalar": lambda t: t(_f((7,))) ** 2,
+    "pow_tensor": lambda t: t(_f((7,)).abs() + 0.1) ** t(_f((7,), seed=1)),
+    "maximum": lambda t: torch.maximum(t(_f((2, 3))), t(_f((3,), seed=1))),
+    "relu_half": lambda t: t(_f((9,), torch.float16)).relu(),
+    "gelu": lambda t: torch.nn.functional.gelu(t(_f((9,)))),
+    "gelu_tanh": lambda t: torch.nn.functional.gelu(t(_f((9,))), approximate="tanh"),
+    "silu_bf16": lambda t: torch.nn.functional.silu(t(_f((9,), torch.bfloat16))),
+    "leaky_relu": lambda t: torch.nn.functional.leaky_relu(t(_f((9,))), 0.2),
+    "erfc": lambda t: torch.erfc(t(_f((9,), torch.float64))),
+    "exp_of_int": lambda t: t(_f((4,), torch.int32)).exp(),
+    "neg_int": lambda t: -t(_f((4,), torch.int64)),
+    "sqrt_out": lambda t: torch.sqrt(t(_f((4,)).abs()), out=t(torch.empty(4))),
+    "add_out_int_to_float": lambda t: torch.add(t(_f((4,), torch.int64)), 1, out=t(torch.empty(4))),
+    "mul_inplace_broadcast": lambda t: t(_f((3, 4))).mul_(t(_f((4,), seed=1))),
+    "add_inplace_number": lambda t: t(_f((3, 4), torch.float16)).add_(2, alpha=3),
+    "where": lambda t: torch.where(t(_f((3, 4))) > 0, t(_f((3, 4), seed=1)), t(_f((4,), seed=2))),
+    # copies: to/from CPU, dtype casts, strided, broadcast into a view
+    "to_bf16": lambda t: t(_f((3, 4))).to(torch.bfloat16),
+    "int_to_float": lambda t: t(_f((3, 4), torch.int64)).float(),
+    "contiguous_of_transpose": lambda t: t(_f((3, 4))).t().contiguous(),
+    "clone_strided": lambda t: t(_f((6, 4)))[::2].clone(),
+    "copy_broadcast": lambda t: t(torch.zeros(3, 4)).copy_(t(_f((4,)))),
+    "copy_from_cpu_cast": lambda t: t(torch.zeros(3, 4)).copy_(_f((3, 4), torch.int32)),
+    # matrix products, reductions, softmax
+    "linear": lambda t: torch.nn.functional.linear(t(_f((5, 8))), t(_f((3, 8), seed=1)), t(_f((3,), seed=2))),
+    "matmul_3d_2d": lambda t: t(_f((2, 5, 8))) @ t(_f((8, 3), seed=1)),
+    "bmm": lambda t: torch.bmm(t(_f((2, 5, 8))), t(_f((2, 8, 3), seed=1))),
+    "baddbmm": lambda t: torch.baddbmm(t(_f((2, 5, 3), seed=2)), t(_f((2, 5, 8))), t(_f((2, 8, 3), seed=1)), alpha=0.5),
+    "mm_transposed": lambda t: t(_f((8, 5))).t() @ t(_f((3, 8), seed=1)).t(),
+    "sum_dim": lambda t: t(_f((3, 4, 5))).sum(1),
+    "sum_dims_keepdim": lambda t: t(_f((3, 4, 5))).sum((0, 2), keepdim=True),
+    "sum_int_dim": lambda t: t(_f((3, 4), torch.int32)).sum(0),
+    "mean_dim": lambda t: t(_f((3, 4, 5))).mean(-1),
+    "amax": lambda t: t(_f((3, 4, 5))).amax(1),
+    "softmax": lambda t: t(_f((3, 7))).softmax(-1),
+    "log_softmax": lambda t: t(_f((2, 3, 7))).log_softmax(1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_CASES))
+def test_common_calls_run_no_python(no_fallback, name):
+    """Broadcasting, mixed dtypes, integers, numbers, strides, out= and
+    in-place: dispatcher -> ATen's meta -> Rust, with CPU's results."""
+    f = NATIVE_CASES[name]
+    expected = f(lambda x: x)
+    f(lambda x: x.to("foo"))  # first call: anything lazy happens here
+    before = foo_rs.python_kernel_calls()
+    actual = f(lambda x: x.to("foo"))
+    ran_python = foo_rs.python_kernel_calls() - before
+    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    assert actual.device.type == "foo"
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
+
+
+def test_training_step_backward_runs_no_python_for_native_ops(no_fallback):
+    """An MLP step's backward (threshold/tanh/sigmoid/softmax backward, mm,
+    sum) stays on the native path too, and matches CPU."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 4))
+    x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    fmodel = __import__("copy").deepcopy(model).to("foo")
+    fx, fy = x.to("foo"), y.to("foo")
+    for m, a, b in ((model, x, y), (fmodel, fx, fy)):
+        torch.nn.functional.cross_entropy(m(a).log_softmax(-1).exp().softmax(-1), b).backward()
+    for p, fp in zip(model.parameters(), fmodel.parameters()):
+        torch.testing.assert_close(fp.grad.cpu(), p.grad)
+    fmodel.zero_grad()
+    before = foo_rs.python_kernel_calls()
+    out = fmodel(fx)
+    (out.softmax(-1) * out.sigmoid()).sum(1).mean().backward()
+    ran = foo_rs.python_kernel_calls() - before
+    for op in ("addmm.out", "mm.out", "threshold_backward", "tanh_backward", "sigmoid_backward", "sum.IntList_out",
+               "_softmax.out", "_softmax_backward_data.out", "mul.Tensor", "relu", "tanh", "sigmoid"):
+        assert op not in ran, f"{op} ran Python: {dict(ran)}"
+
+
+def test_native_path_errors_match_cpu(no_fallback):
+    """Errors come from ATen's meta functions: CPU's exception and message."""
+    a = torch.ones(3, 4)
+    fa = a.to("foo")
+    cases = [
+        lambda t: t(a) + t(torch.ones(5)),
+        lambda t: t(torch.ones(3, dtype=torch.int64)).add_(t(torch.ones(3))),
+        lambda t: t(torch.ones(3, dtype=torch.bool)) - t(torch.ones(3, dtype=torch.bool)),
+        lambda t: -t(torch.ones(3, dtype=torch.bool)),
+        lambda t: t(a) @ t(torch.ones(5, 2)),
+        lambda t: torch.bmm(t(torch.ones(2, 3, 4)), t(torch.ones(3, 4, 5))),
+        lambda t: t(a).sum(5),
+        lambda t: t(a).softmax(2),
+        lambda t: t(torch.ones(3, dtype=torch.int64)).clamp(),
+        lambda t: torch.div(t(a), 2, rounding_mode="bad"),
+    ]
+    for f in cases:
+        with pytest.raises(Exception) as cpu:
+            f(lambda x: x)
+        with pytest.raises(type(cpu.value)) as foo:
+            f(lambda x: x.to("foo"))
+        assert str(foo.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+    del fa

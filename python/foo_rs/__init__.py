@@ -51,6 +51,14 @@ def native_ops() -> frozenset[str]:
     return _ops.registered_ops()
 
 
+def python_kernel_calls():
+    """A Counter of aten overloads by how often their foo kernel ran Python
+    since import: ops with no C++ kernel yet, and calls a native-path kernel
+    handed to its Python kernel. Empty for a model step means the step ran
+    dispatcher -> C++ -> Rust throughout."""
+    return _ops.python_kernel_calls()
+
+
 __version__ = "0.1.0"
 __all__ = [
     "FooFallbackWarning",
@@ -61,6 +69,7 @@ __all__ = [
     "fallback_stats",
     "live_blocks",
     "native_ops",
+    "python_kernel_calls",
     "reset_fallback_stats",
     "set_fallback_enabled",
 ]

@@ -156,6 +156,66 @@ def _optimizer_step(kind: str):
     return make
 
 
+#: The ops models call every step, on tiny tensors: the per-call cost of
+#: reaching the kernel (dispatch, checks, allocation), not the kernel's speed.
+PER_OP = {
+    "add": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a + b)(),
+    "add broadcast": lambda t: (lambda a=t(4, 8), b=t(8): lambda: a + b)(),
+    "mul number": lambda t: (lambda a=t(4, 8): lambda: a * 0.5)(),
+    "add_ in place": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a.add_(b))(),
+    "div": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a / b)(),
+    "gt number": lambda t: (lambda a=t(4, 8): lambda: a > 0)(),
+    "where": lambda t: (lambda c=t(4, 8) > 0, a=t(4, 8), b=t(4, 8): lambda: torch.where(c, a, b))(),
+    "clamp": lambda t: (lambda a=t(4, 8): lambda: a.clamp(-1, 1))(),
+    "pow 2": lambda t: (lambda a=t(4, 8): lambda: a ** 2)(),
+    "to bf16": lambda t: (lambda a=t(4, 8): lambda: a.to(torch.bfloat16))(),
+    "relu": lambda t: (lambda a=t(4, 8): lambda: torch.relu(a))(),
+    "gelu": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.gelu(a))(),
+    "sigmoid": lambda t: (lambda a=t(4, 8): lambda: torch.sigmoid(a))(),
+    "sum dim": lambda t: (lambda a=t(4, 8): lambda: a.sum(1))(),
+    "mean": lambda t: (lambda a=t(4, 8): lambda: a.mean())(),
+    "amax dim": lambda t: (lambda a=t(4, 8): lambda: a.amax(1))(),
+    "softmax": lambda t: (lambda a=t(4, 8): lambda: a.softmax(-1))(),
+    "log_softmax": lambda t: (lambda a=t(4, 8): lambda: a.log_softmax(-1))(),
+    "mm": lambda t: (lambda a=t(4, 8), b=t(8, 8): lambda: a @ b)(),
+    "linear": lambda t: (lambda a=t(4, 8), w=t(8, 8), b=t(8): lambda: torch.nn.functional.linear(a, w, b))(),
+    "bmm": lambda t: (lambda a=t(2, 4, 8), b=t(2, 8, 4): lambda: torch.bmm(a, b))(),
+    "layer_norm": lambda t: (lambda a=t(4, 8), w=t(8), b=t(8):
+                             lambda: torch.nn.functional.layer_norm(a, (8,), w, b))(),
+    "cat": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: torch.cat([a, b]))(),
+    "index_select": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(a.device):
+                               lambda: a.index_select(0, i))(),
+    "embedding": lambda t: (lambda w=t(16, 8), i=torch.tensor([[1, 3], [5, 7]]).to(w.device):
+                            lambda: torch.nn.functional.embedding(i, w))(),
+    "cross_entropy": lambda t: (lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(a.device):
+                                lambda: torch.nn.functional.cross_entropy(a, y))(),
+    "max_pool2d": lambda t: (lambda a=t(1, 2, 4, 4): lambda: torch.nn.functional.max_pool2d(a, 2))(),
+    "sdpa": lambda t: (lambda q=t(1, 2, 4, 8): lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))(),
+    "copy_": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a.copy_(b))(),
+    "zero_": lambda t: (lambda a=t(4, 8): lambda: a.zero_())(),
+}
+PER_OP_INNER = 200
+
+
+def _per_op(op: str) -> Callable[[str], Callable[[], object]]:
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+
+        def t(*shape):
+            return torch.randn(*shape, generator=g).to(device)
+
+        step = PER_OP[op](t)
+
+        def run():
+            for _ in range(PER_OP_INNER):
+                r = step()
+            return r
+
+        return run
+
+    return make
+
+
 def _have(module: str) -> bool:
     import importlib.util
 
@@ -168,6 +228,7 @@ CASES = [
     Case("empty+fill 64 MiB (fresh)", "allocator", _fresh_alloc),
     Case("sum 16M f32", "reduction", _elementwise("sum")),
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
+    *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),
     Case("MLP 784-1024-1024-10 step, batch 256", "training", _mlp_step),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
@@ -213,6 +274,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--out", default="bench-results")
     p.add_argument("-k", default="", help="only cases whose name contains this")
+    p.add_argument("--group", default="", help="only cases of this group (elementwise, per-op, training, ...)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch.set_num_threads for both backends (default: torch's, all cores)")
     args = p.parse_args(argv)
@@ -225,12 +287,13 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", foo_rs.FooFallbackWarning)
         for case in CASES:
-            if args.k and args.k not in case.name:
+            if (args.k and args.k not in case.name) or (args.group and args.group != case.group):
                 continue
             before = sum(foo_rs.fallback_stats().values())
             s = time_case(case, repeats, warmup=2)
             fell_back = sum(foo_rs.fallback_stats().values()) - before
-            cpu, foo = statistics.median(s["cpu"]), statistics.median(s["foo"])
+            # Per call for cases that loop (`inner`).
+            cpu, foo = statistics.median(s["cpu"]) / case.inner, statistics.median(s["foo"]) / case.inner
             rows.append((case, cpu, foo, foo / cpu, fell_back))
             print(f"  {case.name}: cpu {_fmt(cpu)}  foo {_fmt(foo)}  ratio {foo / cpu:.2f}"
                   + (f"  ({fell_back} fallback calls)" if fell_back else ""), flush=True)
@@ -242,6 +305,12 @@ def main(argv=None) -> int:
              "|---|---:|---:|---:|---:|"]
     for case, cpu, foo, ratio, fb in rows:
         lines.append(f"| {case.name} | {_fmt(cpu)} | {_fmt(foo)} | {ratio:.2f} | {fb} |")
+    per_op = [r[3] for r in rows if r[0].group == "per-op"]
+    if per_op:
+        geo = statistics.geometric_mean(per_op)
+        within = sum(r <= 1.2 for r in per_op)
+        lines += ["", f"Per-op (tiny tensors, per call): {within} of {len(per_op)} ops within 1.2x of torch CPU; "
+                      f"geometric mean of foo/CPU {geo:.2f}."]
     table = "\n".join(lines)
     print()
     print(table)

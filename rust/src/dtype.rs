@@ -38,6 +38,24 @@ impl DType {
         DType::ALL.get(code as usize).copied()
     }
 
+    /// The dtype of a c10 `ScalarType` (its enum value), if foo holds it:
+    /// the one table the C++ glue uses (c10's values are part of its ABI).
+    pub fn from_c10(scalar_type: i32) -> Option<DType> {
+        Some(match scalar_type {
+            0 => DType::U8,
+            1 => DType::I8,
+            2 => DType::I16,
+            3 => DType::I32,
+            4 => DType::I64,
+            5 => DType::F16,
+            6 => DType::F32,
+            7 => DType::F64,
+            11 => DType::Bool,
+            15 => DType::BF16,
+            _ => return None,
+        })
+    }
+
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {

@@ -16,6 +16,8 @@ mod bindings;
 #[cfg(feature = "python")]
 mod ffi;
 #[cfg(feature = "python")]
+mod native;
+#[cfg(feature = "python")]
 mod fork;
 
 pub use dtype::DType;

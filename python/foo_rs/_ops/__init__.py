@@ -10,12 +10,8 @@ from . import optim as _optim  # noqa: F401
 from . import random as _random  # noqa: F401
 from . import reduce as _reduce  # noqa: F401
 from . import rnn as _rnn  # noqa: F401
-from ._registry import registered_ops
+from ._registry import python_kernel_calls, registered_ops
 
-try:  # the elementwise family lands separately
-    from . import elementwise as _elementwise  # noqa: F401
-except ImportError as e:  # pragma: no cover - only while it is missing
-    if "elementwise" not in str(e):
-        raise
+from . import elementwise as _elementwise  # noqa: F401
 
-__all__ = ["registered_ops"]
+__all__ = ["python_kernel_calls", "registered_ops"]

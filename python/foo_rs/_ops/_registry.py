@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Callable
 
 import torch
@@ -11,20 +12,22 @@ from .. import _C
 from .._dtypes import DTYPE_CODE
 
 __all__ = ["impl", "desc", "DTYPE_CODE", "_C", "check_same_device", "registered_ops", "dtype_code", "fast_lane_ops",
-           "FAST_LANE"]
+           "FAST_LANE", "python_kernel_calls"]
 
 _lib = torch.library.Library("aten", "IMPL")
 _registered: set[str] = set()
 
-#: The fast lane: overloads whose foo kernel is C++ in the glue, calling Rust
-#: directly in the common case (float tensors of one shape and dtype, or a
-#: tensor and a Python number) and this module's Python kernel otherwise.
+#: The native path: overloads whose foo kernel is C++ (rust/glue/native.cpp):
+#: ATen's own meta function, then Rust, with no Python in between, for every
+#: call the op's Rust kernel covers (dtypes, broadcasting, strides, Python
+#: numbers, out= and in-place); this module's Python kernel otherwise.
 #: ``FOO_RS_FAST_LANE=0`` registers the Python kernels directly instead.
 FAST_LANE: frozenset[str] = (
     frozenset(_C.fast_ops()) if os.environ.get("FOO_RS_FAST_LANE", "1") != "0" else frozenset()
 )
 _slow_lib = torch.library.Library("foo_slow", "DEF")
 _fast: set[str] = set()
+_python_calls: Counter[str] = Counter()
 
 
 def _register_fast(name: str, fn: Callable) -> None:
@@ -47,10 +50,11 @@ def impl(*aten_names: str) -> Callable:
 
     def register(fn: Callable) -> Callable:
         for name in aten_names:
+            kernel = _counted(name, fn)
             if name in FAST_LANE:
-                _register_fast(name, fn)
+                _register_fast(name, kernel)
             else:
-                _lib.impl(name, fn, "PrivateUse1")
+                _lib.impl(name, kernel, "PrivateUse1")
             _registered.add(name)
         return fn
 
@@ -60,6 +64,22 @@ def impl(*aten_names: str) -> Callable:
 def fast_lane_ops() -> frozenset[str]:
     """The overloads registered behind the fast lane's C++ kernels."""
     return frozenset(_fast)
+
+
+def _counted(name: str, fn: Callable) -> Callable:
+    def kernel(*args, **kwargs):
+        _python_calls[name] += 1
+        return fn(*args, **kwargs)
+
+    kernel.__name__ = kernel.__qualname__ = getattr(fn, "__name__", name)
+    return kernel
+
+
+def python_kernel_calls() -> Counter[str]:
+    """How often each aten overload ran a Python kernel since import: ops
+    without a native C++ kernel, and native-path calls the Rust kernel does
+    not cover (``foo_rs.python_kernel_calls()`` shows where Python remains)."""
+    return Counter(_python_calls)
 
 
 def registered_ops() -> frozenset[str]:

@@ -6,7 +6,7 @@ use super::{strided, TensorDesc};
 use crate::dtype::DType;
 use crate::kernels::linalg::{self, Coef};
 use crate::kernels::reduce::{self as red, ReduceOp};
-use crate::kernels::{copy, nn, KernelError, Strided};
+use crate::kernels::{entry, nn, with_out, KernelError, Strided};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -30,55 +30,6 @@ fn coef(v: &Bound<'_, PyAny>) -> PyResult<Coef> {
     Ok(Coef::float(v.extract::<f64>()?))
 }
 
-/// Byte range `[lo, hi)` a view touches (empty for no elements).
-fn extent(s: &Strided) -> (usize, usize) {
-    if s.numel() == 0 {
-        return (0, 0);
-    }
-    let (mut lo, mut hi) = (0isize, 0isize);
-    for (&n, &st) in s.sizes.iter().zip(&s.strides) {
-        let span = (n as isize - 1) * st;
-        if span < 0 {
-            lo += span;
-        } else {
-            hi += span;
-        }
-    }
-    let es = s.dtype.size() as isize;
-    let p = s.ptr as isize;
-    ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
-}
-
-fn overlaps(a: &Strided, b: &Strided) -> bool {
-    let ((a0, a1), (b0, b1)) = (extent(a), extent(b));
-    a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
-}
-
-/// Runs `f` on `out`, or, if `out` overlaps one of `inputs` (or is not
-/// contiguous and `contiguous` is asked), on a contiguous scratch copy that
-/// is then copied into `out`. With `read`, the scratch starts as `out`.
-fn with_out<R>(
-    out: &Strided,
-    inputs: &[Option<&Strided>],
-    contiguous: bool,
-    read: bool,
-    f: impl FnOnce(&Strided) -> Result<R, KernelError>,
-) -> Result<R, KernelError> {
-    let clash = inputs.iter().flatten().any(|i| overlaps(out, i));
-    if !clash && (!contiguous || out.numel() == 0 || out.is_contiguous()) {
-        return f(out);
-    }
-    let bytes = out.numel() * out.dtype.size();
-    let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
-    let tmp = Strided::contiguous(buf.as_mut_ptr() as *mut u8, out.dtype, &out.sizes);
-    if read {
-        copy::copy(&tmp, out)?;
-    }
-    let r = f(&tmp)?;
-    copy::copy(out, &tmp)?;
-    Ok(r)
-}
-
 fn opt(d: Option<TensorDesc>) -> PyResult<Option<Strided>> {
     d.map(strided).transpose()
 }
@@ -98,9 +49,7 @@ fn addmm(
     let (o, i, a, b) = (strided(out)?, opt(input)?, strided(mat1)?, strided(mat2)?);
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
     py.detach(|| {
-        with_out(&o, &[Some(&a), Some(&b)], false, true, |o| {
-            linalg::addmm(o, i.as_ref(), &a, &b, beta, alpha)
-        })
+        entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, false)
     })
     .map_err(|e| py_err(e, false))
 }
@@ -125,9 +74,7 @@ fn baddbmm(
     );
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
     py.detach(|| {
-        with_out(&o, &[Some(&a), Some(&b)], false, true, |o| {
-            linalg::baddbmm(o, i.as_ref(), &a, &b, beta, alpha)
-        })
+        entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, true)
     })
     .map_err(|e| py_err(e, false))
 }
@@ -190,56 +137,8 @@ fn dot(py: Python<'_>, out: TensorDesc, a: TensorDesc, b: TensorDesc) -> PyResul
 }
 
 fn reduce_op(name: &str, correction: f64, ord: f64) -> PyResult<ReduceOp> {
-    Ok(match name {
-        "sum" => ReduceOp::Sum,
-        "nansum" => ReduceOp::NanSum,
-        "mean" => ReduceOp::Mean,
-        "prod" => ReduceOp::Prod,
-        "max" => ReduceOp::Max,
-        "min" => ReduceOp::Min,
-        "max_dim" => ReduceOp::MaxDim,
-        "min_dim" => ReduceOp::MinDim,
-        "argmax" => ReduceOp::ArgMax,
-        "argmin" => ReduceOp::ArgMin,
-        "all" => ReduceOp::All,
-        "any" => ReduceOp::Any,
-        "count_nonzero" => ReduceOp::CountNonzero,
-        "var" => ReduceOp::Var {
-            correction,
-            sqrt: false,
-        },
-        "std" => ReduceOp::Var {
-            correction,
-            sqrt: true,
-        },
-        "norm" => ReduceOp::Norm { ord },
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "foo: unknown reduction {name:?}"
-            )))
-        }
-    })
-}
-
-/// `out` seen with the input's rank: size 1 (stride 0) inserted at `dims`
-/// unless it already has them (`keepdim`).
-fn keepdim_view(mut s: Strided, ndim: usize, dims: &[usize]) -> PyResult<Strided> {
-    if s.ndim() == ndim {
-        return Ok(s);
-    }
-    for &d in dims {
-        if d > s.sizes.len() {
-            return Err(PyValueError::new_err("foo: reduction dims out of range"));
-        }
-        s.sizes.insert(d, 1);
-        s.strides.insert(d, 0);
-    }
-    if s.ndim() != ndim {
-        return Err(PyValueError::new_err(
-            "foo: reduction output rank does not match",
-        ));
-    }
-    Ok(s)
+    ReduceOp::by_name(name, correction, ord)
+        .ok_or_else(|| PyValueError::new_err(format!("foo: unknown reduction {name:?}")))
 }
 
 /// Reduction `op` of `inp` over `dims` (sorted, distinct, in range; empty
@@ -259,22 +158,9 @@ fn reduce(
     ord: f64,
 ) -> PyResult<()> {
     let op = reduce_op(op, correction, ord)?;
-    let i = strided(inp)?;
-    let nd = i.ndim();
-    let o = keepdim_view(strided(out)?, nd, &dims)?;
-    let o2 = match out2 {
-        Some(d) => Some(keepdim_view(strided(d)?, nd, &dims)?),
-        None => None,
-    };
-    py.detach(|| {
-        with_out(&o, &[Some(&i)], false, false, |o| match &o2 {
-            Some(o2) => with_out(o2, &[Some(&i)], false, false, |o2| {
-                red::reduce_op(op, o, Some(o2), &i)
-            }),
-            None => red::reduce_op(op, o, None, &i),
-        })
-    })
-    .map_err(|e| py_err(e, false))
+    let (i, o, o2) = (strided(inp)?, strided(out)?, opt(out2)?);
+    py.detach(|| entry::reduce(op, o, o2, &i, &dims))
+        .map_err(|e| py_err(e, false))
 }
 
 /// Cumulative sum (or product) along `dim`.
@@ -299,11 +185,7 @@ fn softmax(
     log: bool,
 ) -> PyResult<()> {
     let (o, i) = (strided(out)?, strided(inp)?);
-    py.detach(|| {
-        with_out(&o, &[Some(&i)], true, false, |o| {
-            nn::softmax(o, &i, dim, log)
-        })
-    })
+    py.detach(|| entry::softmax(&o, &i, dim, log))
     .map_err(|e| py_err(e, false))
 }
 
@@ -318,11 +200,7 @@ fn softmax_backward(
     log: bool,
 ) -> PyResult<()> {
     let (gi, g, y) = (strided(grad_input)?, strided(grad)?, strided(output)?);
-    py.detach(|| {
-        with_out(&gi, &[Some(&g), Some(&y)], true, false, |gi| {
-            nn::softmax_backward(gi, &g, &y, dim, log)
-        })
-    })
+    py.detach(|| entry::softmax_backward(&gi, &g, &y, dim, log))
     .map_err(|e| py_err(e, false))
 }
 

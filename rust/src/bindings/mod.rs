@@ -12,7 +12,7 @@ mod optim;
 
 use crate::allocator::AllocError;
 use crate::dtype::DType;
-use crate::kernels::{KernelError, Strided};
+use crate::kernels::{ErrorKind, KernelError, Strided};
 use pyo3::exceptions::{
     PyIndexError, PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError,
 };
@@ -98,18 +98,21 @@ impl From<KernelError> for KernelErr {
     }
 }
 
-/// The one mapping of core kernel errors to Python exceptions: an
-/// unsupported dtype is NotImplementedError (what CPU's dispatch macros
-/// raise: "... not implemented for 'Bool'"), everything else RuntimeError.
+/// Core kernel errors as Python exceptions; the class is
+/// [`KernelError::kind`]'s (the one mapping, shared with the native path).
+fn py_exception(kind: ErrorKind, msg: String) -> PyErr {
+    match kind {
+        ErrorKind::Runtime => PyRuntimeError::new_err(msg),
+        ErrorKind::NotImplemented => PyNotImplementedError::new_err(msg),
+        ErrorKind::Index => PyIndexError::new_err(msg),
+        ErrorKind::Value => PyValueError::new_err(msg),
+        ErrorKind::Type => PyTypeError::new_err(msg),
+    }
+}
+
 impl From<KernelErr> for PyErr {
     fn from(e: KernelErr) -> PyErr {
-        let msg = e.0.to_string();
-        match e.0 {
-            KernelError::UnsupportedDtype { .. } => PyNotImplementedError::new_err(msg),
-            KernelError::ShapeMismatch(_) | KernelError::InvalidArgument(_) => {
-                PyRuntimeError::new_err(msg)
-            }
-        }
+        py_exception(e.0.kind(false), e.0.to_string())
     }
 }
 
@@ -121,10 +124,7 @@ pub(crate) fn kernel_err(e: KernelError) -> PyErr {
 /// As [`kernel_err`], for kernels whose invalid arguments are bad indices
 /// (targets of a loss, gather indices): those raise IndexError, as on CPU.
 pub(crate) fn kernel_index_err(e: KernelError) -> PyErr {
-    match e {
-        KernelError::InvalidArgument(msg) => PyIndexError::new_err(msg),
-        e => kernel_err(e),
-    }
+    py_exception(e.kind(true), e.to_string())
 }
 
 /// Python's view of an allocator error.

@@ -211,30 +211,6 @@ unsafe fn data_offset(
     Some(o)
 }
 
-/// Byte range `[lo, hi)` a view touches (empty for no elements).
-fn extent(s: &Strided) -> (usize, usize) {
-    if s.numel() == 0 {
-        return (0, 0);
-    }
-    let (mut lo, mut hi) = (0isize, 0isize);
-    for (&n, &st) in s.sizes.iter().zip(&s.strides) {
-        let span = (n as isize - 1) * st;
-        if span < 0 {
-            lo += span;
-        } else {
-            hi += span;
-        }
-    }
-    let es = s.dtype.size() as isize;
-    let p = s.ptr as isize;
-    ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
-}
-
-fn overlaps(a: &Strided, b: &Strided) -> bool {
-    let ((a0, a1), (b0, b1)) = (extent(a), extent(b));
-    a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
-}
-
 /// Index operands that alias `dst` are snapshotted into `bufs` (a scatter
 /// must not read indices it may overwrite).
 fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) -> Vec<IndexArg> {
@@ -247,7 +223,7 @@ fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) ->
     let dst = &full;
     args.iter()
         .map(|a| {
-            if !overlaps(dst, &a.idx) {
+            if !dst.overlaps(&a.idx) {
                 return a.clone();
             }
             let n = a.idx.numel();

@@ -7,6 +7,7 @@
 pub mod copy;
 pub mod dropout;
 pub mod elementwise;
+pub mod entry;
 pub mod index;
 pub mod linalg;
 pub mod nn;
@@ -80,6 +81,81 @@ impl Strided {
         }
         true
     }
+
+    /// Byte range `[lo, hi)` the view's elements occupy (empty, at `ptr`,
+    /// for no elements). The one extent rule every overlap check uses.
+    pub fn byte_range(&self) -> (usize, usize) {
+        let p = self.ptr as usize;
+        if self.numel() == 0 {
+            return (p, p);
+        }
+        let (mut lo, mut hi) = (0isize, 0isize);
+        for (&n, &st) in self.sizes.iter().zip(&self.strides) {
+            let span = (n as isize - 1) * st;
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        let es = self.dtype.size() as isize;
+        let p = p as isize;
+        ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
+    }
+
+    /// Whether the byte ranges of two non-empty views intersect.
+    pub fn overlaps(&self, other: &Strided) -> bool {
+        let ((a0, a1), (b0, b1)) = (self.byte_range(), other.byte_range());
+        a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
+    }
+}
+
+/// Runs `f` on `out`, or, if `out` overlaps one of `inputs` (or is not
+/// contiguous and `contiguous` is asked), on a contiguous scratch buffer that
+/// is then copied into `out`. With `read`, the scratch starts as a copy of `out`.
+pub fn with_out<R>(
+    out: &Strided,
+    inputs: &[Option<&Strided>],
+    contiguous: bool,
+    read: bool,
+    f: impl FnOnce(&Strided) -> Result<R, KernelError>,
+) -> Result<R, KernelError> {
+    let clash = inputs.iter().flatten().any(|i| out.overlaps(i));
+    if !clash && (!contiguous || out.numel() == 0 || out.is_contiguous()) {
+        return f(out);
+    }
+    let bytes = out.numel() * out.dtype.size();
+    let mut buf = vec![0u64; bytes.div_ceil(8).max(1)];
+    let tmp = Strided::contiguous(buf.as_mut_ptr() as *mut u8, out.dtype, &out.sizes);
+    if read {
+        copy::copy(&tmp, out)?;
+    }
+    let r = f(&tmp)?;
+    copy::copy(out, &tmp)?;
+    Ok(r)
+}
+
+/// `out` of a reduction seen with the input's rank: size 1 (stride 0)
+/// inserted at `dims` (sorted) unless it already has them (`keepdim`).
+pub fn keepdim_view(mut s: Strided, ndim: usize, dims: &[usize]) -> Result<Strided, KernelError> {
+    if s.ndim() == ndim {
+        return Ok(s);
+    }
+    for &d in dims {
+        if d > s.sizes.len() {
+            return Err(KernelError::InvalidArgument(
+                "foo: reduction dims out of range".into(),
+            ));
+        }
+        s.sizes.insert(d, 1);
+        s.strides.insert(d, 0);
+    }
+    if s.ndim() != ndim {
+        return Err(KernelError::InvalidArgument(
+            "foo: reduction output rank does not match".into(),
+        ));
+    }
+    Ok(s)
 }
 
 /// Row-major strides (in elements) for `sizes`.
@@ -117,3 +193,30 @@ impl fmt::Display for KernelError {
 }
 
 impl std::error::Error for KernelError {}
+
+/// The Python exception class a [`KernelError`] becomes, decided here once
+/// for both ways into Rust (the PyO3 bindings and the C++ native path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ErrorKind {
+    Runtime = 0,
+    NotImplemented = 1,
+    Index = 2,
+    Value = 3,
+    Type = 4,
+}
+
+impl KernelError {
+    /// An unsupported dtype is NotImplementedError (what CPU's dispatch
+    /// macros raise: "... not implemented for 'Bool'"); with `index_errors`
+    /// (kernels whose invalid arguments are bad indices: loss targets,
+    /// gather indices) an invalid argument is IndexError, as on CPU;
+    /// everything else RuntimeError.
+    pub fn kind(&self, index_errors: bool) -> ErrorKind {
+        match self {
+            KernelError::UnsupportedDtype { .. } => ErrorKind::NotImplemented,
+            KernelError::InvalidArgument(_) if index_errors => ErrorKind::Index,
+            _ => ErrorKind::Runtime,
+        }
+    }
+}

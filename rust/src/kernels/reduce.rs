@@ -1404,6 +1404,37 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// The reduction called `name` (`correction` for var/std, `ord` for
+    /// norm): the one name table, shared by the Python bindings and the
+    /// native path.
+    pub fn by_name(name: &str, correction: f64, ord: f64) -> Option<ReduceOp> {
+        Some(match name {
+            "sum" => ReduceOp::Sum,
+            "nansum" => ReduceOp::NanSum,
+            "mean" => ReduceOp::Mean,
+            "prod" => ReduceOp::Prod,
+            "max" => ReduceOp::Max,
+            "min" => ReduceOp::Min,
+            "max_dim" => ReduceOp::MaxDim,
+            "min_dim" => ReduceOp::MinDim,
+            "argmax" => ReduceOp::ArgMax,
+            "argmin" => ReduceOp::ArgMin,
+            "all" => ReduceOp::All,
+            "any" => ReduceOp::Any,
+            "count_nonzero" => ReduceOp::CountNonzero,
+            "var" => ReduceOp::Var {
+                correction,
+                sqrt: false,
+            },
+            "std" => ReduceOp::Var {
+                correction,
+                sqrt: true,
+            },
+            "norm" => ReduceOp::Norm { ord },
+            _ => return None,
+        })
+    }
+
     fn name(&self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum_cpu",

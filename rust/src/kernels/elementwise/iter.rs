@@ -314,25 +314,6 @@ fn is_non_overlapping_and_dense(t: &Strided) -> bool {
     true
 }
 
-/// Byte range `[lo, hi)` a tensor's elements occupy.
-fn byte_range(t: &Strided) -> (usize, usize) {
-    let es = t.dtype.size() as isize;
-    let (mut lo, mut hi) = (0isize, 0isize);
-    for (&s, &st) in t.sizes.iter().zip(&t.strides) {
-        if s == 0 {
-            return (t.ptr as usize, t.ptr as usize);
-        }
-        let ext = (s as isize - 1) * st;
-        if ext < 0 {
-            lo += ext;
-        } else {
-            hi += ext;
-        }
-    }
-    let base = t.ptr as isize;
-    ((base + lo * es) as usize, (base + (hi + 1) * es) as usize)
-}
-
 const INTERNAL_OVERLAP: &str = "unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.";
 const PARTIAL_OVERLAP: &str = "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.";
 
@@ -349,13 +330,13 @@ fn check_overlap(outs: &[(&Strided, DType)], ins: &[(Operand, DType)]) -> Result
         if !is_non_overlapping_and_dense(o) {
             continue;
         }
-        let (olo, ohi) = byte_range(o);
+        let (olo, ohi) = o.byte_range();
         for (i, _) in ins {
             let Operand::Tensor(t) = i else { continue };
             if t.numel() == 0 || !is_non_overlapping_and_dense(t) {
                 continue;
             }
-            let (tlo, thi) = byte_range(t);
+            let (tlo, thi) = t.byte_range();
             let same = t.ptr == o.ptr
                 && t.sizes == o.sizes
                 && t.strides == o.strides

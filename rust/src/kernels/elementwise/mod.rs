@@ -13,6 +13,7 @@ mod iter;
 pub mod math;
 mod ops;
 pub mod simd;
+pub mod spec;
 
 pub use cast::Scalar;
 pub use iter::{broadcast_shapes, output_strides, promote_types, Operand, MAX_OPERANDS};

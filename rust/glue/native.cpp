@@ -1,0 +1,1012 @@
+// native.cpp: the native path -- C++ kernels that take a call from the
+// dispatcher to Rust with no Python in between.
+//
+// Each kernel runs ATen's own structured meta function for the op (output
+// shape and dtype, type promotion, broadcasting, argument checks and their
+// error messages: the same code CPU runs) with an output holder that
+// allocates from foo's allocator, then hands views of the operands to one
+// of the `foo_rs_*` entry points in rust/src/native.rs. So semantics live
+// in ATen, compute in Rust, and nothing is re-implemented here.
+//
+// A kernel hands the call to the op's Python kernel (registered by Python as
+// the PrivateUse1 kernel of `foo_slow::<name>`, same schema) when the call
+// is outside what the Rust kernel does: a dtype class the op's Rust kernel
+// does not cover (the Python kernel knows CPU's exact error for it), a
+// complex or symbolic scalar, an out= dtype Rust does not write directly.
+//
+// Python decides what is registered (foo_rs/_ops/_registry.py): it calls
+// `foo_glue_register_fast(name)` for each aten overload it has a kernel for
+// and this file offers (`foo_glue_fast_ops()`); `FOO_RS_FAST_LANE=0`
+// registers the Python kernels alone.
+//
+// Adding an op: a struct below naming its meta class, its Rust op name
+// (kernels/elementwise/spec.rs), its dtype gate and its parameters, and one
+// line in kNativeOps.
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/TensorMeta.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_log_softmax_backward_data_meta.h>
+#include <ATen/ops/_log_softmax_meta.h>
+#include <ATen/ops/_softmax_backward_data_meta.h>
+#include <ATen/ops/_softmax_meta.h>
+#include <ATen/ops/add_meta.h>
+#include <ATen/ops/addmm_meta.h>
+#include <ATen/ops/amax_meta.h>
+#include <ATen/ops/amin_meta.h>
+#include <ATen/ops/atan2_meta.h>
+#include <ATen/ops/baddbmm_meta.h>
+#include <ATen/ops/bmm_meta.h>
+#include <ATen/ops/clamp_max_meta.h>
+#include <ATen/ops/clamp_meta.h>
+#include <ATen/ops/clamp_min_meta.h>
+#include <ATen/ops/cos_meta.h>
+#include <ATen/ops/div_meta.h>
+#include <ATen/ops/elu_meta.h>
+#include <ATen/ops/eq_meta.h>
+#include <ATen/ops/erf_meta.h>
+#include <ATen/ops/erfc_meta.h>
+#include <ATen/ops/exp_meta.h>
+#include <ATen/ops/expm1_meta.h>
+#include <ATen/ops/ge_meta.h>
+#include <ATen/ops/gelu_backward_meta.h>
+#include <ATen/ops/gelu_meta.h>
+#include <ATen/ops/gt_meta.h>
+#include <ATen/ops/hardsigmoid_meta.h>
+#include <ATen/ops/le_meta.h>
+#include <ATen/ops/leaky_relu_meta.h>
+#include <ATen/ops/log1p_meta.h>
+#include <ATen/ops/log_meta.h>
+#include <ATen/ops/lt_meta.h>
+#include <ATen/ops/maximum_meta.h>
+#include <ATen/ops/mean_meta.h>
+#include <ATen/ops/minimum_meta.h>
+#include <ATen/ops/mish_meta.h>
+#include <ATen/ops/mm_meta.h>
+#include <ATen/ops/mul_meta.h>
+#include <ATen/ops/ne_meta.h>
+#include <ATen/ops/neg_meta.h>
+#include <ATen/ops/pow_meta.h>
+#include <ATen/ops/reciprocal_meta.h>
+#include <ATen/ops/rsqrt_meta.h>
+#include <ATen/ops/sigmoid_backward_meta.h>
+#include <ATen/ops/sigmoid_meta.h>
+#include <ATen/ops/silu_backward_meta.h>
+#include <ATen/ops/silu_meta.h>
+#include <ATen/ops/sin_meta.h>
+#include <ATen/ops/softplus_meta.h>
+#include <ATen/ops/sqrt_meta.h>
+#include <ATen/ops/sub_meta.h>
+#include <ATen/ops/sum_meta.h>
+#include <ATen/ops/tanh_backward_meta.h>
+#include <ATen/ops/tanh_meta.h>
+#include <ATen/ops/threshold_backward_meta.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+// ---- The Rust side (rust/src/native.rs) -----------------------------------
+extern "C" {
+struct FooView {
+  void* ptr;
+  int64_t ndim;
+  const int64_t* sizes;
+  const int64_t* strides;  // in elements
+  uint8_t dtype;           // foo dtype code (foo_rs_dtype_code)
+};
+struct FooParam {
+  uint8_t kind;  // 0 int, 1 float, 2 bool, 3 None, 4 string
+  int64_t i;
+  double f;
+  const char* s;
+};
+struct FooOperand {
+  FooView view;
+  uint8_t is_scalar;
+  FooParam scalar;
+};
+struct FooStatus {
+  int32_t kind;  // 0 RuntimeError, 1 NotImplementedError, 2 IndexError, 3 ValueError, 4 TypeError
+  char msg[512];
+};
+int32_t foo_rs_dtype_code(int32_t scalar_type);
+int32_t foo_rs_ew(const char* name, uint8_t ct, const FooOperand* ops, size_t n, const FooParam* ps, size_t np,
+                  FooStatus* st);
+int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2, const FooView* inp,
+                      const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
+int32_t foo_rs_addmm(const FooView* out, const FooView* input, const FooView* a, const FooView* b, FooParam beta,
+                     FooParam alpha, uint8_t batched, FooStatus* st);
+int32_t foo_rs_softmax(const FooView* out, const FooView* inp, int64_t dim, uint8_t log, FooStatus* st);
+int32_t foo_rs_softmax_backward(const FooView* grad_input, const FooView* grad, const FooView* output, int64_t dim,
+                                uint8_t log, FooStatus* st);
+}
+
+namespace foo_rs {
+namespace native {
+namespace {
+
+constexpr int32_t kOk = 0, kError = 1, kSlow = 2;  // rust/src/native.rs: OK, ERROR, SLOW
+const c10::DispatchKeySet kFooKeys{c10::DispatchKey::PrivateUse1};
+
+int dtype_code(c10::ScalarType t) { return foo_rs_dtype_code(static_cast<int32_t>(t)); }
+
+// Raises a Rust error as the exception class Rust chose (KernelError::kind).
+[[noreturn]] void raise(const FooStatus& st) {
+  const std::string msg(st.msg);
+  switch (st.kind) {
+    case 1: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    case 2: TORCH_CHECK_INDEX(false, msg);
+    case 3: TORCH_CHECK_VALUE(false, msg);
+    case 4: TORCH_CHECK_TYPE(false, msg);
+    default: TORCH_CHECK(false, msg);
+  }
+  TORCH_INTERNAL_ASSERT(false);  // unreachable
+}
+
+// true: ran; false: take the slow path; raises on an error.
+bool done(int32_t rc, const FooStatus& st) {
+  if (rc == kOk) return true;
+  if (rc == kSlow) return false;
+  raise(st);
+}
+
+// ---- Views -----------------------------------------------------------------
+
+// A tensor's view; its sizes and strides arrays are the tensor's own.
+bool view_of(const at::Tensor& t, FooView* v) {
+  const int code = dtype_code(t.scalar_type());
+  if (code < 0) return false;
+  *v = {t.data_ptr(), t.dim(), t.sizes().data(), t.strides().data(), static_cast<uint8_t>(code)};
+  return true;
+}
+
+bool param_of(const c10::Scalar& s, FooParam* p) {
+  if (s.isSymbolic()) return false;
+  if (s.isBoolean()) {
+    *p = {2, s.toBool() ? 1 : 0, 0.0, nullptr};
+  } else if (s.isIntegral(false)) {
+    *p = {0, s.toLong(), 0.0, nullptr};
+  } else if (s.isFloatingPoint()) {
+    *p = {1, 0, s.toDouble(), nullptr};
+  } else {
+    return false;  // complex
+  }
+  return true;
+}
+
+FooParam p_none() { return {3, 0, 0.0, nullptr}; }
+FooParam p_str(const char* s) { return {4, 0, 0.0, s}; }
+FooParam p_float(double f) { return {1, 0, f, nullptr}; }
+
+// The value of a one-element CPU tensor an elementwise op got (a Python
+// number torch wrapped, or a 0-dim CPU tensor), as a parameter.
+bool cpu_scalar_param(const void* data, c10::ScalarType t, FooParam* p) {
+  switch (t) {
+    case c10::ScalarType::Double: *p = p_float(*static_cast<const double*>(data)); return true;
+    case c10::ScalarType::Float: *p = p_float(*static_cast<const float*>(data)); return true;
+    case c10::ScalarType::Half: *p = p_float(static_cast<float>(*static_cast<const c10::Half*>(data))); return true;
+    case c10::ScalarType::BFloat16:
+      *p = p_float(static_cast<float>(*static_cast<const c10::BFloat16*>(data)));
+      return true;
+    case c10::ScalarType::Long: *p = {0, *static_cast<const int64_t*>(data), 0.0, nullptr}; return true;
+    case c10::ScalarType::Int: *p = {0, *static_cast<const int32_t*>(data), 0.0, nullptr}; return true;
+    case c10::ScalarType::Short: *p = {0, *static_cast<const int16_t*>(data), 0.0, nullptr}; return true;
+    case c10::ScalarType::Char: *p = {0, *static_cast<const int8_t*>(data), 0.0, nullptr}; return true;
+    case c10::ScalarType::Byte: *p = {0, *static_cast<const uint8_t*>(data), 0.0, nullptr}; return true;
+    case c10::ScalarType::Bool: *p = {2, *static_cast<const bool*>(data) ? 1 : 0, 0.0, nullptr}; return true;
+    default: return false;
+  }
+}
+
+// ---- Output holders for ATen's structured meta classes ----------------------
+// What torchgen generates for CPU's structured kernels (functional, in-place
+// and out= variants), with foo's allocator.
+
+enum class Mode { Functional, Inplace, Out };
+
+at::Tensor create_out(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
+  const auto st = options.dtype().toScalarType();
+  if (dtype_code(st) < 0) {
+    // Through the dispatcher: foo's empty_strided refuses it with foo's message.
+    return strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
+  }
+  c10::DeviceGuard guard(options.device());
+  auto* alloc = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+  if (strides.empty()) {
+    return at::detail::empty_generic(sizes, alloc, kFooKeys, st, options.memory_format_opt());
+  }
+  return at::detail::empty_strided_generic(sizes, strides, alloc, kFooKeys, st);
+}
+
+void resize_out(const at::Tensor& out, at::IntArrayRef sizes, at::IntArrayRef strides,
+                const at::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ", options.dtype(), ", but got ",
+              out.dtype(), " instead");
+  TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ", options.device(),
+              ", but got ", out.device(), " instead");
+  const bool resized = at::native::resize_output(out, sizes);
+  if (resized) {
+    if (!strides.empty()) {
+      out.as_strided_(sizes, strides);
+    } else if (options.memory_format_opt().has_value()) {
+      out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
+    }
+  }
+}
+
+void check_inplace(const at::Tensor& self, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: ", "input tensor dtype ", self.dtype(),
+              " and output tensor dtype ", options.dtype(), " should match");
+  TORCH_CHECK(options.device() == self.device(), "Bad in-place call: ", "input tensor device ", self.device(),
+              " and output tensor device ", options.device(), " should match");
+  TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: ", "input tensor size ", self.sizes(),
+              " and output tensor size ", sizes, " should match");
+}
+
+template <class Meta, Mode M>
+struct Holder final : Meta {
+  static constexpr bool kIter = std::is_base_of_v<at::TensorIteratorBase, Meta>;
+
+  Holder() = default;
+  explicit Holder(at::Tensor& target) : target_(&target) {}
+
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    set(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    set(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    if constexpr (M == Mode::Functional) {
+      return out_;
+    } else {
+      return proxy_.defined() ? proxy_ : *target_;
+    }
+  }
+  // The result tensor the kernel writes (the proxy, if one was needed).
+  const at::Tensor& result() { return maybe_get_output(0); }
+  // After the kernel ran: a proxy's values go to the caller's tensor.
+  void finish() {
+    if constexpr (M != Mode::Functional) {
+      if (proxy_.defined()) target_->copy_(proxy_);
+    }
+  }
+
+  at::Tensor out_;
+  at::Tensor* target_ = nullptr;
+  at::Tensor proxy_;
+
+ private:
+  void set(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) {
+    TORCH_INTERNAL_ASSERT(i == 0, "foo: native kernels have one output");
+    if constexpr (M == Mode::Functional) {
+      out_ = create_out(sizes, strides, options);
+    } else {
+      const at::Tensor& out = *target_;
+      if constexpr (M == Mode::Out) {
+        resize_out(out, sizes, strides, options);
+      } else {
+        check_inplace(out, sizes, options);
+      }
+      // Kernels outside TensorIterator get the layout the meta asked for.
+      if constexpr (!kIter) {
+        if (!strides.empty() && out.strides() != strides) proxy_ = create_out(sizes, strides, options);
+      }
+    }
+    if constexpr (kIter) this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
+  }
+};
+
+// ---- The slow path: the op's Python kernel ----------------------------------
+
+template <const char* ATEN, class Sig>
+struct Slow;
+
+template <const char* ATEN, class R, class... A>
+struct Slow<ATEN, R(A...)> {
+  static R call(A... a) {
+    static const auto op = [] {
+      std::string name = std::string("foo_slow::") + ATEN;
+      for (size_t k = std::strlen("foo_slow::"); k < name.size(); ++k)
+        if (name[k] == '.') name[k] = '_';
+      return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "").typed<R(A...)>();
+    }();
+    return op.redispatch(kFooKeys, std::forward<A>(a)...);
+  }
+};
+
+// ---- Elementwise: TensorIterator-based metas --------------------------------
+
+// Which compute dtypes an op's Rust kernel takes on this path; the rest go
+// to the Python kernel.
+enum class Gate { Any, Numeric /* not bool */, Float };
+
+bool gate_ok(Gate g, c10::ScalarType ct) {
+  switch (g) {
+    case Gate::Any: return true;
+    case Gate::Numeric: return ct != c10::ScalarType::Bool;
+    case Gate::Float: return c10::isFloatingType(ct);
+  }
+  return false;
+}
+
+constexpr int kMaxOperands = 4;
+
+// Runs a built iterator's loop in Rust; false: take the slow path. `swap`:
+// the meta added the two inputs in the other order than the Rust op takes them.
+bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const FooParam* ps, size_t np,
+              bool swap = false) {
+  const auto ct = it.common_dtype();
+  const int ctc = dtype_code(ct);
+  if (ctc < 0 || !gate_ok(gate, ct)) return false;
+  const int n = it.ntensors();
+  TORCH_INTERNAL_ASSERT(n >= 2 && n <= kMaxOperands && it.noutputs() == 1);
+  const auto shape = it.shape();
+  const int64_t nd = it.ndim();
+  std::array<FooOperand, kMaxOperands> ops{};
+  std::array<c10::SmallVector<int64_t, 6>, kMaxOperands> strides;
+  for (int i = 0; i < n; ++i) {
+    FooOperand& o = ops[i];
+    const auto dt = it.dtype(i);
+    if (i > 0 && it.is_cpu_scalar(i)) {
+      o.is_scalar = 1;
+      if (!cpu_scalar_param(it.data_ptr(i), dt, &o.scalar)) return false;
+      continue;
+    }
+    const int code = dtype_code(dt);
+    if (code < 0) return false;
+    const int64_t es = static_cast<int64_t>(it.element_size(i));
+    const auto bs = it.strides(i);
+    strides[i].resize(nd);
+    for (int64_t d = 0; d < nd; ++d) strides[i][d] = bs[d] / es;
+    o.view = {it.data_ptr(i), nd, shape.data(), strides[i].data(), static_cast<uint8_t>(code)};
+  }
+  if (swap) std::swap(ops[1], ops[2]);
+  FooStatus st{};
+  return done(foo_rs_ew(rust, static_cast<uint8_t>(ctc), ops.data(), n, ps, np, &st), st);
+}
+
+// The three kernels of an elementwise op `Op` with extra schema arguments A.
+// Op gives: Meta (ATen's structured meta class), rust (op name in
+// kernels/elementwise/spec.rs), gate, F/I/O (its functional, in-place and
+// out= overload names), params(ps, self, a...) (-1: slow path) and
+// meta(holder, self, a...).
+template <class Op, class... A>
+at::Tensor k_functional(const at::Tensor& self, A... a) {
+  FooParam ps[4];
+  const int np = Op::params(ps, self, a...);
+  if (np >= 0) {
+    Holder<typename Op::Meta, Mode::Functional> h;
+    Op::meta(h, self, a...);
+    if (run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return std::move(h.out_);
+  }
+  return Slow<Op::F, at::Tensor(const at::Tensor&, A...)>::call(self, a...);
+}
+
+template <class Op, class... A>
+at::Tensor& k_inplace(at::Tensor& self, A... a) {
+  FooParam ps[4];
+  const int np = Op::params(ps, self, a...);
+  if (np >= 0) {
+    Holder<typename Op::Meta, Mode::Inplace> h(self);
+    Op::meta(h, self, a...);
+    if (run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return self;
+  }
+  return Slow<Op::I, at::Tensor&(at::Tensor&, A...)>::call(self, a...);
+}
+
+template <class Op, class... A>
+at::Tensor& k_out(const at::Tensor& self, A... a, at::Tensor& out) {
+  FooParam ps[4];
+  const int np = Op::params(ps, self, a...);
+  if (np >= 0) {
+    Holder<typename Op::Meta, Mode::Out> h(out);
+    Op::meta(h, self, a...);
+    if (run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return out;
+  }
+  return Slow<Op::O, at::Tensor&(const at::Tensor&, A..., at::Tensor&)>::call(self, a..., out);
+}
+
+// Defaults: the meta takes the kernel's arguments, adds the inputs in
+// schema order, and the op has no parameters.
+struct Plain {
+  static constexpr bool swap = false;
+  template <class H, class... X>
+  static void meta(H& h, X&&... x) {
+    h.meta(std::forward<X>(x)...);
+  }
+  template <class... X>
+  static int params(FooParam*, X&&...) {
+    return 0;
+  }
+};
+
+#define FOO_NAMES(f, i, o)                   \
+  static constexpr char F[] = f;             \
+  static constexpr char I[] = i;             \
+  static constexpr char O[] = o;
+
+#define FOO_EW(Name, MetaT, rust_name, gate_v, f, i, o) \
+  struct Name : Plain {                                 \
+    using Meta = at::meta::MetaT;                       \
+    static constexpr const char* rust = rust_name;      \
+    static constexpr Gate gate = gate_v;                \
+    FOO_NAMES(f, i, o)                                  \
+  };
+
+// Unary ops (Float gate: their metas promote integer inputs to float; an
+// integer compute dtype means the op keeps integers, e.g. neg).
+FOO_EW(Neg, structured_neg, "neg", Gate::Numeric, "neg", "neg_", "neg.out")
+FOO_EW(Exp, structured_exp, "exp", Gate::Float, "exp", "exp_", "exp.out")
+FOO_EW(Log, structured_log, "log", Gate::Float, "log", "log_", "log.out")
+FOO_EW(Log1p, structured_log1p, "log1p", Gate::Float, "log1p", "log1p_", "log1p.out")
+FOO_EW(Expm1, structured_expm1, "expm1", Gate::Float, "expm1", "expm1_", "expm1.out")
+FOO_EW(Sqrt, structured_sqrt, "sqrt", Gate::Float, "sqrt", "sqrt_", "sqrt.out")
+FOO_EW(Rsqrt, structured_rsqrt, "rsqrt", Gate::Float, "rsqrt", "rsqrt_", "rsqrt.out")
+FOO_EW(Sigmoid, structured_sigmoid, "sigmoid", Gate::Float, "sigmoid", "sigmoid_", "sigmoid.out")
+FOO_EW(Tanh, structured_tanh, "tanh", Gate::Float, "tanh", "tanh_", "tanh.out")
+FOO_EW(Sin, structured_sin, "sin", Gate::Float, "sin", "sin_", "sin.out")
+FOO_EW(Cos, structured_cos, "cos", Gate::Float, "cos", "cos_", "cos.out")
+FOO_EW(Reciprocal, structured_reciprocal, "reciprocal", Gate::Float, "reciprocal", "reciprocal_", "reciprocal.out")
+FOO_EW(Erf, structured_erf, "erf", Gate::Float, "erf", "erf_", "erf.out")
+FOO_EW(Erfc, structured_erfc, "erfc", Gate::Float, "erfc", "erfc_", "erfc.out")
+FOO_EW(Silu, structured_silu, "silu", Gate::Float, "silu", "silu_", "silu.out")
+FOO_EW(Mish, structured_mish, "mish", Gate::Float, "mish", "mish_", "mish.out")
+FOO_EW(Hardsigmoid, structured_hardsigmoid, "hardsigmoid", Gate::Float, "hardsigmoid", "hardsigmoid_",
+       "hardsigmoid.out")
+
+// Binary ops.
+FOO_EW(Mul, structured_mul_Tensor, "mul", Gate::Numeric, "mul.Tensor", "mul_.Tensor", "mul.out")
+FOO_EW(Div, structured_div_Tensor, "div", Gate::Numeric, "div.Tensor", "div_.Tensor", "div.out")
+FOO_EW(Maximum, structured_maximum, "maximum", Gate::Numeric, "maximum", "maximum_", "maximum.out")
+FOO_EW(Minimum, structured_minimum, "minimum", Gate::Numeric, "minimum", "minimum_", "minimum.out")
+FOO_EW(PowTT, structured_pow_Tensor_Tensor, "pow", Gate::Float, "pow.Tensor_Tensor", "pow_.Tensor",
+       "pow.Tensor_Tensor_out")
+FOO_EW(Atan2, structured_atan2, "atan2", Gate::Float, "atan2", "atan2_", "atan2.out")
+FOO_EW(SigmoidBackward, structured_sigmoid_backward, "sigmoid_backward", Gate::Float, "sigmoid_backward",
+       "sigmoid_backward_", "sigmoid_backward.grad_input")
+FOO_EW(TanhBackward, structured_tanh_backward, "tanh_backward", Gate::Float, "tanh_backward", "tanh_backward_",
+       "tanh_backward.grad_input")
+FOO_EW(SiluBackward, structured_silu_backward, "silu_backward", Gate::Float, "silu_backward", "silu_backward_",
+       "silu_backward.grad_input")
+
+// Comparisons: any compute dtype (the output is bool).
+#define FOO_CMP(Name, op)                                                                                      \
+  FOO_EW(Name##T, structured_##op##_Tensor, #op, Gate::Any, #op ".Tensor", #op "_.Tensor", #op ".Tensor_out") \
+  FOO_EW(Name##S, structured_##op##_Scalar, #op, Gate::Any, #op ".Scalar", #op "_.Scalar", #op ".Scalar_out")
+FOO_CMP(Eq, eq)
+FOO_CMP(Ne, ne)
+FOO_CMP(Lt, lt)
+FOO_CMP(Le, le)
+FOO_CMP(Gt, gt)
+FOO_CMP(Ge, ge)
+#undef FOO_CMP
+
+// Ops with parameters.
+struct AddBase : Plain {
+  static constexpr Gate gate = Gate::Numeric;
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& alpha) {
+    return param_of(alpha, &p[0]) ? 1 : -1;
+  }
+};
+struct Add : AddBase {
+  using Meta = at::meta::structured_add_Tensor;
+  static constexpr const char* rust = "add";
+  FOO_NAMES("add.Tensor", "add_.Tensor", "add.out")
+};
+struct Sub : AddBase {
+  using Meta = at::meta::structured_sub_Tensor;
+  static constexpr const char* rust = "sub";
+  FOO_NAMES("sub.Tensor", "sub_.Tensor", "sub.out")
+};
+
+struct DivMode : Plain {
+  using Meta = at::meta::structured_div_Tensor_mode;
+  static constexpr const char* rust = "div";
+  static constexpr Gate gate = Gate::Numeric;
+  FOO_NAMES("div.Tensor_mode", "div_.Tensor_mode", "div.out_mode")
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, std::optional<c10::string_view> mode) {
+    if (!mode.has_value()) {
+      p[0] = p_none();
+    } else if (*mode == "trunc") {
+      p[0] = p_str("trunc");
+    } else if (*mode == "floor") {
+      p[0] = p_str("floor");
+    } else {
+      return -1;  // the Python kernel raises CPU's error
+    }
+    return 1;
+  }
+};
+
+// Unary ops whose one parameter is a Scalar.
+#define FOO_EW_SCALAR(Name, MetaT, rust_name, gate_v, f, i, o)                     \
+  struct Name : Plain {                                                            \
+    using Meta = at::meta::MetaT;                                                  \
+    static constexpr const char* rust = rust_name;                                 \
+    static constexpr Gate gate = gate_v;                                           \
+    FOO_NAMES(f, i, o)                                                             \
+    static int params(FooParam* p, const at::Tensor&, const c10::Scalar& s) {      \
+      return param_of(s, &p[0]) ? 1 : -1;                                          \
+    }                                                                              \
+  };
+FOO_EW_SCALAR(PowTS, structured_pow_Tensor_Scalar, "pow_scalar", Gate::Float, "pow.Tensor_Scalar",
+              "pow_.Scalar", "pow.Tensor_Scalar_out")
+FOO_EW_SCALAR(ClampMin, structured_clamp_min, "clamp_min", Gate::Numeric, "clamp_min", "clamp_min_",
+              "clamp_min.out")
+FOO_EW_SCALAR(ClampMax, structured_clamp_max, "clamp_max", Gate::Numeric, "clamp_max", "clamp_max_",
+              "clamp_max.out")
+FOO_EW_SCALAR(LeakyRelu, structured_leaky_relu, "leaky_relu", Gate::Float, "leaky_relu", "leaky_relu_",
+              "leaky_relu.out")
+#undef FOO_EW_SCALAR
+
+struct Clamp : Plain {
+  using Meta = at::meta::structured_clamp;
+  static constexpr const char* rust = "clamp";
+  static constexpr Gate gate = Gate::Numeric;
+  FOO_NAMES("clamp", "clamp_", "clamp.out")
+  static int params(FooParam* p, const at::Tensor&, const std::optional<c10::Scalar>& lo,
+                    const std::optional<c10::Scalar>& hi) {
+    p[0] = p_none();
+    p[1] = p_none();
+    if (lo.has_value() && !param_of(*lo, &p[0])) return -1;
+    if (hi.has_value() && !param_of(*hi, &p[1])) return -1;
+    return 2;
+  }
+  template <class H>
+  static void meta(H& h, const at::Tensor& self, const std::optional<c10::Scalar>& lo,
+                   const std::optional<c10::Scalar>& hi) {
+    h.meta(self, lo.has_value() ? at::OptionalScalarRef(&*lo) : at::OptionalScalarRef(),
+           hi.has_value() ? at::OptionalScalarRef(&*hi) : at::OptionalScalarRef());
+  }
+};
+
+// relu is clamp_min(self, 0) in ATen (not structured; bool refused).
+struct Relu : Plain {
+  using Meta = at::meta::structured_clamp_min;
+  static constexpr const char* rust = "relu";
+  static constexpr Gate gate = Gate::Numeric;
+  FOO_NAMES("relu", "relu_", "relu.out")
+  template <class H>
+  static void meta(H& h, const at::Tensor& self) {
+    h.meta(self, c10::Scalar(0));
+  }
+};
+
+struct Gelu : Plain {
+  using Meta = at::meta::structured_gelu;
+  static constexpr const char* rust = "gelu";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("gelu", "gelu_", "gelu.out")
+  static int params(FooParam* p, const at::Tensor&, c10::string_view approximate) {
+    if (approximate == "tanh") {
+      p[0] = p_str("tanh");
+    } else if (approximate == "none") {
+      p[0] = p_str("none");
+    } else {
+      return -1;
+    }
+    return 1;
+  }
+};
+
+struct GeluBackward : Plain {
+  using Meta = at::meta::structured_gelu_backward;
+  static constexpr const char* rust = "gelu_backward";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("gelu_backward", "gelu_backward_", "gelu_backward.grad_input")
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, c10::string_view approximate) {
+    return Gelu::params(p, at::Tensor(), approximate);
+  }
+};
+
+struct ThresholdBackward : Plain {
+  using Meta = at::meta::structured_threshold_backward;
+  static constexpr const char* rust = "threshold_backward";
+  static constexpr Gate gate = Gate::Numeric;
+  FOO_NAMES("threshold_backward", "threshold_backward_", "threshold_backward.grad_input")
+  static constexpr bool swap = true;  // ATen's meta adds (self, grad)
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& threshold) {
+    return param_of(threshold, &p[0]) ? 1 : -1;
+  }
+};
+
+struct Softplus : Plain {
+  using Meta = at::meta::structured_softplus;
+  static constexpr const char* rust = "softplus";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("softplus", "softplus_", "softplus.out")
+  static int params(FooParam* p, const at::Tensor&, const c10::Scalar& beta, const c10::Scalar& threshold) {
+    return param_of(beta, &p[0]) && param_of(threshold, &p[1]) ? 2 : -1;
+  }
+};
+
+struct Elu : Plain {
+  using Meta = at::meta::structured_elu;
+  static constexpr const char* rust = "elu";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("elu", "elu_", "elu.out")
+  static int params(FooParam* p, const at::Tensor&, const c10::Scalar& alpha, const c10::Scalar& scale,
+                    const c10::Scalar& input_scale) {
+    return param_of(alpha, &p[0]) && param_of(scale, &p[1]) && param_of(input_scale, &p[2]) ? 3 : -1;
+  }
+};
+
+#undef FOO_EW
+#undef FOO_NAMES
+
+// ---- Ops ATen builds a TensorIterator for without a structured meta --------
+
+constexpr char kWhere[] = "where.self";
+constexpr char kWhereOut[] = "where.self_out";
+constexpr char kCopy[] = "copy_";
+
+bool is_foo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// where(cond, self, other) into `out` (defined or not), as ATen's
+// where_self_out builds it, for the common case: a bool condition and two
+// foo tensors of one dtype; promotion, CPU scalars and a byte condition go
+// to the Python kernel.
+bool where_native(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (cond.scalar_type() != c10::ScalarType::Bool || self.scalar_type() != other.scalar_type() || !is_foo(cond) ||
+      !is_foo(self) || !is_foo(other) || (out.defined() && out.scalar_type() != self.scalar_type()))
+    return false;
+  if (!out.defined()) out = create_out({0}, {}, self.options());
+  auto it = at::TensorIteratorConfig()
+                .check_all_same_dtype(false)
+                .add_output(out)
+                .add_const_input(cond)
+                .add_const_input(self)
+                .add_const_input(other)
+                .build();
+  // The common dtype TensorIterator saw first is the condition's: compute in self's.
+  const int code = dtype_code(self.scalar_type());
+  if (code < 0) return false;
+  std::array<FooOperand, 4> ops{};
+  std::array<c10::SmallVector<int64_t, 6>, 4> strides;
+  const auto shape = it.shape();
+  const int64_t nd = it.ndim();
+  for (int i = 0; i < 4; ++i) {
+    const int64_t es = static_cast<int64_t>(it.element_size(i));
+    const auto bs = it.strides(i);
+    strides[i].resize(nd);
+    for (int64_t d = 0; d < nd; ++d) strides[i][d] = bs[d] / es;
+    ops[i].view = {it.data_ptr(i), nd, shape.data(), strides[i].data(),
+                   static_cast<uint8_t>(dtype_code(it.dtype(i)))};
+  }
+  FooStatus st{};
+  return done(foo_rs_ew("where", static_cast<uint8_t>(code), ops.data(), 4, nullptr, 0, &st), st);
+}
+
+at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out;
+  if (where_native(cond, self, other, out)) return out;
+  return Slow<kWhere, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>::call(cond, self, other);
+}
+
+at::Tensor& where_self_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (where_native(cond, self, other, out)) return out;
+  return Slow<kWhereOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(
+      cond, self, other, out);
+}
+
+bool host_addressable(const at::Tensor& t) {
+  return (is_foo(t) || t.device().is_cpu()) && t.layout() == c10::Layout::Strided && !t.is_neg() && !t.is_conj();
+}
+
+// copy_ between foo tensors or a foo and a CPU tensor: both are host
+// memory, so the Rust cast-and-copy loop reads and writes them directly
+// (ATen's copy_impl iterator: broadcasting, dtype conversion, overlap checks).
+// Views of one storage that are not the same view go to the Python kernel,
+// which snapshots the source when ATen cannot decide the overlap.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.is_same(src)) return self;
+  const bool shared = self.has_storage() && src.has_storage() && self.storage().is_alias_of(src.storage());
+  if (host_addressable(self) && host_addressable(src) && !shared) {
+    auto it = at::TensorIteratorConfig()
+                  .add_output(self)
+                  .add_const_input(src)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .check_all_same_device(false)
+                  .build();
+    if (it.numel() == 0) return self;
+    if (run_iter("identity", Gate::Any, it, nullptr, 0)) return self;
+  }
+  return Slow<kCopy, at::Tensor&(at::Tensor&, const at::Tensor&, bool)>::call(self, src, non_blocking);
+}
+
+// ---- Matrix products, reductions, softmax: MetaBase-based metas ------------
+// Registered for their out= overloads: ATen's CompositeExplicitAutograd-
+// NonFunctional kernels of the functional and in-place forms call them.
+
+template <const char* ATEN, class Sig>
+using SlowOut = Slow<ATEN, Sig>;
+
+constexpr char kMmOut[] = "mm.out";
+constexpr char kAddmmOut[] = "addmm.out";
+constexpr char kBmmOut[] = "bmm.out";
+constexpr char kBaddbmmOut[] = "baddbmm.out";
+constexpr char kSumOut[] = "sum.IntList_out";
+constexpr char kMeanOut[] = "mean.out";
+constexpr char kAmaxOut[] = "amax.out";
+constexpr char kAminOut[] = "amin.out";
+constexpr char kSoftmaxOut[] = "_softmax.out";
+constexpr char kLogSoftmaxOut[] = "_log_softmax.out";
+constexpr char kSoftmaxBackOut[] = "_softmax_backward_data.out";
+constexpr char kLogSoftmaxBackOut[] = "_log_softmax_backward_data.out";
+
+// `out = beta * input + alpha * (a @ b)` into h's result.
+template <class H>
+bool run_addmm(H& h, const at::Tensor* input, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
+               const c10::Scalar& alpha, bool batched) {
+  const at::Tensor& out = h.result();
+  FooView vo, vi, va, vb;
+  FooParam pbeta, palpha;
+  if (!view_of(out, &vo) || !view_of(a, &va) || !view_of(b, &vb) || !param_of(beta, &pbeta) ||
+      !param_of(alpha, &palpha))
+    return false;
+  // One dtype throughout (ATen's checks have run); anything else is slow.
+  if (a.scalar_type() != out.scalar_type() || b.scalar_type() != out.scalar_type()) return false;
+  const FooView* pi = nullptr;
+  at::Tensor in;
+  if (input != nullptr && !(beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0)) {
+    in = input->expand(out.sizes());
+    if (in.scalar_type() != out.scalar_type() || !view_of(in, &vi)) return false;
+    pi = &vi;
+  }
+  FooStatus st{};
+  if (!done(foo_rs_addmm(&vo, pi, &va, &vb, pbeta, palpha, batched ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  Holder<at::meta::structured_mm, Mode::Out> h(out);
+  h.meta(self, mat2);
+  if (run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), false)) return out;
+  return SlowOut<kMmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mat2, out);
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  Holder<at::meta::structured_bmm, Mode::Out> h(out);
+  h.meta(self, mat2);
+  if (run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), true)) return out;
+  return SlowOut<kBmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mat2, out);
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  Holder<at::meta::structured_addmm, Mode::Out> h(out);
+  h.meta(self, mat1, mat2, beta, alpha);
+  if (run_addmm(h, &self, mat1, mat2, beta, alpha, false)) return out;
+  return SlowOut<kAddmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::Scalar&,
+                                        const c10::Scalar&, at::Tensor&)>::call(self, mat1, mat2, beta, alpha, out);
+}
+
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
+                        const c10::Scalar& alpha, at::Tensor& out) {
+  Holder<at::meta::structured_baddbmm, Mode::Out> h(out);
+  h.meta(self, b1, b2, beta, alpha);
+  if (run_addmm(h, &self, b1, b2, beta, alpha, true)) return out;
+  return SlowOut<kBaddbmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const c10::Scalar&, const c10::Scalar&, at::Tensor&)>::call(self, b1, b2, beta,
+                                                                                                     alpha, out);
+}
+
+// The dims a reduction runs over (sorted; every dim for none/empty).
+c10::SmallVector<int64_t, 6> reduce_dims(const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  c10::SmallVector<int64_t, 6> dims;
+  const int64_t nd = self.dim();
+  if (!dim.has_value() || dim->empty()) {
+    for (int64_t d = 0; d < nd; ++d) dims.push_back(d);
+    return dims;
+  }
+  for (const int64_t d : *dim) dims.push_back(c10::maybe_wrap_dim(d, nd));
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+// Runs reduction `rust` of `self` into h's result when Rust writes its
+// dtype directly: the input's own dtype for floats, int64 for integers
+// and bool (sum); other out dtypes (a cast) take the slow path.
+template <class H>
+bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim, bool int_to_long) {
+  const at::Tensor& out = h.result();
+  const auto in_t = self.scalar_type();
+  const bool direct = out.scalar_type() == in_t ? (c10::isFloatingType(in_t) || !int_to_long)
+                                                : (int_to_long && c10::isIntegralType(in_t, true) &&
+                                                   out.scalar_type() == c10::ScalarType::Long);
+  FooView vo, vi;
+  if (!direct || !view_of(out, &vo) || !view_of(self, &vi)) return false;
+  const auto dims = reduce_dims(self, dim);
+  FooStatus st{};
+  if (!done(foo_rs_reduce(rust, &vo, nullptr, &vi, dims.data(), dims.size(), 1.0, 2.0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  Holder<at::meta::structured_sum_dim_IntList, Mode::Out> h(out);
+  h.meta(self, dim, keepdim, dtype);
+  if (run_reduce(h, "sum", self, dim, true)) return out;
+  return SlowOut<kSumOut, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, bool,
+                                      std::optional<c10::ScalarType>, at::Tensor&)>::call(self, dim, keepdim, dtype,
+                                                                                         out);
+}
+
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  Holder<at::meta::structured_mean_dim, Mode::Out> h(out);
+  h.meta(self, dim, keepdim, dtype);
+  if (run_reduce(h, "mean", self, dim, false)) return out;
+  return SlowOut<kMeanOut, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, bool,
+                                       std::optional<c10::ScalarType>, at::Tensor&)>::call(self, dim, keepdim, dtype,
+                                                                                          out);
+}
+
+at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  Holder<at::meta::structured_amax, Mode::Out> h(out);
+  h.meta(self, dim, keepdim);
+  if (self.numel() > 0 && run_reduce(h, "max", self, dim, false)) return out;
+  return SlowOut<kAmaxOut, at::Tensor&(const at::Tensor&, at::IntArrayRef, bool, at::Tensor&)>::call(self, dim,
+                                                                                                    keepdim, out);
+}
+
+at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  Holder<at::meta::structured_amin, Mode::Out> h(out);
+  h.meta(self, dim, keepdim);
+  if (self.numel() > 0 && run_reduce(h, "min", self, dim, false)) return out;
+  return SlowOut<kAminOut, at::Tensor&(const at::Tensor&, at::IntArrayRef, bool, at::Tensor&)>::call(self, dim,
+                                                                                                    keepdim, out);
+}
+
+// (log_)softmax over `dim` of a contiguous input of the output's dtype.
+template <class H>
+bool run_softmax(H& h, const at::Tensor& self, int64_t dim, bool log) {
+  const at::Tensor& out = h.result();
+  if (!self.is_contiguous() || self.scalar_type() != out.scalar_type() || self.dim() == 0) return false;
+  FooView vo, vi;
+  if (!view_of(out, &vo) || !view_of(self, &vi)) return false;
+  FooStatus st{};
+  if (!done(foo_rs_softmax(&vo, &vi, c10::maybe_wrap_dim(dim, self.dim()), log ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  Holder<at::meta::structured__softmax, Mode::Out> h(out);
+  h.meta(self, dim, half_to_float);
+  if (run_softmax(h, self, dim, false)) return out;
+  return SlowOut<kSoftmaxOut, at::Tensor&(const at::Tensor&, int64_t, bool, at::Tensor&)>::call(self, dim,
+                                                                                               half_to_float, out);
+}
+
+at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  Holder<at::meta::structured__log_softmax, Mode::Out> h(out);
+  h.meta(self, dim, half_to_float);
+  if (run_softmax(h, self, dim, true)) return out;
+  return SlowOut<kLogSoftmaxOut, at::Tensor&(const at::Tensor&, int64_t, bool, at::Tensor&)>::call(
+      self, dim, half_to_float, out);
+}
+
+template <class H>
+bool run_softmax_backward(H& h, const at::Tensor& grad, const at::Tensor& output, int64_t dim, bool log) {
+  const at::Tensor& gi = h.result();
+  const auto t = gi.scalar_type();
+  if (!grad.is_contiguous() || !output.is_contiguous() || grad.scalar_type() != t || output.scalar_type() != t ||
+      output.dim() == 0)
+    return false;
+  FooView vgi, vg, vy;
+  if (!view_of(gi, &vgi) || !view_of(grad, &vg) || !view_of(output, &vy)) return false;
+  FooStatus st{};
+  const int64_t d = c10::maybe_wrap_dim(dim, output.dim());
+  if (!done(foo_rs_softmax_backward(&vgi, &vg, &vy, d, log ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                 c10::ScalarType input_dtype, at::Tensor& out) {
+  Holder<at::meta::structured__softmax_backward_data, Mode::Out> h(out);
+  h.meta(grad, output, dim, input_dtype);
+  if (run_softmax_backward(h, grad, output, dim, false)) return out;
+  return SlowOut<kSoftmaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, c10::ScalarType,
+                                              at::Tensor&)>::call(grad, output, dim, input_dtype, out);
+}
+
+at::Tensor& log_softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                     c10::ScalarType input_dtype, at::Tensor& out) {
+  Holder<at::meta::structured__log_softmax_backward_data, Mode::Out> h(out);
+  h.meta(grad, output, dim, input_dtype);
+  if (run_softmax_backward(h, grad, output, dim, true)) return out;
+  return SlowOut<kLogSoftmaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, c10::ScalarType,
+                                                 at::Tensor&)>::call(grad, output, dim, input_dtype, out);
+}
+
+// ---- The table Python registers from ----------------------------------------
+
+using Registrar = void (*)(torch::Library&);
+
+struct NativeOp {
+  const char* name;
+  Registrar reg;
+};
+
+// The three overloads of an elementwise op with extra schema arguments.
+#define FOO_REG3(Op, ...)                                                                                   \
+  {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((k_functional<Op, ##__VA_ARGS__>))); }},          \
+      {Op::I, [](torch::Library& m) { m.impl(Op::I, TORCH_FN((k_inplace<Op, ##__VA_ARGS__>))); }},         \
+      {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((k_out<Op, ##__VA_ARGS__>))); }},
+#define FOO_REG(name, fn) {name, [](torch::Library& m) { m.impl(name, TORCH_FN(fn)); }},
+
+using T = const at::Tensor&;
+using S = const c10::Scalar&;
+
+const NativeOp kNativeOps[] = {
+    FOO_REG3(Neg) FOO_REG3(Exp) FOO_REG3(Log) FOO_REG3(Log1p) FOO_REG3(Expm1) FOO_REG3(Sqrt) FOO_REG3(Rsqrt)
+    FOO_REG3(Sigmoid) FOO_REG3(Tanh) FOO_REG3(Sin) FOO_REG3(Cos) FOO_REG3(Reciprocal) FOO_REG3(Erf) FOO_REG3(Erfc)
+    FOO_REG3(Silu) FOO_REG3(Mish) FOO_REG3(Hardsigmoid) FOO_REG3(Relu)
+    FOO_REG3(Add, T, S) FOO_REG3(Sub, T, S) FOO_REG3(Mul, T) FOO_REG3(Div, T)
+    FOO_REG3(DivMode, T, std::optional<c10::string_view>)
+    FOO_REG3(Maximum, T) FOO_REG3(Minimum, T) FOO_REG3(PowTT, T) FOO_REG3(Atan2, T)
+    FOO_REG3(SigmoidBackward, T) FOO_REG3(TanhBackward, T) FOO_REG3(SiluBackward, T)
+    FOO_REG3(EqT, T) FOO_REG3(NeT, T) FOO_REG3(LtT, T) FOO_REG3(LeT, T) FOO_REG3(GtT, T) FOO_REG3(GeT, T)
+    FOO_REG3(EqS, S) FOO_REG3(NeS, S) FOO_REG3(LtS, S) FOO_REG3(LeS, S) FOO_REG3(GtS, S) FOO_REG3(GeS, S)
+    FOO_REG3(PowTS, S) FOO_REG3(ClampMin, S) FOO_REG3(ClampMax, S) FOO_REG3(LeakyRelu, S)
+    FOO_REG3(Clamp, const std::optional<c10::Scalar>&, const std::optional<c10::Scalar>&)
+    FOO_REG3(Gelu, c10::string_view) FOO_REG3(GeluBackward, T, c10::string_view)
+    FOO_REG3(ThresholdBackward, T, S) FOO_REG3(Softplus, S, S) FOO_REG3(Elu, S, S, S)
+    FOO_REG(kMmOut, mm_out) FOO_REG(kBmmOut, bmm_out) FOO_REG(kAddmmOut, addmm_out)
+    FOO_REG(kBaddbmmOut, baddbmm_out) FOO_REG(kSumOut, sum_out) FOO_REG(kMeanOut, mean_out)
+    FOO_REG(kAmaxOut, amax_out) FOO_REG(kAminOut, amin_out) FOO_REG(kSoftmaxOut, softmax_out)
+    FOO_REG(kWhere, where_self) FOO_REG(kWhereOut, where_self_out) FOO_REG(kCopy, copy_)
+    FOO_REG(kLogSoftmaxOut, log_softmax_out) FOO_REG(kSoftmaxBackOut, softmax_backward_out)
+    FOO_REG(kLogSoftmaxBackOut, log_softmax_backward_out)
+};
+#undef FOO_REG3
+#undef FOO_REG
+
+}  // namespace
+}  // namespace native
+}  // namespace foo_rs
+
+// The aten overloads the native path has C++ kernels for, comma-separated.
+extern "C" const char* foo_glue_fast_ops() {
+  static const std::string names = [] {
+    std::string s;
+    for (const auto& op : foo_rs::native::kNativeOps) {
+      if (!s.empty()) s += ",";
+      s += op.name;
+    }
+    return s;
+  }();
+  return names.c_str();
+}
+
+// Registers the native C++ kernel of `name` for PrivateUse1; 0 on success,
+// 1 if there is none. The op's Python kernel must already be registered as
+// `foo_slow::<name with '.' as '_'>`.
+extern "C" int foo_glue_register_fast(const char* name) {
+  static torch::Library* lib =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const auto& op : foo_rs::native::kNativeOps) {
+    if (std::strcmp(op.name, name) == 0) {
+      op.reg(*lib);
+      return 0;
+    }
+  }
+  return 1;
+}

@@ -1,0 +1,323 @@
+//! `extern "C"` entry points of the native path: the C++ kernels in
+//! rust/glue/native.cpp run ATen's own meta functions (shapes, type
+//! promotion, argument checks, output allocation) and then call these with
+//! views of the operands, so a call from the dispatcher reaches Rust with no
+//! Python in between.
+//!
+//! Every entry point is total: it refuses in a bad-fork child, catches
+//! panics, and answers with a status code:
+//! [`OK`], [`ERROR`] (with the Python exception class and message in
+//! [`FooStatus`]: [`KernelError::kind`], the one mapping) or [`SLOW`]: the
+//! kernel does not handle this dtype, and the C++ kernel hands the call to
+//! the op's Python kernel (which knows CPU's exact error for it).
+
+use crate::dtype::DType;
+use crate::kernels::elementwise::spec::{self, Param, Params};
+use crate::kernels::elementwise::{self as ew, Operand, Scalar};
+use crate::kernels::linalg::Coef;
+use crate::kernels::reduce::ReduceOp;
+use crate::kernels::{entry, ErrorKind, KernelError, Strided};
+use std::ffi::{c_char, c_void, CStr};
+
+pub const OK: i32 = 0;
+pub const ERROR: i32 = 1;
+pub const SLOW: i32 = 2;
+
+/// A tensor as the glue passes it: `sizes` and `strides` (in elements)
+/// point at `ndim` values each; `dtype` is a [`DType`] code.
+#[repr(C)]
+pub struct FooView {
+    pub ptr: *mut c_void,
+    pub ndim: i64,
+    pub sizes: *const i64,
+    pub strides: *const i64,
+    pub dtype: u8,
+}
+
+/// An op parameter: `kind` 0 int (`i`), 1 float (`f`), 2 bool (`i`),
+/// 3 None, 4 string (`s`, NUL-terminated).
+#[repr(C)]
+pub struct FooParam {
+    pub kind: u8,
+    pub i: i64,
+    pub f: f64,
+    pub s: *const c_char,
+}
+
+/// An elementwise operand: a view, or (`is_scalar`) a number.
+#[repr(C)]
+pub struct FooOperand {
+    pub view: FooView,
+    pub is_scalar: u8,
+    pub scalar: FooParam,
+}
+
+/// Where an entry point reports an error: the exception class
+/// ([`ErrorKind`] as i32) and a NUL-terminated message.
+#[repr(C)]
+pub struct FooStatus {
+    pub kind: i32,
+    pub msg: [c_char; 512],
+}
+
+/// The foo dtype code of a c10 `ScalarType`, or -1 if foo cannot hold it.
+#[no_mangle]
+pub extern "C" fn foo_rs_dtype_code(scalar_type: i32) -> i32 {
+    DType::from_c10(scalar_type).map_or(-1, |d| d as i32)
+}
+
+fn invalid(msg: impl Into<String>) -> KernelError {
+    KernelError::InvalidArgument(msg.into())
+}
+
+/// # Safety
+/// `v` points at a valid [`FooView`] whose arrays hold `ndim` values.
+unsafe fn strided_of(v: *const FooView) -> Result<Strided, KernelError> {
+    let v = v.as_ref().ok_or_else(|| invalid("foo: missing operand"))?;
+    let dtype = DType::from_code(v.dtype)
+        .ok_or_else(|| invalid(format!("foo: unknown dtype code {}", v.dtype)))?;
+    let nd = usize::try_from(v.ndim).map_err(|_| invalid("foo: negative rank"))?;
+    let (sizes, strides) = if nd == 0 {
+        (Vec::new(), Vec::new())
+    } else {
+        let (s, st) = (
+            std::slice::from_raw_parts(v.sizes, nd),
+            std::slice::from_raw_parts(v.strides, nd),
+        );
+        let sizes = s
+            .iter()
+            .map(|&x| usize::try_from(x).map_err(|_| invalid("foo: negative size")))
+            .collect::<Result<Vec<_>, _>>()?;
+        (sizes, st.iter().map(|&x| x as isize).collect())
+    };
+    Ok(Strided::new(v.ptr as *mut u8, dtype, sizes, strides))
+}
+
+/// # Safety
+/// `v` is null or as in [`strided_of`].
+unsafe fn opt_strided(v: *const FooView) -> Result<Option<Strided>, KernelError> {
+    if v.is_null() {
+        Ok(None)
+    } else {
+        strided_of(v).map(Some)
+    }
+}
+
+/// # Safety
+/// A string parameter's `s` is a valid NUL-terminated string.
+unsafe fn param(p: &FooParam) -> Result<Param, KernelError> {
+    Ok(match p.kind {
+        0 => Param::Number(Scalar::Int(p.i)),
+        1 => Param::Number(Scalar::Float(p.f)),
+        2 => Param::Number(Scalar::Bool(p.i != 0)),
+        3 => Param::None,
+        4 if !p.s.is_null() => Param::Str(CStr::from_ptr(p.s).to_string_lossy().into_owned()),
+        k => return Err(invalid(format!("foo: bad parameter kind {k}"))),
+    })
+}
+
+/// # Safety
+/// `ps` points at `n` valid [`FooParam`]s (or `n` is 0).
+unsafe fn params(ps: *const FooParam, n: usize) -> Result<Vec<Param>, KernelError> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    std::slice::from_raw_parts(ps, n).iter().map(|p| param(p)).collect()
+}
+
+fn number(p: Param) -> Result<Scalar, KernelError> {
+    match p {
+        Param::Number(s) => Ok(s),
+        _ => Err(invalid("foo: expected a number")),
+    }
+}
+
+fn coef(s: Scalar) -> Coef {
+    match s {
+        Scalar::Float(f) => Coef::float(f),
+        Scalar::Int(i) => Coef::int(i),
+        Scalar::Bool(b) => Coef::int(b as i64),
+    }
+}
+
+fn report(st: *mut FooStatus, kind: ErrorKind, msg: &str) -> i32 {
+    // SAFETY: the glue passes a valid, writable status.
+    if let Some(st) = unsafe { st.as_mut() } {
+        st.kind = kind as i32;
+        crate::ffi::write_message(st.msg.as_mut_ptr(), st.msg.len(), msg);
+    }
+    ERROR
+}
+
+/// Runs one native-path call: bad-fork check, panic barrier, status code.
+fn run(st: *mut FooStatus, index_errors: bool, f: impl FnOnce() -> Result<(), KernelError>) -> i32 {
+    // A child forked after foo initialised refuses like every other entry
+    // point (in-place ops never allocate, so the allocator's check is not enough).
+    if crate::fork::in_bad_fork() {
+        return report(st, ErrorKind::Runtime, crate::fork::BAD_FORK_MESSAGE);
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => OK,
+        Ok(Err(KernelError::UnsupportedDtype { .. })) => SLOW,
+        Ok(Err(e)) => report(st, e.kind(index_errors), &e.to_string()),
+        Err(_) => report(st, ErrorKind::Runtime, "foo: internal error (panic) in a kernel"),
+    }
+}
+
+/// Elementwise op `name` (the shared op table, kernels/elementwise/spec.rs)
+/// computing in dtype code `ct`: `ops[0]` is the output, `ops[1..n]` the
+/// inputs (1-3), all views of one shape (broadcast dims have stride 0);
+/// "identity" copies with a dtype cast.
+///
+/// # Safety
+/// `name` is a NUL-terminated string; `ops` holds `n` operands and `ps` `np`
+/// parameters, as described on their types; the views describe live memory.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_ew(
+    name: *const c_char,
+    ct: u8,
+    ops: *const FooOperand,
+    n: usize,
+    ps: *const FooParam,
+    np: usize,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let name = CStr::from_ptr(name)
+            .to_str()
+            .map_err(|_| invalid("foo: bad op name"))?;
+        if !(2..=4).contains(&n) {
+            return Err(invalid("foo: elementwise ops take 1 to 3 inputs"));
+        }
+        let ct = DType::from_code(ct).ok_or_else(|| invalid("foo: unknown compute dtype"))?;
+        let ops = std::slice::from_raw_parts(ops, n);
+        let out = strided_of(&ops[0].view)?;
+        // Tensor inputs are kept alive here; operands borrow them.
+        let mut views: Vec<Option<Strided>> = Vec::with_capacity(n - 1);
+        let mut nums: Vec<Scalar> = Vec::with_capacity(n - 1);
+        for op in &ops[1..] {
+            if op.is_scalar != 0 {
+                views.push(None);
+                nums.push(number(param(&op.scalar)?)?);
+            } else {
+                views.push(Some(strided_of(&op.view)?));
+                nums.push(Scalar::Int(0));
+            }
+        }
+        let operand = |i: usize| match &views[i] {
+            Some(t) => Operand::Tensor(t),
+            None => Operand::Scalar(nums[i]),
+        };
+        let items = params(ps, np)?;
+        let p = Params::new(name, &items);
+        match n - 1 {
+            1 if name == "identity" => ew::identity(&out, operand(0)),
+            1 => ew::unary(&spec::unary(name, &p)?, &out, operand(0), ct),
+            2 => ew::binary(&spec::binary(name, &p)?, &out, operand(0), operand(1), ct),
+            _ => ew::ternary(
+                &spec::ternary(name, &p)?,
+                &out,
+                operand(0),
+                operand(1),
+                operand(2),
+                ct,
+            ),
+        }
+    })
+}
+
+/// Reduction `name` ([`ReduceOp::by_name`]) of `inp` over `dims` into `out`
+/// (and `out2`, may be null), as [`entry::reduce`].
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `dims` holds `ndims` values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_reduce(
+    name: *const c_char,
+    out: *const FooView,
+    out2: *const FooView,
+    inp: *const FooView,
+    dims: *const i64,
+    ndims: usize,
+    correction: f64,
+    ord: f64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let name = CStr::from_ptr(name).to_string_lossy();
+        let op = ReduceOp::by_name(&name, correction, ord)
+            .ok_or_else(|| invalid(format!("foo: unknown reduction {name:?}")))?;
+        let dims: Vec<usize> = if ndims == 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(dims, ndims)
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| invalid("foo: negative dim")))
+                .collect::<Result<_, _>>()?
+        };
+        let (o, o2, i) = (strided_of(out)?, opt_strided(out2)?, strided_of(inp)?);
+        entry::reduce(op, o, o2, &i, &dims)
+    })
+}
+
+/// `out = beta * input + alpha * (a @ b)` (`input` may be null), 2-d or
+/// (`batched`) 3-d.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_addmm(
+    out: *const FooView,
+    input: *const FooView,
+    a: *const FooView,
+    b: *const FooView,
+    beta: FooParam,
+    alpha: FooParam,
+    batched: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, i) = (strided_of(out)?, opt_strided(input)?);
+        let (a, b) = (strided_of(a)?, strided_of(b)?);
+        let (beta, alpha) = (coef(number(param(&beta)?)?), coef(number(param(&alpha)?)?));
+        entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, batched != 0)
+    })
+}
+
+/// `out = (log_)softmax(inp, dim)`.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_softmax(
+    out: *const FooView,
+    inp: *const FooView,
+    dim: i64,
+    log: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dim = usize::try_from(dim).map_err(|_| invalid("foo: negative dim"))?;
+        entry::softmax(&strided_of(out)?, &strided_of(inp)?, dim, log != 0)
+    })
+}
+
+/// Gradient of (log_)softmax.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_softmax_backward(
+    grad_input: *const FooView,
+    grad: *const FooView,
+    output: *const FooView,
+    dim: i64,
+    log: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dim = usize::try_from(dim).map_err(|_| invalid("foo: negative dim"))?;
+        let (gi, g, y) = (strided_of(grad_input)?, strided_of(grad)?, strided_of(output)?);
+        entry::softmax_backward(&gi, &g, &y, dim, log != 0)
+    })
+}
