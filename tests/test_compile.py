@@ -9,6 +9,8 @@ fallback off: an op without a foo kernel would raise, not hide on the CPU.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -110,7 +112,9 @@ def test_training_step_matches_eager_and_cpu(name):
 
     compiled = torch.compile(model, backend="foo", fullgraph=True)
     stats0 = torch.foo.memory_stats()["allocation.all.allocated"]
-    out = compiled(x)
+    # Dynamo traces RNNs only when asked (its default graph-breaks on them).
+    with torch._dynamo.config.patch(allow_rnn=name == "lstm"):
+        out = compiled(x)
     assert out.device.type == "foo"
     assert torch.foo.memory_stats()["allocation.all.allocated"] > stats0
     out.square().mean().backward()
@@ -127,3 +131,167 @@ def test_training_step_matches_eager_and_cpu(name):
     for (bname, b), (_, c) in zip(model.named_buffers(), cpu_model.named_buffers()):
         assert b.device.type == "foo"
         torch.testing.assert_close(b.cpu(), c, rtol=RTOL, atol=ATOL, msg=lambda m: f"buffer {bname}: {m}")
+
+
+def _allocations(device=0):
+    return torch.foo.memory_stats(device)["allocation.all.allocated"]
+
+
+def test_inference_runs_generated_cpp_on_foo_buffers():
+    """The default backend (inductor): C++ loops and foo allocations in the
+    generated wrapper, eager's values, every intermediate freed."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    model = Mlp().to("foo").eval()
+    x = torch.randn(7, 12, device="foo")
+    compiled = torch.compile(model, fullgraph=True)
+    with torch.no_grad():
+        expected = model(x)
+        before = torch.foo.memory_allocated()
+        out, (code, *_) = run_and_get_code(compiled, x)
+        assert out.device == x.device
+        torch.testing.assert_close(out, expected, rtol=RTOL, atol=ATOL)
+        del out
+        assert torch.foo.memory_allocated() == before
+        again = compiled(x)
+    torch.testing.assert_close(again, expected, rtol=RTOL, atol=ATOL)
+    assert "cpp_fused" in code  # Inductor's C++ loops ...
+    assert "device='foo:0'" in code  # ... on buffers from foo's allocator
+    assert "= empty_strided_cpu(" not in code
+
+
+def test_dynamic_shapes_compile_once():
+    counter = torch._dynamo.testing.CompileCounterWithBackend("foo")
+    torch.manual_seed(0)
+    model = Mlp().to("foo")
+    compiled = torch.compile(model, backend=counter, dynamic=True, fullgraph=True)
+    with torch.no_grad():
+        for batch in (3, 5, 9):
+            x = torch.randn(batch, 12, device="foo")
+            torch.testing.assert_close(compiled(x), model(x), rtol=RTOL, atol=ATOL)
+    assert counter.frame_count == 1
+
+
+def test_recompiles_when_the_device_changes():
+    """Guards key on the device: foo:1 (and CPU) inputs recompile, and the
+    foo:1 graph allocates from foo:1's pool, not the current device's."""
+    counter = torch._dynamo.testing.CompileCounterWithBackend("foo")
+
+    def fn(x, w):
+        return torch.relu(x @ w).sum(dim=1) * 2
+
+    compiled = torch.compile(fn, backend=counter, fullgraph=True)
+    g = torch.Generator().manual_seed(0)
+    x_cpu, w_cpu = torch.randn(4, 8, generator=g), torch.randn(8, 8, generator=g)
+    expected = fn(x_cpu, w_cpu)
+
+    out0 = compiled(x_cpu.to("foo:0"), w_cpu.to("foo:0"))
+    assert counter.frame_count == 1
+    x1, w1 = x_cpu.to("foo:1"), w_cpu.to("foo:1")
+    allocs0, allocs1 = _allocations(0), _allocations(1)
+    out1 = compiled(x1, w1)
+    assert counter.frame_count == 2
+    assert out0.device == torch.device("foo:0") and out1.device == torch.device("foo:1")
+    assert _allocations(1) > allocs1 and _allocations(0) == allocs0
+    out_cpu = compiled(x_cpu, w_cpu)
+    assert counter.frame_count == 3 and out_cpu.device.type == "cpu"
+    for out in (out0, out1, out_cpu):
+        torch.testing.assert_close(out.cpu(), expected, rtol=RTOL, atol=ATOL)
+    compiled(x1, w1)  # each graph stays cached under its guards
+    assert counter.frame_count == 3
+
+
+def test_fx_graph_cache_serves_foo_graphs():
+    from torch._dynamo.utils import counters
+
+    def fn(x):
+        return torch.nn.functional.silu(x) * x.mean(dim=0) + 3.25
+
+    x = torch.randn(6, 5, device="foo")
+    with torch._inductor.config.patch(fx_graph_cache=True, fx_graph_remote_cache=False):
+        first = torch.compile(fn, backend="foo", fullgraph=True)(x)
+        torch._dynamo.reset()
+        hits = counters["inductor"]["fxgraph_cache_hit"]
+        second = torch.compile(fn, backend="foo", fullgraph=True)(x)
+    assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1
+    torch.testing.assert_close(first, fn(x), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+
+
+def test_random_numbers_come_from_foo_philox():
+    """Dropout in a graph compiled by the foo backend draws from foo's Philox
+    generator: exactly eager's values for the same seed. The plain inductor
+    backend's fused C++ RNG needs aten::random_.from on foo for its seeds
+    (no native kernel yet): the fallback serves it, or a clear error."""
+
+    def fn(x):
+        return torch.nn.functional.dropout(x, p=0.5, training=True) + 1
+
+    x = torch.rand(64, 64, device="foo") + 1
+    compiled = torch.compile(fn, backend="foo", fullgraph=True)
+    torch.manual_seed(3)
+    a = compiled(x)
+    b = compiled(x)
+    torch.manual_seed(3)
+    torch.testing.assert_close(a, fn(x), rtol=0, atol=0)
+    torch.testing.assert_close(b, fn(x), rtol=0, atol=0)
+    assert not torch.equal(a.cpu(), b.cpu())
+    kept = (a != 1).cpu()
+    assert 0.4 < kept.float().mean().item() < 0.6
+
+    torch._dynamo.reset()
+    fused = torch.compile(fn, backend="inductor", fullgraph=True)
+    with pytest.raises(NotImplementedError, match="random_.* is not implemented for the foo device"):
+        fused(x)
+    foo_rs.set_fallback_enabled(True)  # the fixture switches it off again
+    foo_rs.reset_fallback_stats()
+    torch.manual_seed(4)
+    c = fused(x)
+    torch.manual_seed(4)
+    torch.testing.assert_close(fused(x), c, rtol=0, atol=0)
+    assert set(foo_rs.fallback_stats()) == {"aten::random_.from"}
+    kept = (c != 1).cpu()
+    assert 0.4 < kept.float().mean().item() < 0.6
+    torch.testing.assert_close(c.cpu()[kept], (2 * x + 1).cpu()[kept])
+
+
+def test_errors_name_foo_and_the_reason():
+    # The foo backend refuses graphs on devices it cannot run.
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="foo backend compiles graphs on foo"):
+        torch.compile(lambda t: t * 2, backend="foo")(torch.randn(3, device="meta"))
+    torch._dynamo.reset()
+    # Mixing devices raises what eager raises.
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.compile(lambda a, b: a + b, backend="foo")(torch.randn(3, device="foo"), torch.randn(3))
+    torch._dynamo.reset()
+
+    # An op Inductor leaves to an extern kernel that foo lacks: with the CPU
+    # fallback off, the dispatcher's error naming foo and the op ...
+    def eigvals(t):
+        return torch.linalg.eigvalsh(t @ t.mT) + 1
+
+    a = torch.randn(3, 3, device="foo")
+    compiled = torch.compile(eigvals, backend="foo", fullgraph=True)
+    with pytest.raises(NotImplementedError, match="not implemented for the foo device"):
+        compiled(a)
+    # ... and with it on, the safety net serves it (counted) with CPU's values.
+    foo_rs.reset_fallback_stats()
+    foo_rs.set_fallback_enabled(True)  # the fixture switches it off again
+    out = compiled(a)
+    assert foo_rs.fallback_stats()
+    torch.testing.assert_close(out.cpu(), eigvals(a.cpu()), rtol=RTOL, atol=ATOL)
+
+
+def test_import_does_not_load_dynamo_until_needed():
+    code = (
+        "import sys, torch, foo_rs\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "import torch._dynamo\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "from torch._dynamo.backends.registry import list_backends\n"
+        "assert get_interface_for_device('foo').device_count() == torch.foo.device_count()\n"
+        "assert not get_interface_for_device('foo').is_gpu()\n"
+        "assert 'foo' in list_backends()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,12 +12,13 @@ Decisions that key on the device type:
 
 * foo is not a GPU (``is_gpu() -> False``): Inductor takes its host paths
   (C++ codegen, no Triton, no CUDA graphs, no stream guards).
-* Random numbers: the generated C++ draws them with Inductor's CPU Philox
-  code, seeded from foo's own generator (``inductor_seeds`` calls
-  ``randint`` on foo), so ``torch.manual_seed`` makes compiled runs
-  reproducible; values differ from eager, as they do on CPU and CUDA.
-  ``torch._inductor.config.fallback_random = True`` calls foo's Philox
-  kernels instead and gives eager's values.
+* Random numbers: the backend "foo" compiles with Inductor's
+  ``fallback_random``, so rand/randn/dropout/bernoulli in a compiled graph
+  call foo's own Philox kernels: compiled values equal eager's for the same
+  seed, and nothing random runs outside foo. (Inductor's fused C++ RNG
+  path, which the plain "inductor" backend takes, draws its seeds with
+  ``aten::random_.from``, which foo has no kernel for yet: it goes through
+  the CPU fallback, or raises naming foo when the fallback is off.)
 * Device properties, current device, synchronize: from ``torch.foo``.
 
 Nothing here is imported by ``import foo_rs``: :func:`install` arranges for
@@ -155,13 +156,12 @@ def _device_interface():
 
 def _check_graph_devices(gm: torch.fx.GraphModule) -> None:
     """Refuses graphs whose inputs live on a device foo's kernels cannot use
-    (CPU scalars and tensors are fine: foo's kernels accept them where torch
-    CPU's CUDA-like rules do)."""
+    (CPU tensors are fine where eager allows them, e.g. 0-dim scalars)."""
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
         val = node.meta.get("example_value", node.meta.get("val"))
-        if isinstance(val, torch.Tensor) and val.device.type not in (DEVICE, "cpu", "meta"):
+        if isinstance(val, torch.Tensor) and val.device.type not in (DEVICE, "cpu"):
             raise FooCompileError(
                 f"torch.compile(backend='foo'): input {node.target!r} is on {val.device}; "
                 f"the foo backend compiles graphs on foo (and CPU) tensors only. "
@@ -171,11 +171,14 @@ def _check_graph_devices(gm: torch.fx.GraphModule) -> None:
 
 def foo_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The Dynamo backend ``"foo"``: checks the graph's devices, then compiles
-    it with Inductor, whose foo backend is registered by this module."""
+    it with Inductor (foo's Inductor backend, random numbers from foo's
+    Philox kernels: see the module's docstring)."""
     _check_graph_devices(gm)
+    from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(gm, example_inputs, **kwargs)
+    with config.patch(fallback_random=True):
+        return compile_fx(gm, example_inputs, **kwargs)
 
 
 # --------------------------------------------------------------------------- Inductor
