@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,9 +308,12 @@ def _see_foo_as_cpp_device() -> None:
 def _inductor_asks_device_module() -> bool:
     """Whether this torch's Inductor calls the device module's
     ``_inductor_backend_init`` on its first compile for the device (2.15)."""
+    import inspect
+
     from torch._inductor.codegen.common import init_backend_registration
 
-    return "_inductor_backend_init" in init_backend_registration.__code__.co_consts
+    code = inspect.unwrap(init_backend_registration).__code__  # lru_cache'd on 2.13
+    return "_inductor_backend_init" in code.co_consts
 
 
 def register() -> None:
@@ -346,7 +350,15 @@ class _RegisterAfterDynamo(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             loader_exec(module)
-            register()
+            try:
+                register()
+            except Exception as e:  # never break `import torch._dynamo` itself
+                warnings.warn(
+                    f"foo_rs could not register the foo device with torch.compile "
+                    f"({type(e).__name__}: {e}); torch.compile on foo will fail",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
         spec.loader.exec_module = exec_module
         return spec
