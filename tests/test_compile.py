@@ -261,6 +261,11 @@ def test_errors_name_foo_and_the_reason():
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="foo backend compiles graphs on foo"):
         torch.compile(lambda t: t * 2, backend="foo")(torch.randn(3, device="meta"))
     torch._dynamo.reset()
+    # No C++ wrapper (cpp_wrapper / AOTInductor) for foo: said, not crashed.
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"C\+\+ wrapper .* not supported on foo"):
+            torch.compile(lambda t: t.sin() + 1, backend="foo")(torch.randn(3, device="foo"))
+    torch._dynamo.reset()
     # Mixing devices raises what eager raises.
     with pytest.raises(RuntimeError, match="same device"):
         torch.compile(lambda a, b: a + b, backend="foo")(torch.randn(3, device="foo"), torch.randn(3))

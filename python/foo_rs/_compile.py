@@ -29,6 +29,7 @@ who never compile do not pay for Dynamo.
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 import warnings
@@ -236,7 +237,21 @@ def _inductor_classes():
                 device = torch.device("cpu")
             super()._generate_kernel_call_helper(kernel_name, call_args, device=device, **kwargs)
 
-    return CppScheduling, FooWrapperCodegen, FooDeviceOpOverrides
+    class FooCppWrapperUnsupported:
+        """Stands for a C++ wrapper (``cpp_wrapper``, AOTInductor), which foo
+        does not have: its ``create`` says so."""
+
+        supports_caching = False  # asked before create: nothing to cache
+
+        @staticmethod
+        def create(*args, **kwargs):
+            raise FooCompileError(
+                "Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper=True, AOTInductor) is not "
+                "supported on foo yet: foo's compiled graphs use the Python wrapper. Set "
+                "torch._inductor.config.cpp_wrapper = False."
+            )
+
+    return CppScheduling, FooWrapperCodegen, FooCppWrapperUnsupported, FooDeviceOpOverrides
 
 
 _dynamo_registered = False
@@ -254,9 +269,9 @@ def register_inductor() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     _see_foo_as_cpp_device()
-    scheduling, wrapper, op_overrides = _inductor_classes()
+    scheduling, wrapper, cpp_wrapper, op_overrides = _inductor_classes()
     register_device_op_overrides(DEVICE, op_overrides())
-    register_backend_for_device(DEVICE, scheduling, wrapper)
+    register_backend_for_device(DEVICE, scheduling, wrapper, cpp_wrapper)
 
 
 def _see_foo_as_cpp_device() -> None:
@@ -342,14 +357,18 @@ class _RegisterAfterDynamo(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname != "torch._dynamo":
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        # The path finder directly (not importlib.util.find_spec): no recursion
+        # into this finder. A find_spec that imports nothing (an availability
+        # check) leaves this finder in place for the real import.
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or spec.loader is None:
             return spec
         loader_exec = spec.loader.exec_module
 
         def exec_module(module):
             loader_exec(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
             try:
                 register()
             except Exception as e:  # never break `import torch._dynamo` itself
