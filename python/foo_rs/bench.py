@@ -1,6 +1,6 @@
 """Side-by-side benchmark: foo against torch CPU, in one process.
 
-    python -m foo_rs.bench [--quick] [--threads N] [-k NAME] [--out bench-results]
+    python -m foo_rs.bench [--quick] [--threads N] [-k NAME ...] [--out bench-results]
 
 Each case runs on torch CPU and on foo alternately (same process, same thread
 count), several repeats each; the report gives medians and the ratio foo/CPU
@@ -284,7 +284,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--out", default="bench-results")
-    p.add_argument("-k", default="", help="only cases whose name contains this")
+    p.add_argument("-k", action="append", default=[],
+                   help="only cases whose name contains this (repeat -k for several)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch.set_num_threads for both backends (default: torch's, all cores)")
     args = p.parse_args(argv)
@@ -297,7 +298,7 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", foo_rs.FooFallbackWarning)
         for case in CASES:
-            if args.k and args.k not in case.name:
+            if args.k and not any(k in case.name for k in args.k):
                 continue
             before = sum(foo_rs.fallback_stats().values())
             s = time_case(case, repeats, warmup=2)
