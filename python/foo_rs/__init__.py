@@ -32,6 +32,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 from . import _ops  # noqa: E402  (registers the kernels)
 from . import _autocast  # noqa: E402,F401  (autocast policies)
 from . import _compile  # noqa: E402
+from ._compile import FooCompileError  # noqa: E402
 
 _compile.install(_device_module)  # torch.compile: registers with Dynamo/Inductor when they load
 from ._fallback import (  # noqa: E402  (registers the CPU fallback)
@@ -56,6 +57,7 @@ def native_ops() -> frozenset[str]:
 
 __version__ = "0.1.0"
 __all__ = [
+    "FooCompileError",
     "FooFallbackWarning",
     "SUPPORTED_DTYPES",
     "UNSUPPORTED_DTYPES",

@@ -21,16 +21,15 @@ Decisions that key on the device type:
   the CPU fallback, or raises naming foo when the fallback is off.)
 * Device properties, current device, synchronize: from ``torch.foo``.
 
-Nothing here is imported by ``import foo_rs``: :func:`install` arranges for
-the registration to run when ``torch._dynamo`` is first imported, so users
-who never compile do not pay for Dynamo.
+``import foo_rs`` imports this module but not Dynamo: :func:`install`
+arranges for the registration to run when ``torch._dynamo`` is first
+imported, so users who never compile do not pay for it.
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import sys
 import warnings
 from dataclasses import dataclass
@@ -265,13 +264,13 @@ def register_inductor() -> None:
     global _inductor_registered
     if _inductor_registered:
         return
-    _inductor_registered = True
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     _see_foo_as_cpp_device()
     scheduling, wrapper, cpp_wrapper, op_overrides = _inductor_classes()
     register_device_op_overrides(DEVICE, op_overrides())
     register_backend_for_device(DEVICE, scheduling, wrapper, cpp_wrapper)
+    _inductor_registered = True
 
 
 def _see_foo_as_cpp_device() -> None:
