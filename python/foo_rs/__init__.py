@@ -31,6 +31,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
 
 from . import _ops  # noqa: E402  (registers the kernels)
 from . import _autocast  # noqa: E402,F401  (autocast policies)
+from . import _compile  # noqa: E402
+from ._compile import FooCompileError  # noqa: E402
+
+_compile.install(_device_module)  # torch.compile: registers with Dynamo/Inductor when they load
 from ._fallback import (  # noqa: E402  (registers the CPU fallback)
     FooFallbackWarning,
     fallback_disabled,
@@ -61,6 +65,7 @@ def python_kernel_calls():
 
 __version__ = "0.1.0"
 __all__ = [
+    "FooCompileError",
     "FooFallbackWarning",
     "SUPPORTED_DTYPES",
     "UNSUPPORTED_DTYPES",

@@ -1,6 +1,6 @@
 """Side-by-side benchmark: foo against torch CPU, in one process.
 
-    python -m foo_rs.bench [--quick] [--threads N] [-k NAME] [--out bench-results]
+    python -m foo_rs.bench [--quick] [--threads N] [-k NAME ...] [--out bench-results]
 
 Each case runs on torch CPU and on foo alternately (same process, same thread
 count), several repeats each; the report gives medians and the ratio foo/CPU
@@ -84,28 +84,6 @@ def _mm(n):
         return lambda: a @ b
 
     return make
-
-
-def _mlp_step(device):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-        torch.nn.Linear(1024, 10),
-    ).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(256, 784, generator=g).to(device)
-    y = torch.randint(0, 10, (256,), generator=g).to(device)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
 
 
 def _transformers_step(kind: str):
@@ -212,8 +190,111 @@ def _per_op(op: str) -> Callable[[str], Callable[[], object]]:
             return r
 
         return run
+#: First-call (compile) seconds of the torch.compile cases: {case name: {device: s}}.
+FIRST_COMPILE_S: dict[str, dict[str, float]] = {}
+
+
+def _training_model(kind: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if kind == "mlp":
+        return torch.nn.Sequential(
+            torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+            torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+            torch.nn.Linear(1024, 10),
+        )
+    return torch.nn.TransformerEncoderLayer(
+        d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0, batch_first=True, norm_first=True,
+    )
+
+
+def _train_step(kind: str, compiled: bool):
+    """A training step (forward, loss, backward, SGD with momentum) of an
+    MLP (784-1024-1024-10, batch 256) or a transformer block (d 256, 4 heads,
+    FFN 1024, batch 8 x 128 tokens), eager or under torch.compile. A compiled
+    case's first step (the compile) is timed in a fresh Inductor cache
+    (in memory and on disk) and reported apart."""
+
+    def make(device):
+        model = _training_model(kind).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        g = torch.Generator().manual_seed(1)
+        if kind == "mlp":
+            x = torch.randn(256, 784, generator=g).to(device)
+            y = torch.randint(0, 10, (256,), generator=g).to(device)
+            loss_fn = torch.nn.functional.cross_entropy
+        else:
+            x = torch.randn(8, 128, 256, generator=g).to(device)
+            y = torch.randn(8, 128, 256, generator=g).to(device)
+            loss_fn = torch.nn.functional.mse_loss
+        forward = torch.compile(model) if compiled else model
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(forward(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        if compiled:
+            from torch._inductor.utils import fresh_inductor_cache
+
+            _warm_up_inductor()
+            with fresh_inductor_cache():
+                t0 = time.perf_counter()
+                _sync(step())
+                first = time.perf_counter() - t0
+            FIRST_COMPILE_S.setdefault(_COMPILED_NAMES[kind], {})[device] = first
+        return step
 
     return make
+
+
+_inductor_warm = False
+
+
+def _warm_up_inductor():
+    """One throwaway compile per process, so the first timed compile (CPU's,
+    which runs first) does not also pay Inductor's imports and worker start."""
+    global _inductor_warm
+    if not _inductor_warm:
+        from torch._inductor.utils import fresh_inductor_cache
+
+        with fresh_inductor_cache():
+            torch.compile(lambda t: t * 2 + 1)(torch.ones(8))
+        _inductor_warm = True
+
+
+_COMPILED_NAMES = {
+    "mlp": "MLP 784-1024-1024-10 step, batch 256, torch.compile",
+    "block": "transformer block d256 step, batch 8x128, torch.compile",
+}
+_EAGER_NAMES = {
+    "mlp": "MLP 784-1024-1024-10 step, batch 256",
+    "block": "transformer block d256 step, batch 8x128",
+}
+
+
+def _compile_table(rows) -> list[str]:
+    """torch.compile on foo next to eager foo and compiled CPU, per model."""
+    by_name = {case.name: (cpu, foo) for case, cpu, foo, _, _ in rows}
+    lines = []
+    for kind, name in _COMPILED_NAMES.items():
+        if name not in by_name:
+            continue
+        cpu_c, foo_c = by_name[name]
+        first = FIRST_COMPILE_S.get(name, {})
+        eager = by_name.get(_EAGER_NAMES[kind])
+        lines.append(
+            f"| {name} | {_fmt(eager[1]) if eager else '-'} | {_fmt(foo_c)} | "
+            f"{f'{foo_c / eager[1]:.2f}' if eager else '-'} | {_fmt(cpu_c)} | {foo_c / cpu_c:.2f} | "
+            f"{first.get('foo', float('nan')):.1f} s | {first.get('cpu', float('nan')):.1f} s |"
+        )
+    if not lines:
+        return []
+    return ["", "torch.compile (training step; medians; first compile in a fresh Inductor cache):", "",
+            "| case | foo eager | foo compiled | compiled/eager | CPU compiled | foo/CPU compiled "
+            "| first compile foo | first compile CPU |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|", *lines]
 
 
 def _have(module: str) -> bool:
@@ -230,7 +311,10 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),
-    Case("MLP 784-1024-1024-10 step, batch 256", "training", _mlp_step),
+    Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
+    Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),
+    Case(_EAGER_NAMES["block"], "training", _train_step("block", compiled=False)),
+    Case(_COMPILED_NAMES["block"], "compile", _train_step("block", compiled=True)),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
     Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
     *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
@@ -273,7 +357,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--out", default="bench-results")
-    p.add_argument("-k", default="", help="only cases whose name contains this")
+    p.add_argument("-k", action="append", default=[],
+                   help="only cases whose name contains this (repeat -k for several)")
     p.add_argument("--group", default="", help="only cases of this group (elementwise, per-op, training, ...)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch.set_num_threads for both backends (default: torch's, all cores)")
@@ -287,7 +372,7 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", foo_rs.FooFallbackWarning)
         for case in CASES:
-            if (args.k and args.k not in case.name) or (args.group and args.group != case.group):
+            if (args.k and not any(k in case.name for k in args.k)) or (args.group and args.group != case.group):
                 continue
             before = sum(foo_rs.fallback_stats().values())
             s = time_case(case, repeats, warmup=2)
@@ -311,6 +396,7 @@ def main(argv=None) -> int:
         within = sum(r <= 1.2 for r in per_op)
         lines += ["", f"Per-op (tiny tensors, per call): {within} of {len(per_op)} ops within 1.2x of torch CPU; "
                       f"geometric mean of foo/CPU {geo:.2f}."]
+    lines += _compile_table(rows)
     table = "\n".join(lines)
     print()
     print(table)
