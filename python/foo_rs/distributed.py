@@ -130,7 +130,20 @@ def _collective(name: str, outputs: bool) -> Callable[..., Any]:
     def method(self: FooGlooProcessGroup, *args: Any) -> Any:
         mapper = _Mapper()
         mapped = [mapper.map(a, output=outputs and i == 0) for i, a in enumerate(args)]
-        work = getattr(self._inner, name)(*mapped)
+        try:
+            work = getattr(self._inner, name)(*mapped)
+        except (RuntimeError, ValueError, TypeError) as e:
+            if not mapper.owners:
+                raise
+            # gloo checked CPU views of the foo tensors: say so, keep the exception type
+            try:
+                named = type(e)(
+                    f"{BACKEND_NAME} {name} on foo tensors (passed to gloo as CPU views of foo "
+                    f"memory, so gloo's message says cpu): {e}"
+                )
+            except Exception:  # noqa: BLE001  (an exception type with another constructor)
+                raise e from None
+            raise named from e
         if mapper.staged:
             return _StagedWork(work, mapper.staged)
         return work
@@ -179,6 +192,12 @@ class FooGlooProcessGroup(dist.ProcessGroup):
         super().__init__(store, rank, size)
         gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._gloo = gloo
+        if dist.get_debug_level() == dist.DebugLevel.DETAIL:
+            # as torch does for its own backends: check every collective's shapes and dtypes
+            # across ranks first (a separate helper gloo group), so a mismatch raises
+            gloo = dist.distributed_c10d._create_process_group_wrapper(
+                gloo, "foo_gloo", store, rank, size, timeout
+            )
         self._inner = dist.ProcessGroup(store, rank, size)
         gloo_type = dist.ProcessGroup.BackendType.GLOO
         self._inner._set_default_backend(gloo_type)
