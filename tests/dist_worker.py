@@ -182,7 +182,13 @@ def collectives(dtypes=DTYPES) -> None:
     w.wait()
     del filler, w
     dist.barrier()
+    print("LEFT", torch.foo.memory_allocated() - base, flush=True)
     dist.barrier(device_ids=None)
+    # gloo's worker thread drops its reference to a finished work (and so to the alias that
+    # holds the foo block) just after waking the waiter: give it a moment
+    deadline = time.monotonic() + 5
+    while torch.foo.memory_allocated() != base and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert torch.foo.memory_allocated() == base, (torch.foo.memory_allocated(), base)
     dist.destroy_process_group()
     print("OK", rank, flush=True)

@@ -189,7 +189,7 @@ class FooGlooProcessGroup(dist.ProcessGroup):
     group for ``cpu`` and ``foo``, so ``pg._get_backend(device)`` (timeouts, options) answers."""
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(store, rank, size)
+        super().__init__(rank, size)  # (store, rank, size) cannot build a Python subclass on torch 2.13
         gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._gloo = gloo
         if dist.get_debug_level() == dist.DebugLevel.DETAIL:
