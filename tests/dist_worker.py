@@ -172,6 +172,13 @@ def collectives(dtypes=DTYPES) -> None:
         ]:
             run_both(f"{name} {dtype}", fn)
 
+    # futures (DDP's comm hooks use them): aliased and staged foo tensors
+    for t in (torch.ones(4, 3, device="foo"), torch.ones(4, 3, device="foo").t()):
+        fut = dist.all_reduce(t, async_op=True).get_future()
+        fut.wait()
+        assert t.cpu().eq(world).all(), t.cpu()
+    del t, fut
+
     # an async collective keeps its foo tensor alive after the caller drops it
     t = torch.full((1 << 16,), float(rank + 1), device="foo")
     w = dist.all_reduce(t, async_op=True)

@@ -101,7 +101,7 @@ def _worker_ddp(repeats: int, batch: int) -> None:
     ddp = DDP(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x = torch.randn(batch, 784, device="foo")
-    y = torch.randint(0, 10, (batch,), device="foo")
+    y = torch.randint(0, 10, (batch,)).to("foo")
 
     def step() -> None:
         torch.nn.functional.cross_entropy(ddp(x), y).backward()
