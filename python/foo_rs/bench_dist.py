@@ -6,7 +6,7 @@ Starts 2 local ranks (subprocesses, never fork). Part 1: all_reduce (SUM, float3
 foo tensors (foo_gloo: gloo on CPU views of foo memory) and CPU tensors (the same gloo
 transport) alternately in one process group; medians and bus bandwidth
 (size * 2 * (n - 1) / n / time). Part 2: DDP step time of a small MLP on foo, 1 process then
-2 processes, the same per-rank batch (weak scaling: 1.0 would be perfect).
+2 processes, the same per-rank batch (weak scaling: the same step time would be perfect), threads split between processes.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def _worker_allreduce(sizes: list[int], repeats: int) -> None:
         times: dict[str, list[float]] = {"cpu": [], "foo": []}
         for dev in ("cpu", "foo"):  # warm-up: connections, caches, first-touch of pages
             dist.all_reduce(tensors[dev])
-        for _ in range(repeats):
-            for dev in ("cpu", "foo"):
+        for i in range(repeats):
+            for dev in ("cpu", "foo") if i % 2 == 0 else ("foo", "cpu"):  # no order bias
                 dist.barrier()
                 t0 = time.perf_counter()
                 dist.all_reduce(tensors[dev])
@@ -86,14 +86,14 @@ def _worker_allreduce(sizes: list[int], repeats: int) -> None:
     dist.destroy_process_group()
 
 
-def _worker_ddp(repeats: int, batch: int) -> None:
+def _worker_ddp(repeats: int, batch: int, threads: int) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import foo_rs  # noqa: F401
 
     dist.init_process_group("foo_gloo")
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // dist.get_world_size()))  # no oversubscription
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
@@ -129,13 +129,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sizes", default="1,4,16,64,256", help="all_reduce sizes in MiB")
     p.add_argument("--batch", type=int, default=128, help="per-rank batch of the DDP step")
     p.add_argument("--skip-ddp", action="store_true")
+    p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--worker", choices=["allreduce", "ddp"], help=argparse.SUPPRESS)
     a = p.parse_args(argv if argv is not None else sys.argv[1:])
     sizes = [int(s) for s in a.sizes.split(",")]
     if a.worker == "allreduce":
         return _worker_allreduce(sizes, a.repeats)
     if a.worker == "ddp":
-        return _worker_ddp(a.repeats, a.batch)
+        return _worker_ddp(a.repeats, a.batch, a.threads)
 
     command = "python -m foo_rs.bench_dist " + " ".join(sys.argv[1:] if argv is None else argv)
     print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}; `{command.strip()}`")
@@ -155,8 +156,11 @@ def main(argv: list[str] | None = None) -> None:
     print("| processes | step time | threads per process | vs 1 process |")
     print("|---:|---:|---:|---:|")
     first = None
-    for world in (1, 2):
-        for line in _launch(world, ["ddp", "--repeats", str(a.repeats), "--batch", str(a.batch)]):
+    cores = os.cpu_count() or 1
+    # 1 process on all cores, 1 process on the cores one rank of 2 gets, then 2 processes
+    for world, threads in ((1, cores), (1, max(1, cores // 2)), (2, max(1, cores // 2))):
+        args = ["ddp", "--repeats", str(a.repeats), "--batch", str(a.batch), "--threads", str(threads)]
+        for line in _launch(world, args):
             if line.startswith("DDP"):
                 _, w, t, threads = line.split()
                 first = first or float(t)
