@@ -32,6 +32,8 @@ OPS = [
 
 
 def init(backend: str | None = None, timeout: float = 30.0) -> tuple[int, int]:
+    if dist.is_initialized():  # a combined scenario: one group for all its parts
+        return dist.get_rank(), dist.get_world_size()
     kwargs = {"timeout": timedelta(seconds=timeout)}
     if backend is None:
         dist.init_process_group(**kwargs)
@@ -88,7 +90,7 @@ def finish(work, result):
     return result
 
 
-def collectives(dtypes=DTYPES) -> None:
+def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
     """Every collective, ReduceOp and dtype, sync and async, on foo and on CPU: same outcome."""
     rank, world = init(os.environ.get("FOO_DIST_BACKEND") or None)
     pg = dist.group.WORLD
@@ -190,6 +192,18 @@ def collectives(dtypes=DTYPES) -> None:
     del filler, w
     dist.barrier()
     print("LEFT", torch.foo.memory_allocated() - base, flush=True)
+
+    if gloo_group:  # a plain gloo group beside it: CPU tensors only
+        g = dist.new_group(backend="gloo")
+        c = torch.ones(3)
+        dist.all_reduce(c, group=g)
+        assert c.tolist() == [2.0, 2.0, 2.0]
+        try:
+            dist.all_reduce(torch.ones(3, device="foo"), group=g)
+        except RuntimeError as e:
+            print("GLOO-RAISED", str(e).replace("\n", " ")[:300], flush=True)
+        else:
+            print("GLOO-WORKED", flush=True)
     dist.barrier(device_ids=None)
     # gloo's worker thread drops its reference to a finished work (and so to the alias that
     # holds the foo block) just after waking the waiter: give it a moment
@@ -202,7 +216,7 @@ def collectives(dtypes=DTYPES) -> None:
 
 
 def collectives_quick() -> None:
-    collectives([torch.float32, torch.int64])
+    collectives([torch.float32, torch.int64], gloo_group=True)
 
 
 def batches(steps, batch, seed=0):
@@ -258,7 +272,7 @@ def ddp(names: str = "plain,small buckets,no_sync", checkpoint: bool = True) -> 
     """DDP over 2 ranks trains to the parameters of one process on the whole batch."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    rank, world = init() if not dist.is_initialized() else (dist.get_rank(), dist.get_world_size())
+    rank, world = init()
     data = batches(6, 8)
     for name in names.split(","):
         kw, acc = DDP_CONFIGS[name]
@@ -300,7 +314,6 @@ def ddp_all() -> None:
             print("FAILED", name, type(e).__name__, str(e).splitlines()[0][:200], flush=True)
         else:
             print("PASSED", name, flush=True)
-    dist.destroy_process_group()
 
 
 def fsdp() -> None:
@@ -347,8 +360,14 @@ def fsdp() -> None:
         print("TRAINED", rank, flush=True)
     except Exception as e:  # noqa: BLE001  (reported to the test, which says what is missing)
         print("TRAIN-FAILED", type(e).__name__, str(e).splitlines()[0][:200], flush=True)
+    print("FSDP-OK", rank, flush=True)
+
+
+def training() -> None:
+    """DDP, then FSDP2, in one group (one start-up: both import torch._dynamo)."""
+    ddp_all()
+    fsdp()
     dist.destroy_process_group()
-    print("OK", rank, flush=True)
 
 
 def peer_dies() -> None:
@@ -372,13 +391,17 @@ def times_out() -> None:
     rank, _ = init(timeout=float(os.environ.get("FOO_DIST_TIMEOUT", "3")))
     t = torch.ones(4, device="foo")
     dist.all_reduce(t)
+    done = os.path.join(os.environ["FOO_DIST_TMP"], "timed_out")
     if rank == 1:
-        time.sleep(float(os.environ.get("FOO_DIST_TIMEOUT", "3")) + 2)
+        deadline = time.monotonic() + float(os.environ.get("FOO_DIST_TIMEOUT", "3")) + 10
+        while not os.path.exists(done) and time.monotonic() < deadline:
+            time.sleep(0.05)
         os._exit(0)
     start = time.monotonic()
     try:
         dist.all_reduce(t, async_op=True).wait()
     except RuntimeError as e:
+        open(done, "w").close()
         print("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "), flush=True)
         os._exit(0)
     raise AssertionError("all_reduce with a silent peer returned")
@@ -402,20 +425,6 @@ def mismatch() -> None:
         print("REMOTE", type(e).__name__, str(e)[:200].replace("\n", " "), flush=True)
         os._exit(0)
     raise AssertionError("all_reduce of mismatched sizes returned")
-
-
-def gloo_only() -> None:
-    rank, _ = init("gloo", timeout=10)
-    c = torch.ones(3)
-    dist.all_reduce(c)
-    assert c.tolist() == [2.0, 2.0, 2.0]
-    try:
-        dist.all_reduce(torch.ones(3, device="foo"))
-    except RuntimeError as e:
-        print("RAISED", str(e).replace("\n", " "), flush=True)
-    else:
-        print("WORKED", flush=True)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

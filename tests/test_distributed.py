@@ -124,26 +124,30 @@ def test_collectives_under_torchrun_with_default_backend(tmp_path):
     assert proc.returncode == 0 and "OK 0" in out and "OK 1" in out, out[-4000:]
 
 
-def test_collectives_with_the_explicit_form():
-    assert_ok(run_pair("collectives_quick", FOO_DIST_BACKEND=foo_dist.EXPLICIT_FORM))
-
-
-def test_gloo_alone_serves_cpu_and_refuses_foo_tensors():
-    results = run_pair("gloo_only")
-    for code, out, _ in results:
-        assert code == 0, out[-3000:]
-        assert "RAISED" in out and "foo" in out.split("RAISED", 1)[1], out[-3000:]
+def test_explicit_form_and_a_plain_gloo_group():
+    """"cpu:gloo,foo:foo_gloo" serves foo tensors; a group of gloo alone serves CPU tensors and
+    refuses foo tensors with an error that names foo."""
+    results = run_pair("collectives_quick", FOO_DIST_BACKEND=foo_dist.EXPLICIT_FORM)
+    assert_ok(results)
+    for _, out, _ in results:
+        assert "GLOO-RAISED" in out and "foo" in out.split("GLOO-RAISED", 1)[1].splitlines()[0], out[-3000:]
 
 
 @cache
-def ddp_run():
-    return run_pair("ddp_all", timeout=90, FOO_DIST_TMP=str(Path(os.environ.get("TMPDIR", "/tmp"))))
+def training_run(tmp: str):
+    """DDP then FSDP2 in one 2-process run (both import torch._dynamo: one start-up)."""
+    return run_pair("training", timeout=100, FOO_DIST_TMP=tmp)
 
 
-def test_ddp_trains_like_one_process():
+@pytest.fixture
+def training(tmp_path_factory):
+    return training_run(str(tmp_path_factory.getbasetemp()))
+
+
+def test_ddp_trains_like_one_process(training):
     """plain, gradient buckets of a parameter or so, no_sync; checkpoint saved on rank 0 and
     loaded with map_location="foo"."""
-    assert_ok(ddp_run())
+    assert_ok(training)
 
 
 @pytest.mark.xfail(
@@ -151,26 +155,19 @@ def test_ddp_trains_like_one_process():
     reason="DDP's reducer copies its used-parameter map through pinned memory on PrivateUse1; "
     "foo's hooks (rust/glue/foo_glue.cpp) report no pinned memory (isPinnedPtr is false)",
 )
-def test_ddp_find_unused_parameters_and_static_graph():
-    for _, out, _ in ddp_run():
+def test_ddp_find_unused_parameters_and_static_graph(training):
+    for _, out, _ in training:
         assert "PASSED find_unused_parameters" in out and "PASSED static_graph" in out, out[-2000:]
 
 
-@cache
-def fsdp_run():
-    return run_pair("fsdp", timeout=90)
-
-
-def test_fsdp2_shards_and_gathers_on_foo():
-    results = fsdp_run()
-    assert_ok(results)
-    for rank, (_, out, _) in enumerate(results):
-        assert f"SHARDED {rank}" in out
+def test_fsdp2_shards_and_gathers_on_foo(training):
+    for rank, (code, out, _) in enumerate(training):
+        assert code == 0 and f"SHARDED {rank}" in out and f"FSDP-OK {rank}" in out, out[-3000:]
 
 
 @pytest.mark.xfail(strict=True, reason="FSDP2 needs torch.foo.Stream, Event, current_stream and stream()")
-def test_fsdp2_trains_like_one_process():
-    for rank, (_, out, _) in enumerate(fsdp_run()):
+def test_fsdp2_trains_like_one_process(training):
+    for rank, (_, out, _) in enumerate(training):
         assert f"TRAINED {rank}" in out, out[-2000:]
 
 
@@ -180,8 +177,8 @@ def test_dead_peer_raises_within_the_timeout():
     assert float(out.split("RAISED RuntimeError", 1)[1].split()[0]) < 10
 
 
-def test_collective_timeout_raises():
-    code, out, _ = run_pair("times_out", timeout=40, FOO_DIST_TIMEOUT="3")[0]
+def test_collective_timeout_raises(tmp_path):
+    code, out, _ = run_pair("times_out", timeout=40, FOO_DIST_TIMEOUT="3", FOO_DIST_TMP=str(tmp_path))[0]
     assert code == 0 and "RAISED RuntimeError" in out, out[-3000:]
     waited = float(out.split("RAISED RuntimeError", 1)[1].split()[0])
     assert 2.5 < waited < 10, waited
