@@ -177,9 +177,10 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
     # futures (DDP's comm hooks use them): aliased and staged foo tensors
     for t in (torch.ones(4, 3, device="foo"), torch.ones(4, 3, device="foo").t()):
         fut = dist.all_reduce(t, async_op=True).get_future()
-        fut.wait()
+        (value,) = fut.wait()
+        assert value is t, (value.device, value.shape)  # the foo tensor, not gloo's CPU view
         assert t.cpu().eq(world).all(), t.cpu()
-    del t, fut
+    del t, fut, value
 
     # an async collective keeps its foo tensor alive after the caller drops it
     t = torch.full((1 << 16,), float(rank + 1), device="foo")

@@ -57,19 +57,22 @@ class _Mapper:
     def __init__(self) -> None:
         #: (foo tensor, contiguous foo copy) pairs to copy back once the collective is done.
         self.staged: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.owners: list[torch.Tensor] = []
+        #: (CPU view handed to gloo, the foo tensor it stands for), to map results back.
+        self.aliases: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def map(self, obj: Any, output: bool) -> Any:
         if isinstance(obj, torch.Tensor):
             if obj.device.type != "foo":
                 return obj
-            self.owners.append(obj)
             if _aliasable(obj):
-                return _cpu_alias(obj)
-            staged = obj.contiguous()
-            if output:
-                self.staged.append((obj, staged))
-            return _cpu_alias(staged)
+                alias = _cpu_alias(obj)
+            else:
+                staged = obj.contiguous()
+                if output:
+                    self.staged.append((obj, staged))
+                alias = _cpu_alias(staged)
+            self.aliases.append((alias, obj))
+            return alias
         if isinstance(obj, list):
             return [self.map(o, output) for o in obj]
         if isinstance(obj, tuple):
@@ -77,15 +80,17 @@ class _Mapper:
         return obj
 
 
-class _StagedWork(_Work):  # type: ignore[misc,valid-type]
-    """Work of a collective whose foo outputs were staged: copies them back when done."""
+class _FooWork(_Work):  # type: ignore[misc,valid-type]
+    """gloo's work on CPU views of foo tensors, seen as work on the foo tensors: ``wait()``
+    copies staged outputs back, ``result()`` and the future's value are the foo tensors."""
 
-    def __init__(self, inner: Any, staged: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def __init__(self, inner: Any, mapper: _Mapper) -> None:
         super().__init__()
         self._inner = inner
-        self._staged = staged
+        self._staged = mapper.staged
+        self._aliases = mapper.aliases
         self._lock = threading.Lock()
-        self._done = False
+        self._done = not self._staged
 
     def _copy_back(self) -> None:
         with self._lock:
@@ -93,6 +98,20 @@ class _StagedWork(_Work):  # type: ignore[misc,valid-type]
                 for dst, src in self._staged:
                     dst.copy_(src)
                 self._done = True
+
+    def _to_foo(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            for alias, foo in self._aliases:
+                if (
+                    value.data_ptr() == alias.data_ptr()
+                    and value.dtype == alias.dtype
+                    and value.shape == alias.shape
+                ):
+                    return foo
+            return value
+        if isinstance(value, list):
+            return [self._to_foo(v) for v in value]
+        return value
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         ok = self._inner.wait() if timeout is None else self._inner.wait(timeout)
@@ -112,7 +131,7 @@ class _StagedWork(_Work):  # type: ignore[misc,valid-type]
         return self._inner.source_rank()
 
     def result(self) -> list[torch.Tensor]:
-        return [dst for dst, _ in self._staged]
+        return self._to_foo(self._inner.result())
 
     def synchronize(self) -> None:
         self.wait()
@@ -121,7 +140,7 @@ class _StagedWork(_Work):  # type: ignore[misc,valid-type]
         def finish(fut: torch.futures.Future) -> Any:
             value = fut.value()  # raises if the collective failed
             self._copy_back()
-            return value
+            return self._to_foo(value)
 
         return self._inner.get_future().then(finish)
 
@@ -133,7 +152,7 @@ def _collective(name: str, outputs: bool) -> Callable[..., Any]:
         try:
             work = getattr(self._inner, name)(*mapped)
         except (RuntimeError, ValueError, TypeError) as e:
-            if not mapper.owners:
+            if not mapper.aliases:
                 raise
             # gloo checked CPU views of the foo tensors: say so, keep the exception type
             try:
@@ -144,9 +163,7 @@ def _collective(name: str, outputs: bool) -> Callable[..., Any]:
             except Exception:  # noqa: BLE001  (an exception type with another constructor)
                 raise e from None
             raise named from e
-        if mapper.staged:
-            return _StagedWork(work, mapper.staged)
-        return work
+        return _FooWork(work, mapper) if mapper.aliases else work
 
     method.__name__ = name
     method.__doc__ = f"``ProcessGroup.{name}`` with foo tensors passed to gloo as CPU aliases."
