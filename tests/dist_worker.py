@@ -264,12 +264,13 @@ DDP_CONFIGS = {
     "plain": ({}, 1),
     "small buckets": ({"bucket_cap_mb": 0.0005}, 1),  # one bucket per parameter or so
     "no_sync": ({}, 2),  # gradients accumulated locally over 2 batches, then reduced
+    "comm hook": ({"hook": "allreduce_hook"}, 1),  # a Python hook on the work's future
     "find_unused_parameters": ({"find_unused_parameters": True}, 1),
     "static_graph": ({"static_graph": True}, 1),
 }
 
 
-def ddp(names: str = "plain,small buckets,no_sync", checkpoint: bool = True) -> None:
+def ddp(names: str = "plain,small buckets,no_sync,comm hook", checkpoint: bool = True) -> None:
     """DDP over 2 ranks trains to the parameters of one process on the whole batch."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -284,7 +285,13 @@ def ddp(names: str = "plain,small buckets,no_sync", checkpoint: bool = True) -> 
         local = Net(unused).to("foo")
         if rank == 0:
             local.load_state_dict(ref.state_dict())
+        kw = dict(kw)
+        hook = kw.pop("hook", None)
         model = DDP(local, **kw)
+        if hook is not None:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            model.register_comm_hook(None, getattr(default_hooks, hook))
         train(ref, data, torch.optim.SGD(ref.parameters(), lr=0.1), accumulate=acc)
         train(model, data, torch.optim.SGD(model.parameters(), lr=0.1), rank, world, acc, ddp=model)
         for (pn, p), q in zip(model.module.named_parameters(), ref.parameters()):
