@@ -253,7 +253,7 @@ def register() -> None:
     if BACKEND_NAME.upper() in backend._plugins:
         return
     backend.register_backend(BACKEND_NAME, _create, devices=["foo", "cpu"])
-    # torch 2.13 and 2.14 leave this map to the device (torch 2.15 fills it in register_backend)
+    # torch 2.13 leaves this map to the device (torch 2.15 fills it in register_backend)
     backend.default_device_backend_map.setdefault("foo", BACKEND_NAME)
 
 
