@@ -44,6 +44,11 @@ from ._fallback import (  # noqa: E402  (registers the CPU fallback)
     set_fallback_enabled,
 )
 
+if torch.distributed.is_available():
+    from . import distributed as _distributed  # noqa: E402
+
+    _distributed.register()  # the "foo_gloo" c10d backend, foo's default (foo_rs/distributed.py)
+
 
 def live_blocks(device: int | None = None) -> int:
     """Blocks the Rust allocator has handed out and not yet taken back."""

@@ -1,0 +1,439 @@
+"""One rank of a 2-process run for tests/test_distributed.py (launched by subprocess or torchrun).
+
+Usage: python dist_worker.py <scenario> [backend]; the rank, world size and rendezvous come
+from the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) as torchrun sets them.
+A scenario prints "OK <rank>" on success; a failed check raises (non-zero exit).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import foo_rs  # noqa: F401  (registers the foo device and the foo_gloo backend)
+from foo_rs import distributed as foo_dist
+
+DTYPES = list(foo_rs.SUPPORTED_DTYPES)
+OPS = [
+    dist.ReduceOp.SUM,
+    dist.ReduceOp.PRODUCT,
+    dist.ReduceOp.MIN,
+    dist.ReduceOp.MAX,
+    dist.ReduceOp.BAND,
+    dist.ReduceOp.BOR,
+    dist.ReduceOp.BXOR,
+    dist.ReduceOp.AVG,
+]
+
+
+def init(backend: str | None = None, timeout: float = 30.0) -> tuple[int, int]:
+    if dist.is_initialized():  # a combined scenario: one group for all its parts
+        return dist.get_rank(), dist.get_world_size()
+    kwargs = {"timeout": timedelta(seconds=timeout)}
+    if backend is None:
+        dist.init_process_group(**kwargs)
+    else:
+        dist.init_process_group(backend, **kwargs)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def values(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * 4).to(dtype)
+    lo, hi = (0, 7) if dtype == torch.uint8 else (-7, 8)
+    return torch.randint(lo, hi, shape, generator=g, dtype=dtype)
+
+
+def outcome(fn):
+    """The result of ``fn`` moved to the CPU, or the type of the exception it raised."""
+    try:
+        out = fn()
+    except Exception as e:  # noqa: BLE001  (compared between CPU and foo)
+        return type(e)
+    if isinstance(out, (list, tuple)):
+        return [o.cpu() for o in out]
+    return out.cpu()
+
+
+def same(a, b, what):
+    if isinstance(a, type) or isinstance(b, type):
+        assert a is b, f"{what}: CPU gave {a}, foo gave {b}"
+        return
+    if isinstance(a, list):
+        assert len(a) == len(b), what
+        for x, y in zip(a, b):
+            same(x, y, what)
+        return
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    assert torch.equal(a, b), f"{what}: values differ\nCPU {a}\nfoo {b}"
+
+
+def run_both(what, make):
+    """Run collective ``make(device, async_op)`` on CPU then foo (sync and async); compare."""
+    ref = outcome(lambda: make("cpu", False))
+    for async_op in (False, True):
+        got = outcome(lambda: make("foo", async_op))
+        same(ref, got, f"{what} async={async_op}")
+
+
+def finish(work, result):
+    if work is not None:
+        work.wait()
+    return result
+
+
+def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
+    """Every collective, ReduceOp and dtype, sync and async, on foo and on CPU: same outcome."""
+    rank, world = init(os.environ.get("FOO_DIST_BACKEND") or None)
+    pg = dist.group.WORLD
+    assert isinstance(pg, foo_dist.FooGlooProcessGroup), type(pg)
+    base = torch.foo.memory_allocated()
+    for dtype in dtypes:
+        x = values((5, 3), dtype, seed=rank)
+        for op in OPS:
+
+            def reduce_all(dev, a, op=op):
+                t = x.to(dev, copy=True)
+                return finish(dist.all_reduce(t, op=op, async_op=a), t)
+
+            run_both(f"all_reduce {op} {dtype}", reduce_all)
+
+            def reduce_to_1(dev, a, op=op):
+                t = x.to(dev, copy=True)
+                return finish(dist.reduce(t, dst=1, op=op, async_op=a), t)
+
+            run_both(f"reduce {op} {dtype}", reduce_to_1)
+
+            def reduce_scatter(dev, a, op=op):
+                out = torch.empty(2, 3, dtype=dtype, device=dev)
+                inp = values((4, 3), dtype, seed=rank + 10).to(dev, copy=True)
+                return finish(dist.reduce_scatter_tensor(out, inp, op=op, async_op=a), out)
+
+            run_both(f"reduce_scatter_tensor {op} {dtype}", reduce_scatter)
+
+        def broadcast(dev, a):
+            t = x.to(dev, copy=True)
+            return finish(dist.broadcast(t, src=1, async_op=a), t)
+
+        def broadcast_strided(dev, a):  # a non-contiguous foo tensor is staged and copied back
+            t = x.to(dev, copy=True).t()
+            return finish(dist.broadcast(t, src=0, async_op=a), t)
+
+        def all_gather(dev, a):
+            outs = [torch.empty(5, 3, dtype=dtype, device=dev) for _ in range(world)]
+            return finish(dist.all_gather(outs, x.to(dev, copy=True), async_op=a), outs)
+
+        def all_gather_tensor(dev, a):
+            out = torch.empty(world * 5, 3, dtype=dtype, device=dev)
+            return finish(dist.all_gather_into_tensor(out, x.to(dev, copy=True), async_op=a), out)
+
+        def all_to_all(dev, a):
+            inp = values((6, 2), dtype, seed=rank + 20).to(dev, copy=True)
+            out = torch.empty(6, 2, dtype=dtype, device=dev)
+            w = dist.all_to_all_single(out, inp, [2, 4] if rank else [3, 3], [3, 3] if rank else [2, 4], async_op=a)
+            return finish(w, out)
+
+        def gather(dev, a):
+            outs = [torch.empty(5, 3, dtype=dtype, device=dev) for _ in range(world)] if rank == 0 else None
+            w = dist.gather(x.to(dev, copy=True), outs, dst=0, async_op=a)
+            return finish(w, outs if rank == 0 else x.to(dev, copy=True))
+
+        def scatter(dev, a):
+            out = torch.empty(5, 3, dtype=dtype, device=dev)
+            src = [values((5, 3), dtype, seed=30 + i).to(dev, copy=True) for i in range(world)] if rank == 1 else None
+            return finish(dist.scatter(out, src, src=1, async_op=a), out)
+
+        def send_recv(dev, a):
+            t = x.to(dev, copy=True) if rank == 0 else torch.empty(5, 3, dtype=dtype, device=dev)
+            if a:
+                w = dist.isend(t, dst=1) if rank == 0 else dist.irecv(t, src=0)
+                return finish(w, t)
+            if rank == 0:
+                dist.send(t, dst=1)
+            else:
+                dist.recv(t, src=0)
+            return t
+
+        for name, fn in [
+            ("broadcast", broadcast),
+            ("broadcast non-contiguous", broadcast_strided),
+            ("all_gather", all_gather),
+            ("all_gather_into_tensor", all_gather_tensor),
+            ("all_to_all_single", all_to_all),
+            ("gather", gather),
+            ("scatter", scatter),
+            ("send/recv", send_recv),
+        ]:
+            run_both(f"{name} {dtype}", fn)
+
+    # futures (DDP's comm hooks use them): aliased and staged foo tensors
+    for t in (torch.ones(4, 3, device="foo"), torch.ones(4, 3, device="foo").t()):
+        fut = dist.all_reduce(t, async_op=True).get_future()
+        (value,) = fut.wait()
+        assert value is t, (value.device, value.shape)  # the foo tensor, not gloo's CPU view
+        assert t.cpu().eq(world).all(), t.cpu()
+    del t, fut, value
+
+    # an async collective keeps its foo tensor alive after the caller drops it
+    t = torch.full((1 << 16,), float(rank + 1), device="foo")
+    w = dist.all_reduce(t, async_op=True)
+    ptr = t.data_ptr()
+    del t
+    filler = torch.zeros(1 << 16, device="foo")  # would reuse the block if it had been freed
+    assert filler.data_ptr() != ptr
+    w.wait()
+    del filler, w
+    dist.barrier()
+    print("LEFT", torch.foo.memory_allocated() - base, flush=True)
+
+    if gloo_group:  # a plain gloo group beside it: CPU tensors only
+        g = dist.new_group(backend="gloo")
+        c = torch.ones(3)
+        dist.all_reduce(c, group=g)
+        assert c.tolist() == [2.0, 2.0, 2.0]
+        try:
+            dist.all_reduce(torch.ones(3, device="foo"), group=g)
+        except RuntimeError as e:
+            print("GLOO-RAISED", str(e).replace("\n", " ")[:300], flush=True)
+        else:
+            print("GLOO-WORKED", flush=True)
+    dist.barrier(device_ids=None)
+    # gloo's worker thread drops its reference to a finished work (and so to the alias that
+    # holds the foo block) just after waking the waiter: give it a moment
+    deadline = time.monotonic() + 5
+    while torch.foo.memory_allocated() != base and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert torch.foo.memory_allocated() == base, (torch.foo.memory_allocated(), base)
+    dist.destroy_process_group()
+    print("OK", rank, flush=True)
+
+
+def collectives_quick() -> None:
+    collectives([torch.float32, torch.int64], gloo_group=True)
+
+
+def batches(steps, batch, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(batch, 8, generator=g), torch.randn(batch, 4, generator=g)) for _ in range(steps)]
+
+
+class Net(torch.nn.Module):
+    def __init__(self, unused: bool = False) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 4)
+        self.unused = torch.nn.Linear(16, 4) if unused else None
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+def train(model, data, opt, rank=None, world=1, accumulate=1, ddp=None):
+    """SGD on mean-squared error; with ``rank``, each rank takes its slice of every batch."""
+    for i, (x, y) in enumerate(data):
+        if rank is not None:
+            n = x.shape[0] // world
+            x, y = x[rank * n : (rank + 1) * n], y[rank * n : (rank + 1) * n]
+        last = (i + 1) % accumulate == 0
+        ctx = ddp.no_sync() if (ddp is not None and not last) else _null()
+        with ctx:
+            loss = torch.nn.functional.mse_loss(model(x.to("foo")), y.to("foo")) / accumulate
+            loss.backward()
+        if last:
+            opt.step()
+            opt.zero_grad()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+DDP_CONFIGS = {
+    "plain": ({}, 1),
+    "small buckets": ({"bucket_cap_mb": 0.0005}, 1),  # one bucket per parameter or so
+    "no_sync": ({}, 2),  # gradients accumulated locally over 2 batches, then reduced
+    "comm hook": ({"hook": "allreduce_hook"}, 1),  # a Python hook on the work's future
+    "find_unused_parameters": ({"find_unused_parameters": True}, 1),
+    "static_graph": ({"static_graph": True}, 1),
+}
+
+
+def ddp(names: str = "plain,small buckets,no_sync,comm hook", checkpoint: bool = True) -> None:
+    """DDP over 2 ranks trains to the parameters of one process on the whole batch."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = init()
+    data = batches(6, 8)
+    for name in names.split(","):
+        kw, acc = DDP_CONFIGS[name]
+        unused = name == "find_unused_parameters"
+        torch.manual_seed(0)
+        ref = Net(unused).to("foo")
+        torch.manual_seed(1 + rank)  # DDP must broadcast rank 0's parameters
+        local = Net(unused).to("foo")
+        if rank == 0:
+            local.load_state_dict(ref.state_dict())
+        kw = dict(kw)
+        hook = kw.pop("hook", None)
+        model = DDP(local, **kw)
+        if hook is not None:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            model.register_comm_hook(None, getattr(default_hooks, hook))
+        train(ref, data, torch.optim.SGD(ref.parameters(), lr=0.1), accumulate=acc)
+        train(model, data, torch.optim.SGD(model.parameters(), lr=0.1), rank, world, acc, ddp=model)
+        for (pn, p), q in zip(model.module.named_parameters(), ref.parameters()):
+            assert p.device.type == "foo"
+            torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), msg=f"{name}: {pn}")
+
+    if not checkpoint:
+        return
+    # checkpoint: rank 0 saves, every rank loads onto foo
+    path = os.environ["FOO_DIST_TMP"] + "/ckpt.pt"
+    if rank == 0:
+        torch.save(model.state_dict(), path)
+    dist.barrier()
+    sd = torch.load(path, map_location="foo")
+    for k, v in model.state_dict().items():
+        assert sd[k].device.type == "foo"
+        torch.testing.assert_close(sd[k].cpu(), v.cpu(), rtol=0, atol=0)
+    print("OK", rank, flush=True)
+
+
+def ddp_all() -> None:
+    """The configurations that work, then those that need pinned memory (reported, not raised)."""
+    ddp()
+    for name in ("find_unused_parameters", "static_graph"):
+        try:
+            ddp(name, checkpoint=False)
+        except Exception as e:  # noqa: BLE001  (reported to the test)
+            print("FAILED", name, type(e).__name__, str(e).splitlines()[0][:200], flush=True)
+        else:
+            print("PASSED", name, flush=True)
+
+
+def fsdp() -> None:
+    """FSDP2 (fully_shard) of a small transformer: sharding, gathering, then training."""
+    from torch.distributed.fsdp import fully_shard
+
+    rank, world = init()
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
+            torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
+            torch.nn.Linear(16, 4),
+        ).to("foo")
+
+    ref = make()
+    model = make()
+    for layer in model:
+        fully_shard(layer)
+    fully_shard(model)
+    # sharding: each rank holds its dim-0 half of every parameter, on foo
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        local = p.to_local()
+        assert local.device.type == "foo", n
+        rows = -(-q.shape[0] // world)
+        torch.testing.assert_close(local.cpu(), q.detach()[rank * rows : (rank + 1) * rows].cpu(), msg=n)
+        torch.testing.assert_close(p.full_tensor().cpu(), q.detach().cpu(), msg=n)
+    print("SHARDED", rank, flush=True)
+
+    g = torch.Generator().manual_seed(3)
+    data = [(torch.randn(4, 5, 16, generator=g), torch.randn(4, 5, 4, generator=g)) for _ in range(3)]
+    try:
+        for net, part in ((ref, None), (model, rank)):
+            opt = torch.optim.SGD(net.parameters(), lr=0.05)
+            for x, y in data:
+                if part is not None:
+                    x, y = x[2 * part : 2 * part + 2], y[2 * part : 2 * part + 2]
+                torch.nn.functional.mse_loss(net(x.to("foo")), y.to("foo")).backward()
+                opt.step()
+                opt.zero_grad()
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.full_tensor().cpu(), q.detach().cpu(), msg=n)
+        print("TRAINED", rank, flush=True)
+    except Exception as e:  # noqa: BLE001  (reported to the test, which says what is missing)
+        print("TRAIN-FAILED", type(e).__name__, str(e).splitlines()[0][:200], flush=True)
+    print("FSDP-OK", rank, flush=True)
+
+
+def training() -> None:
+    """DDP, then FSDP2, in one group (one start-up: both import torch._dynamo)."""
+    ddp_all()
+    fsdp()
+    dist.destroy_process_group()
+
+
+def peer_dies() -> None:
+    rank, _ = init(timeout=float(os.environ.get("FOO_DIST_TIMEOUT", "10")))
+    t = torch.ones(4, device="foo")
+    dist.all_reduce(t)
+    if rank == 1:
+        os._exit(3)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        time.sleep(0.5)
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        print("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "), flush=True)
+        os._exit(0)
+    raise AssertionError("all_reduce with a dead peer returned")
+
+
+def times_out() -> None:
+    rank, _ = init(timeout=float(os.environ.get("FOO_DIST_TIMEOUT", "3")))
+    t = torch.ones(4, device="foo")
+    dist.all_reduce(t)
+    done = os.path.join(os.environ["FOO_DIST_TMP"], "timed_out")
+    if rank == 1:
+        deadline = time.monotonic() + float(os.environ.get("FOO_DIST_TIMEOUT", "3")) + 10
+        while not os.path.exists(done) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t, async_op=True).wait()
+    except RuntimeError as e:
+        open(done, "w").close()
+        print("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "), flush=True)
+        os._exit(0)
+    raise AssertionError("all_reduce with a silent peer returned")
+
+
+def mismatch() -> None:
+    rank, world = init(timeout=10)
+    # local mismatches: raise on each rank before anything is sent
+    out = torch.empty(world * 4, dtype=torch.float64, device="foo")
+    try:
+        dist.all_gather_into_tensor(out, torch.ones(4, device="foo"))
+    except (RuntimeError, ValueError, TypeError) as e:
+        print("LOCAL", type(e).__name__, str(e)[:200].replace("\n", " "), flush=True)
+    else:
+        raise AssertionError("all_gather_into_tensor with mismatched dtypes returned")
+    # ranks that disagree on the size
+    t = torch.ones(4 + rank, device="foo")
+    try:
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        print("REMOTE", type(e).__name__, str(e)[:200].replace("\n", " "), flush=True)
+        os._exit(0)
+    raise AssertionError("all_reduce of mismatched sizes returned")
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]]()
