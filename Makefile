@@ -11,9 +11,9 @@ SMOKE_TESTS := tests/test_device.py tests/test_storage.py tests/test_memory.py t
 	tests/test_autocast.py tests/test_fallback.py tests/test_fast_lane.py tests/test_elementwise.py \
 	tests/test_linalg_reduce.py tests/test_conv_rnn.py tests/test_norm_pool.py tests/test_index_ops.py \
 	tests/test_models.py tests/test_module_transfer.py tests/test_real_models.py tests/test_profiler.py \
-	tests/test_install.py
+	tests/test_install.py tests/test_compile.py tests/test_distributed.py
 
-.PHONY: help setup build-dev demo test test-rust test-python test-oldest test-torch bench bench-python lint format
+.PHONY: help setup build-dev demo test test-rust test-python test-oldest test-torch bench bench-python bench-dist lint format
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ bench: ## criterion benches of the Rust kernels, allocator and machine limits, t
 
 bench-python: ## Side-by-side foo vs torch CPU report
 	$(PY) -m foo_rs.bench
+
+bench-dist: ## all_reduce bandwidth foo vs CPU tensors on gloo, DDP step scaling 1 -> 2 processes
+	$(PY) -m foo_rs.bench_dist
 
 lint: ## rustfmt, clippy
 	cargo fmt --check

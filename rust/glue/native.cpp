@@ -28,6 +28,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
@@ -343,6 +344,26 @@ bool gate_ok(Gate g, c10::ScalarType ct) {
 
 constexpr int kMaxOperands = 4;
 
+// Whether a number parameter or operand is one the Rust kernel converts to
+// integer compute dtype `ct` as CPU does: an integer within ct's range. A
+// float, or an integer outside the range (CPU's wrap-around there differs
+// between torch versions), goes to the Python kernel (foo_rs/_compat.py).
+bool fits(c10::ScalarType ct, const FooParam& p) {
+  if (!c10::isIntegralType(ct, /*includeBool=*/false) || p.kind == 3 || p.kind == 4) return true;
+  if (p.kind == 2) return true;
+  if (p.kind == 1) return false;
+  int64_t lo = 0, hi = 0;
+  switch (ct) {
+    case c10::ScalarType::Byte: lo = 0; hi = 255; break;
+    case c10::ScalarType::Char: lo = -128; hi = 127; break;
+    case c10::ScalarType::Short: lo = -32768; hi = 32767; break;
+    case c10::ScalarType::Int: lo = INT32_MIN; hi = INT32_MAX; break;
+    case c10::ScalarType::Long: return true;
+    default: return false;
+  }
+  return p.i >= lo && p.i <= hi;
+}
+
 // Runs a built iterator's loop in Rust; false: take the slow path. `swap`:
 // the meta added the two inputs in the other order than the Rust op takes them.
 bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const FooParam* ps, size_t np,
@@ -352,6 +373,8 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
   if (ctc < 0 || !gate_ok(gate, ct)) return false;
   const int n = it.ntensors();
   TORCH_INTERNAL_ASSERT(n >= 2 && n <= kMaxOperands && it.noutputs() == 1);
+  for (size_t k = 0; k < np; ++k)
+    if (!fits(ct, ps[k])) return false;
   const auto shape = it.shape();
   const int64_t nd = it.ndim();
   std::array<FooOperand, kMaxOperands> ops{};
@@ -361,7 +384,7 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
     const auto dt = it.dtype(i);
     if (i > 0 && it.is_cpu_scalar(i)) {
       o.is_scalar = 1;
-      if (!cpu_scalar_param(it.data_ptr(i), dt, &o.scalar)) return false;
+      if (!cpu_scalar_param(it.data_ptr(i), dt, &o.scalar) || !fits(ct, o.scalar)) return false;
       continue;
     }
     const int code = dtype_code(dt);
@@ -578,6 +601,8 @@ struct Relu : Plain {
   static constexpr const char* rust = "relu";
   static constexpr Gate gate = Gate::Numeric;
   FOO_NAMES("relu", "relu_", "relu.out")
+  // ATen refuses bool before clamp_min would promote it: the Python kernel raises that.
+  static int params(FooParam*, const at::Tensor& self) { return self.scalar_type() == c10::ScalarType::Bool ? -1 : 0; }
   template <class H>
   static void meta(H& h, const at::Tensor& self) {
     h.meta(self, c10::Scalar(0));
@@ -734,6 +759,15 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
 template <const char* ATEN, class Sig>
 using SlowOut = Slow<ATEN, Sig>;
 
+// What torchgen's device wrappers check first (a TensorIterator checks it
+// itself): every tensor argument on one device, with ATen's message.
+void same_device(const char* method, std::initializer_list<std::pair<const char*, const at::Tensor*>> args) {
+  std::optional<c10::Device> common;
+  for (const auto& [name, t] : args) {
+    if (t != nullptr) c10::impl::check_and_update_common_device(common, *t, method, name);
+  }
+}
+
 constexpr char kMmOut[] = "mm.out";
 constexpr char kAddmmOut[] = "addmm.out";
 constexpr char kBmmOut[] = "bmm.out";
@@ -773,6 +807,7 @@ bool run_addmm(H& h, const at::Tensor* input, const at::Tensor& a, const at::Ten
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_out_mm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
   Holder<at::meta::structured_mm, Mode::Out> h(out);
   h.meta(self, mat2);
   if (run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), false)) return out;
@@ -780,6 +815,7 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_out_bmm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
   Holder<at::meta::structured_bmm, Mode::Out> h(out);
   h.meta(self, mat2);
   if (run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), true)) return out;
@@ -788,6 +824,8 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_addmm_out_out",
+              {{"out", &out}, {"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
   Holder<at::meta::structured_addmm, Mode::Out> h(out);
   h.meta(self, mat1, mat2, beta, alpha);
   if (run_addmm(h, &self, mat1, mat2, beta, alpha, false)) return out;
@@ -797,6 +835,8 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
 
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                         const c10::Scalar& alpha, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_baddbmm_out_out",
+              {{"out", &out}, {"self", &self}, {"batch1", &b1}, {"batch2", &b2}});
   Holder<at::meta::structured_baddbmm, Mode::Out> h(out);
   h.meta(self, b1, b2, beta, alpha);
   if (run_addmm(h, &self, b1, b2, beta, alpha, true)) return out;
@@ -839,6 +879,7 @@ bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntA
 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_sum_out_IntList_out", {{"out", &out}, {"self", &self}});
   Holder<at::meta::structured_sum_dim_IntList, Mode::Out> h(out);
   h.meta(self, dim, keepdim, dtype);
   if (run_reduce(h, "sum", self, dim, true)) return out;
@@ -849,6 +890,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_mean_out_out", {{"out", &out}, {"self", &self}});
   Holder<at::meta::structured_mean_dim, Mode::Out> h(out);
   h.meta(self, dim, keepdim, dtype);
   if (run_reduce(h, "mean", self, dim, false)) return out;
@@ -858,6 +900,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 }
 
 at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_amax_out_out", {{"out", &out}, {"self", &self}});
   Holder<at::meta::structured_amax, Mode::Out> h(out);
   h.meta(self, dim, keepdim);
   if (self.numel() > 0 && run_reduce(h, "max", self, dim, false)) return out;
@@ -866,6 +909,7 @@ at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
 }
 
 at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_amin_out_out", {{"out", &out}, {"self", &self}});
   Holder<at::meta::structured_amin, Mode::Out> h(out);
   h.meta(self, dim, keepdim);
   if (self.numel() > 0 && run_reduce(h, "min", self, dim, false)) return out;
@@ -887,6 +931,7 @@ bool run_softmax(H& h, const at::Tensor& self, int64_t dim, bool log) {
 }
 
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1__softmax_out_out", {{"out", &out}, {"self", &self}});
   Holder<at::meta::structured__softmax, Mode::Out> h(out);
   h.meta(self, dim, half_to_float);
   if (run_softmax(h, self, dim, false)) return out;
@@ -895,6 +940,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
 }
 
 at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1__log_softmax_out_out", {{"out", &out}, {"self", &self}});
   Holder<at::meta::structured__log_softmax, Mode::Out> h(out);
   h.meta(self, dim, half_to_float);
   if (run_softmax(h, self, dim, true)) return out;
@@ -920,6 +966,8 @@ bool run_softmax_backward(H& h, const at::Tensor& grad, const at::Tensor& output
 
 at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                  c10::ScalarType input_dtype, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1__softmax_backward_data_out_out",
+              {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
   Holder<at::meta::structured__softmax_backward_data, Mode::Out> h(out);
   h.meta(grad, output, dim, input_dtype);
   if (run_softmax_backward(h, grad, output, dim, false)) return out;
@@ -929,6 +977,8 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& outpu
 
 at::Tensor& log_softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                      c10::ScalarType input_dtype, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1__log_softmax_backward_data_out_out",
+              {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
   Holder<at::meta::structured__log_softmax_backward_data, Mode::Out> h(out);
   h.meta(grad, output, dim, input_dtype);
   if (run_softmax_backward(h, grad, output, dim, true)) return out;

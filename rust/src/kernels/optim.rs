@@ -9,7 +9,7 @@
 //! unscaled gradient is written back when a grad scale is given. Elements
 //! are independent, so results do not depend on the thread count.
 
-use super::norm::{ld, st};
+use super::norm::{dispatch_float, ld, st};
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
@@ -188,18 +188,7 @@ pub fn adam(
         }
     }
     let mx = if cfg.amsgrad { max_exp_avg_sq } else { None };
-    match param.dtype {
-        DType::F32 => run::<f32>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
-        DType::F64 => run::<f64>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
-        DType::F16 => run::<f16>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
-        DType::BF16 => run::<bf16>(param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale),
-        d => {
-            return Err(KernelError::UnsupportedDtype {
-                op: "fused_adam",
-                dtype: d,
-            })
-        }
-    }
+    dispatch_float!("fused_adam", param.dtype, run, param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale);
     Ok(())
 }
 
@@ -370,18 +359,7 @@ pub fn sgd(
             }
         });
     }
-    match param.dtype {
-        DType::F32 => run::<f32>(param, grad, momentum_buffer, cfg, grad_scale),
-        DType::F64 => run::<f64>(param, grad, momentum_buffer, cfg, grad_scale),
-        DType::F16 => run::<f16>(param, grad, momentum_buffer, cfg, grad_scale),
-        DType::BF16 => run::<bf16>(param, grad, momentum_buffer, cfg, grad_scale),
-        d => {
-            return Err(KernelError::UnsupportedDtype {
-                op: "fused_sgd",
-                dtype: d,
-            })
-        }
-    }
+    dispatch_float!("fused_sgd", param.dtype, run, param, grad, momentum_buffer, cfg, grad_scale);
     Ok(())
 }
 
@@ -443,18 +421,7 @@ pub fn adagrad(
             }
         });
     }
-    match param.dtype {
-        DType::F32 => run::<f32>(param, grad, state_sum, step, cfg, grad_scale),
-        DType::F64 => run::<f64>(param, grad, state_sum, step, cfg, grad_scale),
-        DType::F16 => run::<f16>(param, grad, state_sum, step, cfg, grad_scale),
-        DType::BF16 => run::<bf16>(param, grad, state_sum, step, cfg, grad_scale),
-        d => {
-            return Err(KernelError::UnsupportedDtype {
-                op: "fused_adagrad",
-                dtype: d,
-            })
-        }
-    }
+    dispatch_float!("fused_adagrad", param.dtype, run, param, grad, state_sum, step, cfg, grad_scale);
     Ok(())
 }
 
@@ -483,18 +450,7 @@ pub fn unscale(grad: &Strided, inv_scale: f32) -> Result<bool, KernelError> {
         });
         found.into_inner()
     }
-    Ok(match grad.dtype {
-        DType::F32 => run::<f32>(grad, inv_scale),
-        DType::F64 => run::<f64>(grad, inv_scale),
-        DType::F16 => run::<f16>(grad, inv_scale),
-        DType::BF16 => run::<bf16>(grad, inv_scale),
-        d => {
-            return Err(KernelError::UnsupportedDtype {
-                op: "_amp_foreach_non_finite_check_and_unscale_",
-                dtype: d,
-            })
-        }
-    })
+    Ok(dispatch_float!("_amp_foreach_non_finite_check_and_unscale_", grad.dtype, run, grad, inv_scale))
 }
 
 /// GradScaler's `_amp_update_scale_` on its one-element float `scale`,
