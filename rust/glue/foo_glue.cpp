@@ -25,7 +25,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/profiler/stubs/base.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -57,6 +59,20 @@ uint64_t foo_rs_gen_offset(uint64_t id);
 void foo_rs_gen_set_seed(uint64_t id, uint64_t seed);
 void foo_rs_gen_set_offset(uint64_t id, uint64_t offset);
 uint64_t foo_rs_gen_random_seed();
+int64_t foo_rs_stream_current(int32_t device);
+int64_t foo_rs_stream_exchange(int32_t device, int64_t id, char* err, size_t err_len);
+int64_t foo_rs_stream_new(int32_t device, int32_t priority, char* err, size_t err_len);
+int64_t foo_rs_stream_pool(int32_t device, int32_t high, char* err, size_t err_len);
+int32_t foo_rs_stream_check(int32_t device, int64_t id, char* err, size_t err_len);
+uint64_t foo_rs_event_create(int32_t device, int32_t timing, char* err, size_t err_len);
+void foo_rs_event_destroy(uint64_t event);
+int32_t foo_rs_event_record(uint64_t event, int32_t device, int64_t id, char* err, size_t err_len);
+int32_t foo_rs_event_recorded(uint64_t event);
+int32_t foo_rs_event_elapsed(uint64_t start, uint64_t end, double* out, char* err, size_t err_len);
+uint64_t foo_rs_now_ns();
+void* foo_rs_host_alloc(size_t nbytes, char* err, size_t err_len);
+void foo_rs_host_free(void* ptr);
+int32_t foo_rs_host_is_pinned(const void* ptr);
 
 // Fast lane (rust/src/ffi.rs).
 struct FooView {
@@ -117,7 +133,26 @@ struct FooAllocator final : c10::DeviceAllocator {
 
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override { foo_rs_empty_cache(-1); }
 
-  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
+  // Tensor.record_stream: CUDA's allocator would hold the block until the
+  // stream's pending work is done. foo's kernels run synchronously, so every
+  // kernel queued on `stream` has finished by the time the tensor can be
+  // freed: the block is reusable at once and nothing needs remembering. The
+  // call is still checked (a foo block, a stream of its device).
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    TORCH_CHECK(stream.device_type() == kFoo, "record_stream: expected a foo stream, got ", stream);
+    if (ptr.get() == nullptr) return;
+    const auto d = foo_rs_device_of_ptr(ptr.get());
+    TORCH_CHECK(d >= 0, "record_stream: pointer ", ptr.get(), " was not allocated on any foo device");
+    TORCH_CHECK(
+        d == stream.device_index(), "record_stream: the tensor is on foo:", d, " but the stream is on foo:",
+        static_cast<int>(stream.device_index()));
+    check_stream(stream);
+  }
+
+  static void check_stream(const c10::Stream& stream) {
+    char err[256] = {0};
+    TORCH_CHECK(foo_rs_stream_check(stream.device_index(), stream.id(), err, sizeof(err)) == 1, err);
+  }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     const int32_t d = checked_index(device);
@@ -194,22 +229,114 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
     foo_rs_set_device(d.index());
   }
 
-  // foo runs every kernel synchronously on the calling thread: one stream.
+  // Streams and events: the state (which streams exist, each thread's
+  // current stream, event timestamps) is in Rust (rust/src/stream.rs).
+  // Kernels run synchronously on the calling thread, so work submitted to a
+  // stream has completed when its call returns: queries are true, waits and
+  // synchronizations return at once, and an event completes when recorded.
+  static c10::Device resolve(c10::Device d) {
+    return c10::Device(kFoo, d.has_index() ? checked_index(d.index())
+                                           : static_cast<c10::DeviceIndex>(foo_rs_current_device()));
+  }
+
+  static c10::Stream make_stream(c10::Device d, int64_t id) {
+    return c10::Stream(c10::Stream::UNSAFE, d, static_cast<c10::StreamId>(id));
+  }
+
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    const auto dev = resolve(d);
+    return make_stream(dev, foo_rs_stream_current(dev.index()));
+  }
+
+  c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(resolve(d), 0); }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
+    const auto dev = resolve(d);
+    char err[256] = {0};
+    const int64_t id = foo_rs_stream_pool(dev.index(), isHighPriority ? 1 : 0, err, sizeof(err));
+    TORCH_CHECK(id >= 0, err);
+    return make_stream(dev, id);
+  }
+
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    const auto dev = resolve(d);
+    char err[256] = {0};
+    const int64_t id = foo_rs_stream_new(dev.index(), priority, err, sizeof(err));
+    TORCH_CHECK(id >= 0, err);
+    return make_stream(dev, id);
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+    TORCH_CHECK(s.device_type() == kFoo, "expected a foo stream, got ", s);
+    char err[256] = {0};
+    const int64_t prev = foo_rs_stream_exchange(s.device_index(), s.id(), err, sizeof(err));
+    TORCH_CHECK(prev >= 0, err);
+    return make_stream(s.device(), prev);
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    if (event != nullptr) foo_rs_event_destroy(reinterpret_cast<uint64_t>(event));
+  }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(
+        device_index == -1 || device_index == stream.device_index(), "Event device index ",
+        static_cast<int>(device_index), " does not match recording stream's device index ",
+        static_cast<int>(stream.device_index()), ".");
+    char err[256] = {0};
+    if (*event == nullptr) {
+      const uint64_t id = foo_rs_event_create(
+          stream.device_index(), flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0, err, sizeof(err));
+      TORCH_CHECK(id != 0, err);
+      *event = reinterpret_cast<void*>(id);
+    }
+    TORCH_CHECK(
+        foo_rs_event_record(reinterpret_cast<uint64_t>(*event), stream.device_index(), stream.id(), err,
+                            sizeof(err)) == 0,
+        err);
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    FooAllocator::check_stream(stream);  // the event's work is done: nothing to wait for
+  }
+
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    TORCH_CHECK(foo_rs_event_recorded(reinterpret_cast<uint64_t>(event)) >= 0, "foo: unknown event");
+    return true;
+  }
+
+  void synchronizeEvent(void* event) const override { queryEvent(event); }
+
+  double elapsedTime(void* event1, void* event2, const c10::DeviceIndex /*device_index*/) const override {
+    TORCH_CHECK(
+        event1 != nullptr && event2 != nullptr,
+        "Both events must be recorded before calculating elapsed time.");
+    double ms = 0.0;
+    char err[256] = {0};
+    TORCH_CHECK(
+        foo_rs_event_elapsed(reinterpret_cast<uint64_t>(event1), reinterpret_cast<uint64_t>(event2), &ms, err,
+                             sizeof(err)) == 0,
+        err);
+    return ms;
+  }
+
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    g_allocator.recordStream(data_ptr, stream);
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(foo_rs_device_count());
   }
 
-  bool queryStream(const c10::Stream& /*stream*/) const override { return true; }
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
-  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {}
+  bool queryStream(const c10::Stream& stream) const override {
+    FooAllocator::check_stream(stream);
+    return true;
+  }
+  void synchronizeStream(const c10::Stream& stream) const override { FooAllocator::check_stream(stream); }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override { checked_index(device_index); }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, FooGuardImpl);
@@ -272,6 +399,74 @@ struct FooGeneratorImpl final : c10::GeneratorImpl {
   bool owned_;
 };
 
+// ---- Pinned host memory --------------------------------------------------
+// Host (CPU) blocks from foo's caching host allocator (rust/src/allocator/host.rs).
+
+void delete_host_block(void* ptr) { foo_rs_host_free(ptr); }
+
+struct FooHostAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    TORCH_CHECK(!foo_rs_in_bad_fork(), foo_rs_bad_fork_message());
+    char err[512] = {0};
+    void* ptr = foo_rs_host_alloc(nbytes, err, sizeof(err));
+    if (ptr == nullptr && nbytes != 0) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, err);
+    }
+    return {ptr, ptr, &delete_host_block, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_host_block; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count != 0) std::memcpy(dest, src, count);
+  }
+};
+
+FooHostAllocator g_host_allocator;
+
+// ---- Profiler ------------------------------------------------------------
+// What torch's profiler asks of a PrivateUse1 device when it times ops by
+// device events (torch.autograd.profiler.profile(use_device="foo"), and
+// torch.profiler on torch versions that take that route): an event is a
+// timestamp on foo's clock. Kernels are synchronous, so the time between the
+// events recorded at an op's start and end is the time its kernels ran.
+
+struct FooProfilerStubs final : torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    if (device != nullptr) *device = static_cast<c10::DeviceIndex>(foo_rs_current_device());
+    if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
+    auto* stamp = new uint64_t(foo_rs_now_ns());
+    *event = std::shared_ptr<void>(stamp, [](void* p) { delete static_cast<uint64_t*>(p); });
+  }
+
+  // Microseconds between two events.
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* event,
+                const torch::profiler::impl::ProfilerVoidEventStub* event2) const override {
+    TORCH_CHECK(event && event2 && *event && *event2, "foo profiler: elapsed() of an unrecorded event");
+    const auto t0 = *static_cast<const uint64_t*>(event->get());
+    const auto t1 = *static_cast<const uint64_t*>(event2->get());
+    return static_cast<float>((static_cast<double>(t1) - static_cast<double>(t0)) / 1000.0);
+  }
+
+  void mark(const char* /*name*/) const override {}
+  void rangePush(const char* /*name*/) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+
+  void onEachDevice(std::function<void(int)> op) const override {
+    const auto n = foo_rs_device_count();
+    for (int32_t i = 0; i < n; ++i) {
+      c10::DeviceGuard guard(c10::Device(kFoo, static_cast<c10::DeviceIndex>(i)));
+      op(i);
+    }
+  }
+
+  void synchronize() const override {}  // kernels are synchronous
+};
+
+FooProfilerStubs g_profiler_stubs;
+
 // ---- Hooks ---------------------------------------------------------------
 
 struct FooHooks final : at::PrivateUse1HooksInterface {
@@ -323,9 +518,9 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
     return c10::Device(kFoo, static_cast<c10::DeviceIndex>(d));
   }
 
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return foo_rs_host_is_pinned(data) != 0; }
 
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_host_allocator; }
 
   // Resizes a foo storage in place (storage.resize_()): new block, copy, swap.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
@@ -475,6 +670,13 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
+
+// Tensor.record_stream (ATen has kernels for CUDA only): the allocator's
+// recordStream, which documents what it means for foo.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kFoo, "record_stream: expected a foo stream, got ", s);
+  g_allocator.recordStream(self.storage().data_ptr(), s);
+}
 
 // ---- Fast lane -----------------------------------------------------------
 // The hottest elementwise overloads get C++ kernels that call Rust directly
@@ -709,6 +911,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("native_group_norm", TORCH_FN(native_group_norm));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 
 FooHooks g_hooks;
@@ -750,5 +953,8 @@ extern "C" int foo_glue_num_threads() { return at::get_num_threads(); }
 // Called once from the PyO3 module's init, after torch is loaded.
 extern "C" void foo_glue_init() {
   static std::once_flag once;
-  std::call_once(once, [] { at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks); });
+  std::call_once(once, [] {
+    at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks);
+    torch::profiler::impl::registerPrivateUse1Methods(&foo_rs::g_profiler_stubs);
+  });
 }
