@@ -125,6 +125,12 @@ for p in ce.include_paths():
         .link_lib_modifier("+whole-archive");
     for inc in &includes {
         build.include(inc);
+        // Kineto's headers (torch ships them in include/kineto) include each
+        // other by bare name; the glue's profiler plugin needs them.
+        let kineto = PathBuf::from(inc).join("kineto");
+        if kineto.join("IActivityProfiler.h").exists() {
+            build.include(kineto).define("USE_KINETO", None);
+        }
     }
     build.compile("foo_glue");
 

@@ -2,6 +2,8 @@
 pin_memory=True, DataLoader pinning, non_blocking copies, the host allocator's
 statistics."""
 
+import warnings
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -84,16 +86,12 @@ def test_dataloader_pins_batches_for_foo():
 
 def test_dataloader_pin_memory_device_foo():
     ds = TensorDataset(torch.ones(6, 3))
-    kwargs = dict(batch_size=3, pin_memory=True, pin_memory_device="foo")
-    if hasattr(torch.accelerator, "current_accelerator") and "deprecated" in (DataLoader.__init__.__doc__ or "") + (
-        DataLoader.__doc__ or ""
-    ):
-        # torch 2.15 deprecates the argument (UserWarning) and pins for the
-        # current accelerator, which is foo.
-        with pytest.warns(UserWarning, match="pin_memory_device"):
-            batches = list(DataLoader(ds, **kwargs))
-    else:
-        batches = list(DataLoader(ds, **kwargs))
+    # torch 2.15 deprecates the argument (one UserWarning) and pins for the
+    # current accelerator, which is foo; older versions pin for the device named.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batches = list(DataLoader(ds, batch_size=3, pin_memory=True, pin_memory_device="foo"))
+    assert all("pin_memory_device" in str(w.message) for w in caught)
     assert all(b[0].is_pinned() for b in batches)
 
 

@@ -30,8 +30,21 @@
 #include <torch/csrc/profiler/stubs/base.h>
 #include <torch/library.h>
 
+#include <ATen/record_function.h>
+
+// torch >= 2.15 lets a PrivateUse1 backend plug an activity profiler into
+// Kineto; older versions time foo through the profiler stubs only.
+#if defined(USE_KINETO) && __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
+#include <libkineto.h>
+#include <output_base.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#define FOO_KINETO_PLUGIN 1
+#endif
+
+#include <atomic>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -466,6 +479,242 @@ struct FooProfilerStubs final : torch::profiler::impl::ProfilerStubs {
 };
 
 FooProfilerStubs g_profiler_stubs;
+
+#ifdef FOO_KINETO_PLUGIN
+// ---- Kineto plugin (torch >= 2.15) ----------------------------------------
+// torch.profiler with ProfilerActivity.PrivateUse1 asks this profiler for
+// foo's device activity. foo's "device" executes each op's kernels
+// synchronously inside the op, so the device track is the time foo ops spend
+// doing their own work: while a session runs, a RecordFunction callback
+// watches every op that touches foo (a foo tensor argument, or a foo device
+// for a factory) and records the op's self time as kernel segments (the time
+// of nested ops is cut out and recorded under their own names). Segments never
+// overlap and are linked by correlation id to the CPU op that ran them, so
+// key_averages() gives each op its own device time and the totals add up.
+
+struct KernelRecord {
+  std::string name;
+  int64_t start_ns;
+  int64_t end_ns;
+  int32_t device;
+  int64_t stream;
+  uint64_t correlation;
+  int32_t thread;
+};
+
+std::mutex g_prof_mutex;
+std::vector<KernelRecord> g_prof_records;
+std::atomic<bool> g_prof_active{false};
+
+// The correlation ids Kineto pushes for the ops in flight on this thread.
+thread_local std::vector<uint64_t> t_correlation;
+
+struct OpFrame final : at::ObserverContext {
+  bool foo = false;
+  std::string name;
+  int64_t segment_start = 0;
+  int32_t device = 0;
+  uint64_t correlation = 0;
+};
+thread_local std::vector<OpFrame*> t_frames;
+// Sessions are numbered so that a thread's frames left from an earlier session
+// (an op in flight when it stopped) are dropped, never dereferenced.
+std::atomic<uint64_t> g_prof_session{0};
+thread_local uint64_t t_session = 0;
+
+bool is_foo_value(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    return t.defined() && t.device().type() == kFoo;
+  }
+  if (v.isDevice()) return v.toDevice().type() == kFoo;
+  if (v.isTensorList()) {
+    for (const auto& t : v.toTensorList()) {
+      if (static_cast<at::Tensor>(t).defined() && static_cast<at::Tensor>(t).device().type() == kFoo) return true;
+    }
+  }
+  if (v.isList()) {
+    for (const auto& e : v.toListRef()) {
+      if (is_foo_value(e)) return true;
+    }
+  }
+  return false;
+}
+
+void emit(const OpFrame& f, int64_t end_ns) {
+  if (end_ns <= f.segment_start) return;
+  std::lock_guard<std::mutex> lock(g_prof_mutex);
+  g_prof_records.push_back({f.name, f.segment_start, end_ns, f.device,
+                            foo_rs_stream_current(f.device), f.correlation,
+                            static_cast<int32_t>(at::RecordFunction::currentThreadId())});
+}
+
+std::unique_ptr<at::ObserverContext> on_op_enter(const at::RecordFunction& fn) {
+  if (t_session != g_prof_session.load()) {
+    t_frames.clear();
+    t_session = g_prof_session.load();
+  }
+  auto frame = std::make_unique<OpFrame>();
+  for (const auto& v : fn.inputs()) {
+    if (is_foo_value(v)) {
+      frame->foo = true;
+      break;
+    }
+  }
+  const int64_t now = c10::getTime();
+  if (frame->foo) {
+    frame->name = fn.name();
+    frame->device = foo_rs_current_device();
+    frame->segment_start = now;
+  }
+  // The enclosing foo op's work stops here; its next segment starts when this op ends.
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if ((*it)->foo) {
+      if ((*it)->correlation == 0 && !t_correlation.empty()) (*it)->correlation = t_correlation.back();
+      emit(**it, now);
+      break;
+    }
+  }
+  t_frames.push_back(frame.get());
+  return frame;
+}
+
+void on_op_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
+  auto* frame = static_cast<OpFrame*>(ctx);
+  if (frame == nullptr) return;
+  const int64_t now = c10::getTime();
+  if (!t_frames.empty() && t_frames.back() == frame) t_frames.pop_back();
+  if (frame->foo) {
+    if (frame->correlation == 0 && !t_correlation.empty()) frame->correlation = t_correlation.back();
+    emit(*frame, now);
+  }
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if ((*it)->foo) {
+      (*it)->segment_start = now;
+      break;
+    }
+  }
+}
+
+class FooProfilerSession final : public libkineto::IActivityProfilerSession {
+ public:
+  explicit FooProfilerSession(bool record) : record_(record) {}
+
+  void start() override {
+    if (!record_) return;
+    {
+      std::lock_guard<std::mutex> lock(g_prof_mutex);
+      g_prof_records.clear();
+    }
+    ++g_prof_session;
+    handle_ = at::addGlobalCallback(
+        at::RecordFunctionCallback(on_op_enter, on_op_exit).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+    g_prof_active = true;
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void stop() override {
+    if (!record_ || handle_ == 0) return;
+    at::removeCallback(handle_);
+    handle_ = 0;
+    g_prof_active = false;
+    std::lock_guard<std::mutex> lock(g_prof_mutex);
+    records_ = std::move(g_prof_records);
+    g_prof_records.clear();
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+
+  std::vector<std::string> errors() override { return {}; }
+
+  void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0, 0);
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
+                    int64_t /*startTime*/, int64_t /*endTime*/) override {
+    buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    buffer_->span = libkineto::TraceSpan(0, 0, "foo");
+    for (const auto& r : records_) {
+      auto act = std::make_unique<libkineto::GenericTraceActivity>(
+          buffer_->span, libkineto::ActivityType::CONCURRENT_KERNEL, r.name);
+      act->startTime = r.start_ns;
+      act->endTime = r.end_ns;
+      act->id = static_cast<int32_t>(r.correlation);
+      act->device = r.device;
+      act->resource = r.stream;
+      act->threadId = r.thread;
+      act->linked = r.correlation != 0 ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
+      // (No addMetadata: its inline fmt::format needs a libfmt torch does not export.)
+      devices_.insert(r.device);
+      streams_.insert({r.device, r.stream});
+      buffer_->activities.push_back(std::move(act));
+    }
+    for (const auto& act : buffer_->activities) logger.handleGenericActivity(*act);
+    records_.clear();
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    const int32_t d = devices_.empty() ? foo_rs_current_device() : *devices_.begin();
+    return std::make_unique<libkineto::DeviceInfo>(
+        libkineto::DeviceInfo{d, d, "foo " + std::to_string(d), "foo"});
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    std::vector<libkineto::ResourceInfo> out;
+    for (const auto& [d, st] : streams_) {
+      out.push_back(libkineto::ResourceInfo{st, st, d, "foo stream " + std::to_string(st)});
+    }
+    return out;
+  }
+
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return std::move(buffer_); }
+
+  void pushCorrelationId(uint64_t id) override { t_correlation.push_back(id); }
+  void popCorrelationId() override {
+    if (!t_correlation.empty()) t_correlation.pop_back();
+  }
+
+  ~FooProfilerSession() override {
+    if (handle_ != 0) {
+      at::removeCallback(handle_);
+      g_prof_active = false;
+    }
+  }
+
+ private:
+  bool record_;
+  at::CallbackHandle handle_ = 0;
+  std::vector<KernelRecord> records_;
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
+  std::set<int32_t> devices_;
+  std::set<std::pair<int32_t, int64_t>> streams_;
+};
+
+class FooActivityProfiler final : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<libkineto::ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
+    bool record = false;
+    for (auto t : activity_types) record = record || activities_.count(t) != 0;
+    return std::make_unique<FooProfilerSession>(record);
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t /*ts_ms*/, int64_t /*duration_ms*/, const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& config) override {
+    return configure(activity_types, config);
+  }
+
+ private:
+  std::string name_{"foo"};
+  std::set<libkineto::ActivityType> activities_{
+      libkineto::ActivityType::CONCURRENT_KERNEL, libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
+      libkineto::ActivityType::PRIVATEUSE1_DRIVER};
+};
+#endif  // FOO_KINETO_PLUGIN
 
 // ---- Hooks ---------------------------------------------------------------
 
@@ -956,5 +1205,9 @@ extern "C" void foo_glue_init() {
   std::call_once(once, [] {
     at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks);
     torch::profiler::impl::registerPrivateUse1Methods(&foo_rs::g_profiler_stubs);
+#ifdef FOO_KINETO_PLUGIN
+    torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
+        [] { return std::unique_ptr<libkineto::IActivityProfiler>(new foo_rs::FooActivityProfiler()); });
+#endif
   });
 }

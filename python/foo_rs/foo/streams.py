@@ -128,6 +128,15 @@ class Event(torch.Event):
             stream = current_stream()
         super().wait(stream)
 
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds from this event's record to ``end_event``'s; both
+        must be recorded, with ``enable_timing=True``, on one foo device.
+        (torch.Event.elapsed_time accepts only exact torch.Event arguments,
+        so foo asks its event registry directly.)"""
+        if not isinstance(end_event, torch.Event) or end_event.device.type != "foo":
+            raise TypeError(f"expected a foo event, got {end_event!r}")
+        return _C.event_elapsed_ms(self.event_id, end_event.event_id)
+
     def __repr__(self) -> str:
         return f"<torch.foo.Event device={self.device} recorded={self.event_id != 0}>"
 

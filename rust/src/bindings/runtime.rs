@@ -66,6 +66,16 @@ fn exchange_stream(device: i64, id: i64) -> PyResult<i64> {
     stream::exchange(device, id).map_err(stream_err)
 }
 
+/// Milliseconds between the records of events `start` and `end` (their
+/// `torch.Event.event_id`s; 0 is an event never recorded).
+#[pyfunction]
+fn event_elapsed_ms(start: u64, end: u64) -> PyResult<f64> {
+    if start == 0 || end == 0 {
+        return Err(stream_err(stream::StreamError::NotRecorded));
+    }
+    stream::elapsed_ms(start, end).map_err(stream_err)
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(host_empty_cache, m)?)?;
@@ -76,5 +86,6 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_priority, m)?)?;
     m.add_function(wrap_pyfunction!(current_stream_id, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(event_elapsed_ms, m)?)?;
     Ok(())
 }
