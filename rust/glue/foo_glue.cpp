@@ -8,6 +8,13 @@
 // Compiled by build.rs against the headers of the torch installed in the
 // build's Python, and linked (whole-archive) into foo_rs._C.
 
+// torch's release builds compile its headers' inline code with NDEBUG (its
+// debug-only assertions off, e.g. RecordFunction::inputs() checks a flag only
+// debug builds of torch set); the glue must see the same code.
+#ifndef NDEBUG
+#define NDEBUG
+#endif
+
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
@@ -563,7 +570,7 @@ std::unique_ptr<at::ObserverContext> on_op_enter(const at::RecordFunction& fn) {
   }
   const int64_t now = c10::getTime();
   if (frame->foo) {
-    frame->name = fn.name();
+    frame->name = std::string(fn.name()) + " (foo)";  // a kernel row apart from the CPU op's
     frame->device = foo_rs_current_device();
     frame->segment_start = now;
   }
