@@ -212,7 +212,12 @@ pub extern "C" fn foo_rs_stream_current(device: i32) -> i64 {
 
 /// Makes `id` current on `device`; returns the previous stream or -1.
 #[no_mangle]
-pub extern "C" fn foo_rs_stream_exchange(device: i32, id: i64, err: *mut c_char, err_len: usize) -> i64 {
+pub extern "C" fn foo_rs_stream_exchange(
+    device: i32,
+    id: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i64 {
     stream::exchange(device as i64, id).unwrap_or_else(|e| {
         write_message(err, err_len, &e.to_string());
         -1
@@ -221,7 +226,12 @@ pub extern "C" fn foo_rs_stream_exchange(device: i32, id: i64, err: *mut c_char,
 
 /// A new stream on `device` with `priority` (clamped), or -1.
 #[no_mangle]
-pub extern "C" fn foo_rs_stream_new(device: i32, priority: i32, err: *mut c_char, err_len: usize) -> i64 {
+pub extern "C" fn foo_rs_stream_new(
+    device: i32,
+    priority: i32,
+    err: *mut c_char,
+    err_len: usize,
+) -> i64 {
     stream::new_stream(device as i64, priority).unwrap_or_else(|e| {
         write_message(err, err_len, &e.to_string());
         -1
@@ -230,7 +240,12 @@ pub extern "C" fn foo_rs_stream_new(device: i32, priority: i32, err: *mut c_char
 
 /// The next pool stream of `device` (high priority when nonzero), or -1.
 #[no_mangle]
-pub extern "C" fn foo_rs_stream_pool(device: i32, high: i32, err: *mut c_char, err_len: usize) -> i64 {
+pub extern "C" fn foo_rs_stream_pool(
+    device: i32,
+    high: i32,
+    err: *mut c_char,
+    err_len: usize,
+) -> i64 {
     stream::pool_stream(device as i64, high != 0).unwrap_or_else(|e| {
         write_message(err, err_len, &e.to_string());
         -1
@@ -239,7 +254,12 @@ pub extern "C" fn foo_rs_stream_pool(device: i32, high: i32, err: *mut c_char, e
 
 /// 1 if stream `id` exists on `device`, else 0 (with the message).
 #[no_mangle]
-pub extern "C" fn foo_rs_stream_check(device: i32, id: i64, err: *mut c_char, err_len: usize) -> i32 {
+pub extern "C" fn foo_rs_stream_check(
+    device: i32,
+    id: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
     match stream::priority(device as i64, id) {
         Ok(_) => 1,
         Err(e) => {
@@ -251,7 +271,12 @@ pub extern "C" fn foo_rs_stream_check(device: i32, id: i64, err: *mut c_char, er
 
 /// A new event on `device` (timing when nonzero); 0 on failure.
 #[no_mangle]
-pub extern "C" fn foo_rs_event_create(device: i32, timing: i32, err: *mut c_char, err_len: usize) -> u64 {
+pub extern "C" fn foo_rs_event_create(
+    device: i32,
+    timing: i32,
+    err: *mut c_char,
+    err_len: usize,
+) -> u64 {
     stream::event_create(device as i64, timing != 0).unwrap_or_else(|e| {
         write_message(err, err_len, &e.to_string());
         0
@@ -265,7 +290,13 @@ pub extern "C" fn foo_rs_event_destroy(event: u64) {
 
 /// Records `event` on stream `id` of `device`; 0 on success.
 #[no_mangle]
-pub extern "C" fn foo_rs_event_record(event: u64, device: i32, id: i64, err: *mut c_char, err_len: usize) -> i32 {
+pub extern "C" fn foo_rs_event_record(
+    event: u64,
+    device: i32,
+    id: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
     match stream::event_record(event, device as i64, id) {
         Ok(()) => 0,
         Err(e) => {
@@ -283,7 +314,13 @@ pub extern "C" fn foo_rs_event_recorded(event: u64) -> i32 {
 
 /// Milliseconds from `start` to `end` into `out`; 0 on success.
 #[no_mangle]
-pub extern "C" fn foo_rs_event_elapsed(start: u64, end: u64, out: *mut f64, err: *mut c_char, err_len: usize) -> i32 {
+pub extern "C" fn foo_rs_event_elapsed(
+    start: u64,
+    end: u64,
+    out: *mut f64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
     match stream::elapsed_ms(start, end) {
         Ok(ms) => {
             if !out.is_null() {
@@ -309,7 +346,11 @@ pub extern "C" fn foo_rs_now_ns() -> u64 {
 
 /// A pinned host block of at least `nbytes`; null (with the message) on failure.
 #[no_mangle]
-pub extern "C" fn foo_rs_host_alloc(nbytes: usize, err: *mut c_char, err_len: usize) -> *mut c_void {
+pub extern "C" fn foo_rs_host_alloc(
+    nbytes: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> *mut c_void {
     match allocator::host().allocate(nbytes) {
         Some(p) => p as *mut c_void,
         None => {

@@ -145,7 +145,11 @@ pub fn pool_stream(device: i64, high_priority: bool) -> Result<i64, StreamError>
     let (low, high) = &registry().cursors[d];
     let cursor = if high_priority { high } else { low };
     let i = (cursor.fetch_add(1, Ordering::Relaxed) as i64) % POOL_SIZE;
-    Ok(if high_priority { POOL_SIZE + 1 + i } else { 1 + i })
+    Ok(if high_priority {
+        POOL_SIZE + 1 + i
+    } else {
+        1 + i
+    })
 }
 
 thread_local! {
