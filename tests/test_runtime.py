@@ -59,3 +59,10 @@ def test_bad_device_index(bad):
 def test_wrong_device_type():
     with pytest.raises(ValueError, match="foo device"):
         torch.foo.get_device_properties("cpu")
+
+
+@pytest.mark.skipif(not hasattr(torch.accelerator, "get_device_capability"),
+                    reason="torch.accelerator.get_device_capability is new in this torch version")
+def test_accelerator_capability_lists_foo_dtypes():
+    cap = torch.accelerator.get_device_capability("foo:1")
+    assert set(cap["supported_dtypes"]) == set(foo_rs.SUPPORTED_DTYPES)

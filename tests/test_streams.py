@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import foo_rs
+from foo_rs.foo.streams import _FOO_TYPE
 
 
 def test_default_and_current_stream():
@@ -198,3 +199,18 @@ def test_record_stream_bad_input():
 def test_set_stream_refuses_other_devices():
     with pytest.raises(ValueError, match="foo stream"):
         torch.foo.set_stream(torch.Stream(device="cpu"))
+
+
+def test_bad_streams_and_devices_raise():
+    with pytest.raises(RuntimeError, match="Invalid foo device index 5"):
+        torch.Stream(device="foo:5")
+    with pytest.raises(RuntimeError, match="Invalid foo device index 5"):
+        torch.foo.Stream(device=5)
+    with pytest.raises(RuntimeError, match="Invalid foo device index 3"):
+        torch.foo.current_stream(3)
+    forged = torch.foo.Stream(stream_id=12345, device_index=0, device_type=_FOO_TYPE)
+    for use in (forged.query, forged.synchronize, lambda: torch.foo.set_stream(forged),
+                lambda: torch.accelerator.set_stream(forged), lambda: torch.foo.Event().record(forged)):
+        with pytest.raises(RuntimeError, match="foo:0 has no stream with id 12345"):
+            use()
+    assert torch.foo.current_stream(0).stream_id == 0  # nothing changed

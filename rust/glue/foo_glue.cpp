@@ -126,6 +126,26 @@ c10::DeviceIndex checked_index(c10::DeviceIndex index) {
   return index;
 }
 
+// The element types foo holds (rust/src/dtype.rs); anything else is refused
+// at allocation time (checked_dtype) and left out of the device capability.
+bool foo_supports(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // ---- Allocator -----------------------------------------------------------
 
 void delete_block(void* ptr) { foo_rs_free(ptr); }
@@ -351,6 +371,19 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return static_cast<c10::DeviceIndex>(foo_rs_device_count());
   }
 
+#if __has_include(<c10/core/DeviceCapability.h>)
+  // torch.accelerator.get_device_capability: the dtypes foo holds.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    resolve(d);
+    c10::DeviceCapability cap;
+#define FOO_CAPABILITY(_, name) \
+  cap.capability_data.supported_scalar_types.has_##name = foo_supports(c10::ScalarType::name) ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(FOO_CAPABILITY)
+#undef FOO_CAPABILITY
+    return cap;
+  }
+#endif
+
   bool queryStream(const c10::Stream& stream) const override {
     FooAllocator::check_stream(stream);
     return true;
@@ -511,7 +544,6 @@ struct KernelRecord {
 
 std::mutex g_prof_mutex;
 std::vector<KernelRecord> g_prof_records;
-std::atomic<bool> g_prof_active{false};
 
 // The correlation ids Kineto pushes for the ops in flight on this thread.
 thread_local std::vector<uint64_t> t_correlation;
@@ -616,7 +648,6 @@ class FooProfilerSession final : public libkineto::IActivityProfilerSession {
     ++g_prof_session;
     handle_ = at::addGlobalCallback(
         at::RecordFunctionCallback(on_op_enter, on_op_exit).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
-    g_prof_active = true;
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
@@ -624,7 +655,6 @@ class FooProfilerSession final : public libkineto::IActivityProfilerSession {
     if (!record_ || handle_ == 0) return;
     at::removeCallback(handle_);
     handle_ = 0;
-    g_prof_active = false;
     std::lock_guard<std::mutex> lock(g_prof_mutex);
     records_ = std::move(g_prof_records);
     g_prof_records.clear();
@@ -684,7 +714,6 @@ class FooProfilerSession final : public libkineto::IActivityProfilerSession {
   ~FooProfilerSession() override {
     if (handle_ != 0) {
       at::removeCallback(handle_);
-      g_prof_active = false;
     }
   }
 
@@ -795,26 +824,13 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
 // ---- Metadata kernels ----------------------------------------------------
 // Device-agnostic in ATen; registered natively so they never pay a Python call.
 
-// The element types foo holds (rust/src/dtype.rs); anything else is refused
-// at allocation time so no kernel ever sees it.
+// Refuses, at allocation time, element types foo cannot hold (foo_supports),
+// so no kernel ever sees one.
 c10::ScalarType checked_dtype(std::optional<c10::ScalarType> dtype) {
   const auto t = c10::dtype_or_default(dtype);
-  switch (t) {
-    case c10::ScalarType::Bool:
-    case c10::ScalarType::Byte:
-    case c10::ScalarType::Char:
-    case c10::ScalarType::Short:
-    case c10::ScalarType::Int:
-    case c10::ScalarType::Long:
-    case c10::ScalarType::Half:
-    case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Float:
-    case c10::ScalarType::Double:
-      return t;
-    default:
-      TORCH_CHECK(false, "foo does not support dtype ", t,
-                  " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
-  }
+  TORCH_CHECK(foo_supports(t), "foo does not support dtype ", t,
+              " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
+  return t;
 }
 
 c10::Device foo_device(std::optional<c10::Device> device) {
