@@ -116,6 +116,10 @@ for p in ce.include_paths():
         .file("rust/glue/native.cpp")
         .std(std)
         .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi)
+        // torch's release builds compile its headers' inline code with NDEBUG
+        // (debug-only assertions off, e.g. RecordFunction::inputs() checks a
+        // flag only debug builds of torch set); the glue must see the same code.
+        .define("NDEBUG", None)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
         .flag_if_supported("-fvisibility=hidden")
@@ -127,6 +131,12 @@ for p in ce.include_paths():
         .link_lib_modifier("+whole-archive");
     for inc in &includes {
         build.include(inc);
+        // Kineto's headers (torch ships them in include/kineto) include each
+        // other by bare name; the glue's profiler plugin needs them.
+        let kineto = PathBuf::from(inc).join("kineto");
+        if kineto.join("IActivityProfiler.h").exists() {
+            build.include(kineto).define("USE_KINETO", None);
+        }
     }
     build.compile("foo_glue");
 

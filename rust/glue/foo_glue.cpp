@@ -25,11 +25,26 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/profiler/stubs/base.h>
 #include <torch/library.h>
 
+#include <ATen/record_function.h>
+
+// torch >= 2.15 lets a PrivateUse1 backend plug an activity profiler into
+// Kineto; older versions time foo through the profiler stubs only.
+#if defined(USE_KINETO) && __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
+#include <libkineto.h>
+#include <output_base.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#define FOO_KINETO_PLUGIN 1
+#endif
+
+#include <atomic>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +72,20 @@ uint64_t foo_rs_gen_offset(uint64_t id);
 void foo_rs_gen_set_seed(uint64_t id, uint64_t seed);
 void foo_rs_gen_set_offset(uint64_t id, uint64_t offset);
 uint64_t foo_rs_gen_random_seed();
+int64_t foo_rs_stream_current(int32_t device);
+int64_t foo_rs_stream_exchange(int32_t device, int64_t id, char* err, size_t err_len);
+int64_t foo_rs_stream_new(int32_t device, int32_t priority, char* err, size_t err_len);
+int64_t foo_rs_stream_pool(int32_t device, int32_t high, char* err, size_t err_len);
+int32_t foo_rs_stream_check(int32_t device, int64_t id, char* err, size_t err_len);
+uint64_t foo_rs_event_create(int32_t device, int32_t timing, char* err, size_t err_len);
+void foo_rs_event_destroy(uint64_t event);
+int32_t foo_rs_event_record(uint64_t event, int32_t device, int64_t id, char* err, size_t err_len);
+int32_t foo_rs_event_recorded(uint64_t event);
+int32_t foo_rs_event_elapsed(uint64_t start, uint64_t end, double* out, char* err, size_t err_len);
+uint64_t foo_rs_now_ns();
+void* foo_rs_host_alloc(size_t nbytes, char* err, size_t err_len);
+void foo_rs_host_free(void* ptr);
+int32_t foo_rs_host_is_pinned(const void* ptr);
 
 }
 
@@ -72,6 +101,26 @@ c10::DeviceIndex checked_index(c10::DeviceIndex index) {
       "Invalid foo device index ", static_cast<int>(index), ": there are ",
       count, " foo devices (set FOO_RS_DEVICE_COUNT to change)");
   return index;
+}
+
+// The element types foo holds (rust/src/dtype.rs); anything else is refused
+// at allocation time (checked_dtype) and left out of the device capability.
+bool foo_supports(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // ---- Allocator -----------------------------------------------------------
@@ -101,7 +150,26 @@ struct FooAllocator final : c10::DeviceAllocator {
 
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override { foo_rs_empty_cache(-1); }
 
-  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
+  // Tensor.record_stream: CUDA's allocator would hold the block until the
+  // stream's pending work is done. foo's kernels run synchronously, so every
+  // kernel queued on `stream` has finished by the time the tensor can be
+  // freed: the block is reusable at once and nothing needs remembering. The
+  // call is still checked (a foo block, a stream of its device).
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    TORCH_CHECK(stream.device_type() == kFoo, "record_stream: expected a foo stream, got ", stream);
+    if (ptr.get() == nullptr) return;
+    const auto d = foo_rs_device_of_ptr(ptr.get());
+    TORCH_CHECK(d >= 0, "record_stream: pointer ", ptr.get(), " was not allocated on any foo device");
+    TORCH_CHECK(
+        d == stream.device_index(), "record_stream: the tensor is on foo:", d, " but the stream is on foo:",
+        static_cast<int>(stream.device_index()));
+    check_stream(stream);
+  }
+
+  static void check_stream(const c10::Stream& stream) {
+    char err[256] = {0};
+    TORCH_CHECK(foo_rs_stream_check(stream.device_index(), stream.id(), err, sizeof(err)) == 1, err);
+  }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     const int32_t d = checked_index(device);
@@ -178,22 +246,127 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
     foo_rs_set_device(d.index());
   }
 
-  // foo runs every kernel synchronously on the calling thread: one stream.
+  // Streams and events: the state (which streams exist, each thread's
+  // current stream, event timestamps) is in Rust (rust/src/stream.rs).
+  // Kernels run synchronously on the calling thread, so work submitted to a
+  // stream has completed when its call returns: queries are true, waits and
+  // synchronizations return at once, and an event completes when recorded.
+  static c10::Device resolve(c10::Device d) {
+    return c10::Device(kFoo, d.has_index() ? checked_index(d.index())
+                                           : static_cast<c10::DeviceIndex>(foo_rs_current_device()));
+  }
+
+  static c10::Stream make_stream(c10::Device d, int64_t id) {
+    return c10::Stream(c10::Stream::UNSAFE, d, static_cast<c10::StreamId>(id));
+  }
+
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    const auto dev = resolve(d);
+    return make_stream(dev, foo_rs_stream_current(dev.index()));
+  }
+
+  c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(resolve(d), 0); }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
+    const auto dev = resolve(d);
+    char err[256] = {0};
+    const int64_t id = foo_rs_stream_pool(dev.index(), isHighPriority ? 1 : 0, err, sizeof(err));
+    TORCH_CHECK(id >= 0, err);
+    return make_stream(dev, id);
+  }
+
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    const auto dev = resolve(d);
+    char err[256] = {0};
+    const int64_t id = foo_rs_stream_new(dev.index(), priority, err, sizeof(err));
+    TORCH_CHECK(id >= 0, err);
+    return make_stream(dev, id);
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+    TORCH_CHECK(s.device_type() == kFoo, "expected a foo stream, got ", s);
+    char err[256] = {0};
+    const int64_t prev = foo_rs_stream_exchange(s.device_index(), s.id(), err, sizeof(err));
+    TORCH_CHECK(prev >= 0, err);
+    return make_stream(s.device(), prev);
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    if (event != nullptr) foo_rs_event_destroy(reinterpret_cast<uint64_t>(event));
+  }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(
+        device_index == -1 || device_index == stream.device_index(), "Event device index ",
+        static_cast<int>(device_index), " does not match recording stream's device index ",
+        static_cast<int>(stream.device_index()), ".");
+    char err[256] = {0};
+    if (*event == nullptr) {
+      const uint64_t id = foo_rs_event_create(
+          stream.device_index(), flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0, err, sizeof(err));
+      TORCH_CHECK(id != 0, err);
+      *event = reinterpret_cast<void*>(id);
+    }
+    TORCH_CHECK(
+        foo_rs_event_record(reinterpret_cast<uint64_t>(*event), stream.device_index(), stream.id(), err,
+                            sizeof(err)) == 0,
+        err);
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    FooAllocator::check_stream(stream);  // the event's work is done: nothing to wait for
+  }
+
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    TORCH_CHECK(foo_rs_event_recorded(reinterpret_cast<uint64_t>(event)) >= 0, "foo: unknown event");
+    return true;
+  }
+
+  void synchronizeEvent(void* event) const override { queryEvent(event); }
+
+  double elapsedTime(void* event1, void* event2, const c10::DeviceIndex /*device_index*/) const override {
+    TORCH_CHECK(
+        event1 != nullptr && event2 != nullptr,
+        "Both events must be recorded before calculating elapsed time.");
+    double ms = 0.0;
+    char err[256] = {0};
+    TORCH_CHECK(
+        foo_rs_event_elapsed(reinterpret_cast<uint64_t>(event1), reinterpret_cast<uint64_t>(event2), &ms, err,
+                             sizeof(err)) == 0,
+        err);
+    return ms;
+  }
+
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    g_allocator.recordStream(data_ptr, stream);
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(foo_rs_device_count());
   }
 
-  bool queryStream(const c10::Stream& /*stream*/) const override { return true; }
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
-  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {}
+#if __has_include(<c10/core/DeviceCapability.h>)
+  // torch.accelerator.get_device_capability: the dtypes foo holds.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    resolve(d);
+    c10::DeviceCapability cap;
+#define FOO_CAPABILITY(_, name) \
+  cap.capability_data.supported_scalar_types.has_##name = foo_supports(c10::ScalarType::name) ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(FOO_CAPABILITY)
+#undef FOO_CAPABILITY
+    return cap;
+  }
+#endif
+
+  bool queryStream(const c10::Stream& stream) const override {
+    FooAllocator::check_stream(stream);
+    return true;
+  }
+  void synchronizeStream(const c10::Stream& stream) const override { FooAllocator::check_stream(stream); }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override { checked_index(device_index); }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, FooGuardImpl);
@@ -256,6 +429,306 @@ struct FooGeneratorImpl final : c10::GeneratorImpl {
   bool owned_;
 };
 
+// ---- Pinned host memory --------------------------------------------------
+// Host (CPU) blocks from foo's caching host allocator (rust/src/allocator/host.rs).
+
+void delete_host_block(void* ptr) { foo_rs_host_free(ptr); }
+
+struct FooHostAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    TORCH_CHECK(!foo_rs_in_bad_fork(), foo_rs_bad_fork_message());
+    char err[512] = {0};
+    void* ptr = foo_rs_host_alloc(nbytes, err, sizeof(err));
+    if (ptr == nullptr && nbytes != 0) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, err);
+    }
+    return {ptr, ptr, &delete_host_block, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_host_block; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count != 0) std::memcpy(dest, src, count);
+  }
+};
+
+FooHostAllocator g_host_allocator;
+
+// ---- Profiler ------------------------------------------------------------
+// What torch's profiler asks of a PrivateUse1 device when it times ops by
+// device events (torch.autograd.profiler.profile(use_device="foo"), and
+// torch.profiler on torch versions that take that route): an event is a
+// timestamp on foo's clock. Kernels are synchronous, so the time between the
+// events recorded at an op's start and end is the time its kernels ran.
+
+struct FooProfilerStubs final : torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    if (device != nullptr) *device = static_cast<c10::DeviceIndex>(foo_rs_current_device());
+    if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
+    auto* stamp = new uint64_t(foo_rs_now_ns());
+    *event = std::shared_ptr<void>(stamp, [](void* p) { delete static_cast<uint64_t*>(p); });
+  }
+
+  // Microseconds between two events.
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* event,
+                const torch::profiler::impl::ProfilerVoidEventStub* event2) const override {
+    TORCH_CHECK(event && event2 && *event && *event2, "foo profiler: elapsed() of an unrecorded event");
+    const auto t0 = *static_cast<const uint64_t*>(event->get());
+    const auto t1 = *static_cast<const uint64_t*>(event2->get());
+    return static_cast<float>((static_cast<double>(t1) - static_cast<double>(t0)) / 1000.0);
+  }
+
+  void mark(const char* /*name*/) const override {}
+  void rangePush(const char* /*name*/) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+
+  void onEachDevice(std::function<void(int)> op) const override {
+    const auto n = foo_rs_device_count();
+    for (int32_t i = 0; i < n; ++i) {
+      c10::DeviceGuard guard(c10::Device(kFoo, static_cast<c10::DeviceIndex>(i)));
+      op(i);
+    }
+  }
+
+  void synchronize() const override {}  // kernels are synchronous
+};
+
+FooProfilerStubs g_profiler_stubs;
+
+#ifdef FOO_KINETO_PLUGIN
+// ---- Kineto plugin (torch >= 2.15) ----------------------------------------
+// torch.profiler with ProfilerActivity.PrivateUse1 asks this profiler for
+// foo's device activity. foo's "device" executes each op's kernels
+// synchronously inside the op, so the device track is the time foo ops spend
+// doing their own work: while a session runs, a RecordFunction callback
+// watches every op that touches foo (a foo tensor argument, or a foo device
+// for a factory) and records the op's self time as kernel segments (the time
+// of nested ops is cut out and recorded under their own names). Segments never
+// overlap and are linked by correlation id to the CPU op that ran them, so
+// key_averages() gives each op its own device time and the totals add up.
+
+struct KernelRecord {
+  std::string name;
+  int64_t start_ns;
+  int64_t end_ns;
+  int32_t device;
+  int64_t stream;
+  uint64_t correlation;
+  int32_t thread;
+};
+
+std::mutex g_prof_mutex;
+std::vector<KernelRecord> g_prof_records;
+
+// The correlation ids Kineto pushes for the ops in flight on this thread.
+thread_local std::vector<uint64_t> t_correlation;
+
+struct OpFrame final : at::ObserverContext {
+  bool foo = false;
+  std::string name;
+  int64_t segment_start = 0;
+  int32_t device = 0;
+  uint64_t correlation = 0;
+};
+thread_local std::vector<OpFrame*> t_frames;
+// Sessions are numbered so that a thread's frames left from an earlier session
+// (an op in flight when it stopped) are dropped, never dereferenced.
+std::atomic<uint64_t> g_prof_session{0};
+thread_local uint64_t t_session = 0;
+
+bool is_foo_value(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    return t.defined() && t.device().type() == kFoo;
+  }
+  if (v.isDevice()) return v.toDevice().type() == kFoo;
+  if (v.isTensorList()) {
+    for (const auto& t : v.toTensorList()) {
+      if (static_cast<at::Tensor>(t).defined() && static_cast<at::Tensor>(t).device().type() == kFoo) return true;
+    }
+  }
+  if (v.isList()) {
+    for (const auto& e : v.toListRef()) {
+      if (is_foo_value(e)) return true;
+    }
+  }
+  return false;
+}
+
+void emit(const OpFrame& f, int64_t end_ns) {
+  if (end_ns <= f.segment_start) return;
+  std::lock_guard<std::mutex> lock(g_prof_mutex);
+  g_prof_records.push_back({f.name, f.segment_start, end_ns, f.device,
+                            foo_rs_stream_current(f.device), f.correlation,
+                            static_cast<int32_t>(at::RecordFunction::currentThreadId())});
+}
+
+std::unique_ptr<at::ObserverContext> on_op_enter(const at::RecordFunction& fn) {
+  if (t_session != g_prof_session.load()) {
+    t_frames.clear();
+    t_session = g_prof_session.load();
+  }
+  auto frame = std::make_unique<OpFrame>();
+  for (const auto& v : fn.inputs()) {
+    if (is_foo_value(v)) {
+      frame->foo = true;
+      break;
+    }
+  }
+  const int64_t now = c10::getTime();
+  if (frame->foo) {
+    frame->name = std::string(fn.name()) + " (foo)";  // a kernel row apart from the CPU op's
+    frame->device = foo_rs_current_device();
+    frame->segment_start = now;
+  }
+  // The enclosing foo op's work stops here; its next segment starts when this op ends.
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if ((*it)->foo) {
+      if ((*it)->correlation == 0 && !t_correlation.empty()) (*it)->correlation = t_correlation.back();
+      emit(**it, now);
+      break;
+    }
+  }
+  t_frames.push_back(frame.get());
+  return frame;
+}
+
+void on_op_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
+  auto* frame = static_cast<OpFrame*>(ctx);
+  if (frame == nullptr) return;
+  const int64_t now = c10::getTime();
+  if (!t_frames.empty() && t_frames.back() == frame) t_frames.pop_back();
+  if (frame->foo) {
+    if (frame->correlation == 0 && !t_correlation.empty()) frame->correlation = t_correlation.back();
+    emit(*frame, now);
+  }
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    if ((*it)->foo) {
+      (*it)->segment_start = now;
+      break;
+    }
+  }
+}
+
+class FooProfilerSession final : public libkineto::IActivityProfilerSession {
+ public:
+  explicit FooProfilerSession(bool record) : record_(record) {}
+
+  void start() override {
+    if (!record_) return;
+    {
+      std::lock_guard<std::mutex> lock(g_prof_mutex);
+      g_prof_records.clear();
+    }
+    ++g_prof_session;
+    handle_ = at::addGlobalCallback(
+        at::RecordFunctionCallback(on_op_enter, on_op_exit).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void stop() override {
+    if (!record_ || handle_ == 0) return;
+    at::removeCallback(handle_);
+    handle_ = 0;
+    std::lock_guard<std::mutex> lock(g_prof_mutex);
+    records_ = std::move(g_prof_records);
+    g_prof_records.clear();
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+
+  std::vector<std::string> errors() override { return {}; }
+
+  void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0, 0);
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
+                    int64_t /*startTime*/, int64_t /*endTime*/) override {
+    buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    buffer_->span = libkineto::TraceSpan(0, 0, "foo");
+    for (const auto& r : records_) {
+      auto act = std::make_unique<libkineto::GenericTraceActivity>(
+          buffer_->span, libkineto::ActivityType::CONCURRENT_KERNEL, r.name);
+      act->startTime = r.start_ns;
+      act->endTime = r.end_ns;
+      act->id = static_cast<int32_t>(r.correlation);
+      act->device = r.device;
+      act->resource = r.stream;
+      act->threadId = r.thread;
+      act->linked = r.correlation != 0 ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
+      // (No addMetadata: its inline fmt::format needs a libfmt torch does not export.)
+      devices_.insert(r.device);
+      streams_.insert({r.device, r.stream});
+      buffer_->activities.push_back(std::move(act));
+    }
+    for (const auto& act : buffer_->activities) logger.handleGenericActivity(*act);
+    records_.clear();
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    const int32_t d = devices_.empty() ? foo_rs_current_device() : *devices_.begin();
+    return std::make_unique<libkineto::DeviceInfo>(
+        libkineto::DeviceInfo{d, d, "foo " + std::to_string(d), "foo"});
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    std::vector<libkineto::ResourceInfo> out;
+    for (const auto& [d, st] : streams_) {
+      out.push_back(libkineto::ResourceInfo{st, st, d, "foo stream " + std::to_string(st)});
+    }
+    return out;
+  }
+
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return std::move(buffer_); }
+
+  void pushCorrelationId(uint64_t id) override { t_correlation.push_back(id); }
+  void popCorrelationId() override {
+    if (!t_correlation.empty()) t_correlation.pop_back();
+  }
+
+  ~FooProfilerSession() override {
+    if (handle_ != 0) {
+      at::removeCallback(handle_);
+    }
+  }
+
+ private:
+  bool record_;
+  at::CallbackHandle handle_ = 0;
+  std::vector<KernelRecord> records_;
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
+  std::set<int32_t> devices_;
+  std::set<std::pair<int32_t, int64_t>> streams_;
+};
+
+class FooActivityProfiler final : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<libkineto::ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
+    bool record = false;
+    for (auto t : activity_types) record = record || activities_.count(t) != 0;
+    return std::make_unique<FooProfilerSession>(record);
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t /*ts_ms*/, int64_t /*duration_ms*/, const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& config) override {
+    return configure(activity_types, config);
+  }
+
+ private:
+  std::string name_{"foo"};
+  std::set<libkineto::ActivityType> activities_{
+      libkineto::ActivityType::CONCURRENT_KERNEL, libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
+      libkineto::ActivityType::PRIVATEUSE1_DRIVER};
+};
+#endif  // FOO_KINETO_PLUGIN
+
 // ---- Hooks ---------------------------------------------------------------
 
 struct FooHooks final : at::PrivateUse1HooksInterface {
@@ -307,9 +780,9 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
     return c10::Device(kFoo, static_cast<c10::DeviceIndex>(d));
   }
 
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return foo_rs_host_is_pinned(data) != 0; }
 
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_host_allocator; }
 
   // Resizes a foo storage in place (storage.resize_()): new block, copy, swap.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
@@ -328,26 +801,13 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
 // ---- Metadata kernels ----------------------------------------------------
 // Device-agnostic in ATen; registered natively so they never pay a Python call.
 
-// The element types foo holds (rust/src/dtype.rs); anything else is refused
-// at allocation time so no kernel ever sees it.
+// Refuses, at allocation time, element types foo cannot hold (foo_supports),
+// so no kernel ever sees one.
 c10::ScalarType checked_dtype(std::optional<c10::ScalarType> dtype) {
   const auto t = c10::dtype_or_default(dtype);
-  switch (t) {
-    case c10::ScalarType::Bool:
-    case c10::ScalarType::Byte:
-    case c10::ScalarType::Char:
-    case c10::ScalarType::Short:
-    case c10::ScalarType::Int:
-    case c10::ScalarType::Long:
-    case c10::ScalarType::Half:
-    case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Float:
-    case c10::ScalarType::Double:
-      return t;
-    default:
-      TORCH_CHECK(false, "foo does not support dtype ", t,
-                  " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
-  }
+  TORCH_CHECK(foo_supports(t), "foo does not support dtype ", t,
+              " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
+  return t;
 }
 
 c10::Device foo_device(std::optional<c10::Device> device) {
@@ -460,6 +920,13 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 }
 
 
+// Tensor.record_stream (ATen has kernels for CUDA only): the allocator's
+// recordStream, which documents what it means for foo.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == kFoo, "record_stream: expected a foo stream, got ", s);
+  g_allocator.recordStream(self.storage().data_ptr(), s);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
@@ -473,6 +940,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("native_group_norm", TORCH_FN(native_group_norm));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 
 FooHooks g_hooks;
@@ -486,5 +954,12 @@ extern "C" int foo_glue_num_threads() { return at::get_num_threads(); }
 // Called once from the PyO3 module's init, after torch is loaded.
 extern "C" void foo_glue_init() {
   static std::once_flag once;
-  std::call_once(once, [] { at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks); });
+  std::call_once(once, [] {
+    at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks);
+    torch::profiler::impl::registerPrivateUse1Methods(&foo_rs::g_profiler_stubs);
+#ifdef FOO_KINETO_PLUGIN
+    torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
+        [] { return std::unique_ptr<libkineto::IActivityProfiler>(new foo_rs::FooActivityProfiler()); });
+#endif
+  });
 }

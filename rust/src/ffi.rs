@@ -2,7 +2,7 @@
 //! Every function is total: errors become return codes or messages, never
 //! panics across the FFI boundary.
 
-use crate::{allocator, device, rng};
+use crate::{allocator, device, rng, stream};
 use std::ffi::{c_char, c_void, CStr};
 
 pub(crate) fn write_message(buf: *mut c_char, len: usize, msg: &str) {
@@ -198,4 +198,183 @@ pub extern "C" fn foo_rs_gen_set_offset(id: u64, offset: u64) {
 #[no_mangle]
 pub extern "C" fn foo_rs_gen_random_seed() -> u64 {
     rng::random_seed()
+}
+
+// ---- Streams and events (rust/src/stream.rs) -----------------------------
+// Ids are plain integers; -1 (streams) and 0 (events) mean "failed", with the
+// message written to `err`.
+
+/// This thread's current stream on `device`, or -1 for an invalid device.
+#[no_mangle]
+pub extern "C" fn foo_rs_stream_current(device: i32) -> i64 {
+    stream::current(device as i64).unwrap_or(-1)
+}
+
+/// Makes `id` current on `device`; returns the previous stream or -1.
+#[no_mangle]
+pub extern "C" fn foo_rs_stream_exchange(
+    device: i32,
+    id: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i64 {
+    stream::exchange(device as i64, id).unwrap_or_else(|e| {
+        write_message(err, err_len, &e.to_string());
+        -1
+    })
+}
+
+/// A new stream on `device` with `priority` (clamped), or -1.
+#[no_mangle]
+pub extern "C" fn foo_rs_stream_new(
+    device: i32,
+    priority: i32,
+    err: *mut c_char,
+    err_len: usize,
+) -> i64 {
+    stream::new_stream(device as i64, priority).unwrap_or_else(|e| {
+        write_message(err, err_len, &e.to_string());
+        -1
+    })
+}
+
+/// The next pool stream of `device` (high priority when nonzero), or -1.
+#[no_mangle]
+pub extern "C" fn foo_rs_stream_pool(
+    device: i32,
+    high: i32,
+    err: *mut c_char,
+    err_len: usize,
+) -> i64 {
+    stream::pool_stream(device as i64, high != 0).unwrap_or_else(|e| {
+        write_message(err, err_len, &e.to_string());
+        -1
+    })
+}
+
+/// 1 if stream `id` exists on `device`, else 0 (with the message).
+#[no_mangle]
+pub extern "C" fn foo_rs_stream_check(
+    device: i32,
+    id: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    match stream::priority(device as i64, id) {
+        Ok(_) => 1,
+        Err(e) => {
+            write_message(err, err_len, &e.to_string());
+            0
+        }
+    }
+}
+
+/// A new event on `device` (timing when nonzero); 0 on failure.
+#[no_mangle]
+pub extern "C" fn foo_rs_event_create(
+    device: i32,
+    timing: i32,
+    err: *mut c_char,
+    err_len: usize,
+) -> u64 {
+    stream::event_create(device as i64, timing != 0).unwrap_or_else(|e| {
+        write_message(err, err_len, &e.to_string());
+        0
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn foo_rs_event_destroy(event: u64) {
+    stream::event_destroy(event);
+}
+
+/// Records `event` on stream `id` of `device`; 0 on success.
+#[no_mangle]
+pub extern "C" fn foo_rs_event_record(
+    event: u64,
+    device: i32,
+    id: i64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    match stream::event_record(event, device as i64, id) {
+        Ok(()) => 0,
+        Err(e) => {
+            write_message(err, err_len, &e.to_string());
+            -1
+        }
+    }
+}
+
+/// 1 if `event` was recorded, 0 if not, -1 if unknown.
+#[no_mangle]
+pub extern "C" fn foo_rs_event_recorded(event: u64) -> i32 {
+    stream::event_recorded(event).map(i32::from).unwrap_or(-1)
+}
+
+/// Milliseconds from `start` to `end` into `out`; 0 on success.
+#[no_mangle]
+pub extern "C" fn foo_rs_event_elapsed(
+    start: u64,
+    end: u64,
+    out: *mut f64,
+    err: *mut c_char,
+    err_len: usize,
+) -> i32 {
+    match stream::elapsed_ms(start, end) {
+        Ok(ms) => {
+            if !out.is_null() {
+                // SAFETY: the glue passes a valid out-pointer.
+                unsafe { *out = ms };
+            }
+            0
+        }
+        Err(e) => {
+            write_message(err, err_len, &e.to_string());
+            -1
+        }
+    }
+}
+
+/// foo's clock in nanoseconds (the events' and the profiler's).
+#[no_mangle]
+pub extern "C" fn foo_rs_now_ns() -> u64 {
+    stream::now_ns()
+}
+
+// ---- Pinned host memory (rust/src/allocator/host.rs) ---------------------
+
+/// A pinned host block of at least `nbytes`; null (with the message) on failure.
+#[no_mangle]
+pub extern "C" fn foo_rs_host_alloc(
+    nbytes: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> *mut c_void {
+    match allocator::host().allocate(nbytes) {
+        Some(p) => p as *mut c_void,
+        None => {
+            write_message(
+                err,
+                err_len,
+                &format!(
+                    "foo: failed to allocate {} of pinned host memory",
+                    allocator::format_bytes(nbytes)
+                ),
+            );
+            std::ptr::null_mut()
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn foo_rs_host_free(ptr: *mut c_void) {
+    if !ptr.is_null() && !allocator::host().free(ptr as *mut u8) {
+        eprintln!("foo_rs: free of unknown pinned pointer {ptr:p} ignored");
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn foo_rs_host_is_pinned(ptr: *const c_void) -> i32 {
+    allocator::host().is_pinned(ptr as *const u8) as i32
 }

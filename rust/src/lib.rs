@@ -10,6 +10,7 @@ pub mod device;
 pub mod dtype;
 pub mod kernels;
 pub mod rng;
+pub mod stream;
 
 #[cfg(feature = "python")]
 mod bindings;

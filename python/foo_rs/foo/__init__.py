@@ -19,12 +19,16 @@ from .memory import (
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
+    empty_host_cache,
+    host_memory_stats,
     mem_get_info,
     memory_allocated,
     memory_reserved,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
+    reset_accumulated_host_memory_stats,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
@@ -39,10 +43,23 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 __all__ = [
-    "is_available", "is_initialized", "device_count", "current_device", "set_device",
+    "is_available", "init", "is_initialized", "device_count", "current_device", "set_device",
     "device", "device_of", "synchronize", "get_device_name", "get_device_properties",
+    "get_device_capability",
+    "Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream", "set_stream",
+    "host_memory_stats", "empty_host_cache", "reset_peak_host_memory_stats",
+    "reset_accumulated_host_memory_stats",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "get_amp_supported_dtype", "is_autocast_enabled", "set_autocast_enabled",
@@ -68,6 +85,11 @@ def device_count() -> int:
 
 def is_initialized() -> bool:
     return _initialized and not _is_in_bad_fork()
+
+
+def init() -> None:
+    """Initialises foo (as torch.cuda.init); every foo call does it lazily."""
+    _lazy_init()
 
 
 def _lazy_init() -> None:
@@ -143,28 +165,61 @@ class device_of(device):
         super().__init__(obj.device.index if obj.device.type == "foo" else None)
 
 
-def synchronize(device: Any = None) -> None:
-    """Waits for all kernels on a foo device: they run synchronously, so this
-    only validates the device."""
+def _checked_index(device: Any) -> int:
     idx = _get_device_index(device, optional=True)
     if not 0 <= idx < device_count():
-        raise RuntimeError(f"Invalid foo device index {idx}")
+        raise RuntimeError(
+            f"Invalid foo device index {idx}: there are {device_count()} foo devices "
+            "(set FOO_RS_DEVICE_COUNT to change)")
+    return idx
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all work on all streams of a foo device. Kernels run
+    synchronously, so it has finished already: this validates the device."""
+    _checked_index(device)
 
 
 def get_device_name(device: Any = None) -> str:
-    idx = _get_device_index(device, optional=True)
+    """Name of a foo device."""
+    idx = _checked_index(device)
     return f"foo:{idx} (foo_rs, Rust on the host CPU)"
 
 
-class _DeviceProperties:
+# The instruction-set levels of foo's kernels, as (major) capability numbers.
+_SIMD_LEVELS = ("portable", "avx2", "avx512")
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """(major, minor) capability of a foo device: major is the SIMD level its
+    kernels run at (0 portable, 1 AVX2+FMA, 2 AVX-512), minor is 0."""
+    _checked_index(device)
+    return _SIMD_LEVELS.index(_C.ew_simd_level()), 0
+
+
+class _FooDeviceProperties:
+    """What ``torch.foo.get_device_properties`` returns (as CUDA's
+    ``_CudaDeviceProperties``): name, total_memory (bytes, the device's
+    capacity), major/minor (``get_device_capability``), simd_level,
+    worker_threads (threads foo's kernels use, ``torch.get_num_threads``) and
+    multi_processor_count (the same number, CUDA's name for parallel units)."""
+
     def __init__(self, idx: int):
+        self.index = idx
         self.name = get_device_name(idx)
         self.total_memory = mem_get_info(idx)[1]
-        self.index = idx
+        self.major, self.minor = get_device_capability(idx)
+        self.simd_level = _C.ew_simd_level()
+        self.worker_threads = _C.num_threads()
+        self.multi_processor_count = self.worker_threads
+        self.type = "foo"
 
     def __repr__(self) -> str:
-        return f"_FooDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1 << 20)}MB)"
+        return (f"_FooDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1 << 20)}MB, simd_level='{self.simd_level}', "
+                f"worker_threads={self.worker_threads})")
 
 
-def get_device_properties(device: Any = None) -> _DeviceProperties:
-    return _DeviceProperties(_get_device_index(device, optional=True))
+def get_device_properties(device: Any = None) -> _FooDeviceProperties:
+    """Properties of a foo device (see ``_FooDeviceProperties``)."""
+    return _FooDeviceProperties(_checked_index(device))

@@ -10,6 +10,8 @@ __all__ = [
     "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "memory_summary", "empty_cache", "mem_get_info", "set_per_process_memory_fraction",
+    "host_memory_stats", "empty_host_cache", "reset_peak_host_memory_stats",
+    "reset_accumulated_host_memory_stats",
 ]
 
 
@@ -69,3 +71,28 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     _C.set_per_process_memory_fraction(fraction, _index(device))
+
+
+# ---- Pinned host memory (torch.cuda's host_memory_* API) -----------------
+
+
+def host_memory_stats() -> dict[str, int]:
+    """Statistics of foo's pinned host allocator (``Tensor.pin_memory()``,
+    ``pin_memory=True``, DataLoader pinning), with the keys of
+    ``torch.cuda.host_memory_stats()``: allocations, segment,
+    allocated_bytes, reserved_bytes (each .current/.peak/.allocated/.freed),
+    num_host_alloc, num_host_free."""
+    return dict(sorted(_C.host_memory_stats().items()))
+
+
+def empty_host_cache() -> None:
+    """Returns the pinned host allocator's cached blocks to the system."""
+    _C.host_empty_cache()
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C.host_reset_peak_memory_stats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C.host_reset_accumulated_memory_stats()

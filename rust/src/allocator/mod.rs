@@ -12,11 +12,13 @@
 
 mod config;
 mod device;
+mod host;
 mod os;
 mod stats;
 
 pub use config::{parse_memory_size, Config, DEFAULT_DEVICE_COUNT, DEFAULT_DEVICE_MEMORY};
 pub use device::{DeviceAllocator, ALIGNMENT};
+pub use host::{host, host_block_size, HostAllocator, MIN_HOST_BLOCK};
 pub use stats::{DeviceStats, MemoryStats, Stat, StatArray};
 
 use std::fmt;

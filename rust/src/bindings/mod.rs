@@ -9,6 +9,7 @@ mod linalg;
 mod memory;
 mod norm_pool;
 mod optim;
+mod runtime;
 
 use crate::allocator::AllocError;
 use crate::dtype::DType;
@@ -197,5 +198,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     norm_pool::register(m)?;
     index::register(m)?;
     optim::register(m)?;
+    runtime::register(m)?;
     Ok(())
 }
