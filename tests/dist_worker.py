@@ -12,11 +12,18 @@ import sys
 import time
 from datetime import timedelta
 
+
 import torch
 import torch.distributed as dist
 
 import foo_rs  # noqa: F401  (registers the foo device and the foo_gloo backend)
 from foo_rs import distributed as foo_dist
+
+
+def say(*parts) -> None:
+    """One line in one write(2): the ranks share the parent's pipe, and
+    print()'s separate writes interleave between processes."""
+    os.write(1, (" ".join(str(p) for p in parts) + "\n").encode())
 
 DTYPES = list(foo_rs.SUPPORTED_DTYPES)
 OPS = [
@@ -192,7 +199,7 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
     w.wait()
     del filler, w
     dist.barrier()
-    print("LEFT", torch.foo.memory_allocated() - base, flush=True)
+    say("LEFT", torch.foo.memory_allocated() - base)
 
     if gloo_group:  # a plain gloo group beside it: CPU tensors only
         g = dist.new_group(backend="gloo")
@@ -202,9 +209,9 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
         try:
             dist.all_reduce(torch.ones(3, device="foo"), group=g)
         except RuntimeError as e:
-            print("GLOO-RAISED", str(e).replace("\n", " ")[:300], flush=True)
+            say("GLOO-RAISED", str(e).replace("\n", " ")[:300])
         else:
-            print("GLOO-WORKED", flush=True)
+            say("GLOO-WORKED")
     dist.barrier(device_ids=None)
     # gloo's worker thread drops its reference to a finished work (and so to the alias that
     # holds the foo block) just after waking the waiter: give it a moment
@@ -213,7 +220,7 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
         time.sleep(0.01)
     assert torch.foo.memory_allocated() == base, (torch.foo.memory_allocated(), base)
     dist.destroy_process_group()
-    print("OK", rank, flush=True)
+    say("OK", rank)
 
 
 def collectives_quick() -> None:
@@ -309,7 +316,7 @@ def ddp(names: str = "plain,small buckets,no_sync,comm hook", checkpoint: bool =
     for k, v in model.state_dict().items():
         assert sd[k].device.type == "foo"
         torch.testing.assert_close(sd[k].cpu(), v.cpu(), rtol=0, atol=0)
-    print("OK", rank, flush=True)
+    say("OK", rank)
 
 
 def ddp_all() -> None:
@@ -319,9 +326,9 @@ def ddp_all() -> None:
         try:
             ddp(name, checkpoint=False)
         except Exception as e:  # noqa: BLE001  (reported to the test)
-            print("FAILED", name, type(e).__name__, str(e).splitlines()[0][:200], flush=True)
+            say("FAILED", name, type(e).__name__, str(e).splitlines()[0][:200])
         else:
-            print("PASSED", name, flush=True)
+            say("PASSED", name)
 
 
 def fsdp() -> None:
@@ -350,7 +357,7 @@ def fsdp() -> None:
         rows = -(-q.shape[0] // world)
         torch.testing.assert_close(local.cpu(), q.detach()[rank * rows : (rank + 1) * rows].cpu(), msg=n)
         torch.testing.assert_close(p.full_tensor().cpu(), q.detach().cpu(), msg=n)
-    print("SHARDED", rank, flush=True)
+    say("SHARDED", rank)
 
     g = torch.Generator().manual_seed(3)
     data = [(torch.randn(4, 5, 16, generator=g), torch.randn(4, 5, 4, generator=g)) for _ in range(3)]
@@ -365,10 +372,10 @@ def fsdp() -> None:
                 opt.zero_grad()
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.full_tensor().cpu(), q.detach().cpu(), msg=n)
-        print("TRAINED", rank, flush=True)
+        say("TRAINED", rank)
     except Exception as e:  # noqa: BLE001  (reported to the test, which says what is missing)
-        print("TRAIN-FAILED", type(e).__name__, str(e).splitlines()[0][:200], flush=True)
-    print("FSDP-OK", rank, flush=True)
+        say("TRAIN-FAILED", type(e).__name__, str(e).splitlines()[0][:200])
+    say("FSDP-OK", rank)
 
 
 def training() -> None:
@@ -390,7 +397,7 @@ def peer_dies() -> None:
         time.sleep(0.5)
         dist.all_reduce(t)
     except RuntimeError as e:
-        print("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "), flush=True)
+        say("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "))
         os._exit(0)
     raise AssertionError("all_reduce with a dead peer returned")
 
@@ -410,7 +417,7 @@ def times_out() -> None:
         dist.all_reduce(t, async_op=True).wait()
     except RuntimeError as e:
         open(done, "w").close()
-        print("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "), flush=True)
+        say("RAISED", type(e).__name__, f"{time.monotonic() - start:.1f}", str(e)[:200].replace("\n", " "))
         os._exit(0)
     raise AssertionError("all_reduce with a silent peer returned")
 
@@ -422,7 +429,7 @@ def mismatch() -> None:
     try:
         dist.all_gather_into_tensor(out, torch.ones(4, device="foo"))
     except (RuntimeError, ValueError, TypeError) as e:
-        print("LOCAL", type(e).__name__, str(e)[:200].replace("\n", " "), flush=True)
+        say("LOCAL", type(e).__name__, str(e)[:200].replace("\n", " "))
     else:
         raise AssertionError("all_gather_into_tensor with mismatched dtypes returned")
     # ranks that disagree on the size
@@ -430,7 +437,7 @@ def mismatch() -> None:
     try:
         dist.all_reduce(t)
     except RuntimeError as e:
-        print("REMOTE", type(e).__name__, str(e)[:200].replace("\n", " "), flush=True)
+        say("REMOTE", type(e).__name__, str(e)[:200].replace("\n", " "))
         os._exit(0)
     raise AssertionError("all_reduce of mismatched sizes returned")
 

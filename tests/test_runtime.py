@@ -42,10 +42,17 @@ def test_capability_is_simd_level():
 
 
 def test_mem_get_info_tracks_allocations():
+    # Free is what the allocator has not reserved (as CUDA's counts the
+    # device's memory): start from an empty cache so the new block needs a
+    # new segment rather than a cached one.
+    torch.foo.empty_cache()
     free0, total = torch.foo.mem_get_info(0)
     assert 0 < free0 <= total
-    x = torch.empty(8 << 20, dtype=torch.uint8, device="foo")
-    assert torch.foo.mem_get_info(0)[0] <= free0 - (8 << 20)
+    assert free0 == total - torch.foo.memory_reserved(0)
+    x = torch.empty(64 << 20, dtype=torch.uint8, device="foo")
+    free1 = torch.foo.mem_get_info(0)[0]
+    assert free1 == total - torch.foo.memory_reserved(0)
+    assert free1 <= free0 - (64 << 20)
     del x
 
 
