@@ -161,11 +161,11 @@ PER_OP = {
     "layer_norm": lambda t: (lambda a=t(4, 8), w=t(8), b=t(8):
                              lambda: torch.nn.functional.layer_norm(a, (8,), w, b))(),
     "cat": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: torch.cat([a, b]))(),
-    "index_select": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(a.device):
+    "index_select": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device):
                                lambda: a.index_select(0, i))(),
-    "embedding": lambda t: (lambda w=t(16, 8), i=torch.tensor([[1, 3], [5, 7]]).to(w.device):
+    "embedding": lambda t: (lambda w=t(16, 8), i=torch.tensor([[1, 3], [5, 7]]).to(t.device):
                             lambda: torch.nn.functional.embedding(i, w))(),
-    "cross_entropy": lambda t: (lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(a.device):
+    "cross_entropy": lambda t: (lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(t.device):
                                 lambda: torch.nn.functional.cross_entropy(a, y))(),
     "max_pool2d": lambda t: (lambda a=t(1, 2, 4, 4): lambda: torch.nn.functional.max_pool2d(a, 2))(),
     "sdpa": lambda t: (lambda q=t(1, 2, 4, 8): lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))(),
@@ -182,6 +182,8 @@ def _per_op(op: str) -> Callable[[str], Callable[[], object]]:
         def t(*shape):
             return torch.randn(*shape, generator=g).to(device)
 
+        t.device = device
+
         step = PER_OP[op](t)
 
         def run():
@@ -190,6 +192,10 @@ def _per_op(op: str) -> Callable[[str], Callable[[], object]]:
             return r
 
         return run
+
+    return make
+
+
 #: First-call (compile) seconds of the torch.compile cases: {case name: {device: s}}.
 FIRST_COMPILE_S: dict[str, dict[str, float]] = {}
 
