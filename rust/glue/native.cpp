@@ -25,6 +25,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
 #include <ATen/WrapDimUtils.h>
@@ -39,6 +40,7 @@
 #include <ATen/ops/amax_meta.h>
 #include <ATen/ops/amin_meta.h>
 #include <ATen/ops/atan2_meta.h>
+#include <ATen/ops/cat_meta.h>
 #include <ATen/ops/baddbmm_meta.h>
 #include <ATen/ops/bmm_meta.h>
 #include <ATen/ops/clamp_max_meta.h>
@@ -126,6 +128,7 @@ int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2,
                       const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
 int32_t foo_rs_addmm(const FooView* out, const FooView* input, const FooView* a, const FooView* b, FooParam beta,
                      FooParam alpha, uint8_t batched, FooStatus* st);
+int32_t foo_rs_cat(const FooView* out, const FooView* inputs, size_t n, int64_t dim, FooStatus* st);
 int32_t foo_rs_softmax(const FooView* out, const FooView* inp, int64_t dim, uint8_t log, FooStatus* st);
 int32_t foo_rs_softmax_backward(const FooView* grad_input, const FooView* grad, const FooView* output, int64_t dim,
                                 uint8_t log, FooStatus* st);
@@ -158,6 +161,18 @@ bool done(int32_t rc, const FooStatus& st) {
   if (rc == kOk) return true;
   if (rc == kSlow) return false;
   raise(st);
+}
+
+// Runs `f` (a meta function, then Rust); an error either raises names foo
+// (ATen's message, then "(foo)": c10's context, folded into one line).
+template <class F>
+bool named(F&& f) {
+  try {
+    return f();
+  } catch (c10::Error& e) {
+    e.add_context("foo");
+    throw;
+  }
 }
 
 // ---- Views -----------------------------------------------------------------
@@ -409,11 +424,15 @@ template <class Op, class... A>
 at::Tensor k_functional(const at::Tensor& self, A... a) {
   FooParam ps[4];
   const int np = Op::params(ps, self, a...);
-  if (np >= 0) {
-    Holder<typename Op::Meta, Mode::Functional> h;
-    Op::meta(h, self, a...);
-    if (run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return std::move(h.out_);
-  }
+  at::Tensor result;
+  if (np >= 0 && named([&] {
+        Holder<typename Op::Meta, Mode::Functional> h;
+        Op::meta(h, self, a...);
+        if (!run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return false;
+        result = std::move(h.out_);
+        return true;
+      }))
+    return result;
   return Slow<Op::F, at::Tensor(const at::Tensor&, A...)>::call(self, a...);
 }
 
@@ -421,11 +440,12 @@ template <class Op, class... A>
 at::Tensor& k_inplace(at::Tensor& self, A... a) {
   FooParam ps[4];
   const int np = Op::params(ps, self, a...);
-  if (np >= 0) {
-    Holder<typename Op::Meta, Mode::Inplace> h(self);
-    Op::meta(h, self, a...);
-    if (run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return self;
-  }
+  if (np >= 0 && named([&] {
+        Holder<typename Op::Meta, Mode::Inplace> h(self);
+        Op::meta(h, self, a...);
+        return run_iter(Op::rust, Op::gate, h, ps, np, Op::swap);
+      }))
+    return self;
   return Slow<Op::I, at::Tensor&(at::Tensor&, A...)>::call(self, a...);
 }
 
@@ -433,11 +453,12 @@ template <class Op, class... A>
 at::Tensor& k_out(const at::Tensor& self, A... a, at::Tensor& out) {
   FooParam ps[4];
   const int np = Op::params(ps, self, a...);
-  if (np >= 0) {
-    Holder<typename Op::Meta, Mode::Out> h(out);
-    Op::meta(h, self, a...);
-    if (run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return out;
-  }
+  if (np >= 0 && named([&] {
+        Holder<typename Op::Meta, Mode::Out> h(out);
+        Op::meta(h, self, a...);
+        return run_iter(Op::rust, Op::gate, h, ps, np, Op::swap);
+      }))
+    return out;
   return Slow<Op::O, at::Tensor&(const at::Tensor&, A..., at::Tensor&)>::call(self, a..., out);
 }
 
@@ -716,12 +737,12 @@ bool where_native(const at::Tensor& cond, const at::Tensor& self, const at::Tens
 
 at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
   at::Tensor out;
-  if (where_native(cond, self, other, out)) return out;
+  if (named([&] { return where_native(cond, self, other, out); })) return out;
   return Slow<kWhere, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>::call(cond, self, other);
 }
 
 at::Tensor& where_self_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (where_native(cond, self, other, out)) return out;
+  if (named([&] { return where_native(cond, self, other, out); })) return out;
   return Slow<kWhereOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(
       cond, self, other, out);
 }
@@ -738,18 +759,47 @@ bool host_addressable(const at::Tensor& t) {
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.is_same(src)) return self;
   const bool shared = self.has_storage() && src.has_storage() && self.storage().is_alias_of(src.storage());
-  if (host_addressable(self) && host_addressable(src) && !shared) {
-    auto it = at::TensorIteratorConfig()
-                  .add_output(self)
-                  .add_const_input(src)
-                  .resize_outputs(false)
-                  .check_all_same_dtype(false)
-                  .check_all_same_device(false)
-                  .build();
-    if (it.numel() == 0) return self;
-    if (run_iter("identity", Gate::Any, it, nullptr, 0)) return self;
-  }
+  if (host_addressable(self) && host_addressable(src) && !shared && named([&] {
+        auto it = at::TensorIteratorConfig()
+                      .add_output(self)
+                      .add_const_input(src)
+                      .resize_outputs(false)
+                      .check_all_same_dtype(false)
+                      .check_all_same_device(false)
+                      .build();
+        return it.numel() == 0 || run_iter("identity", Gate::Any, it, nullptr, 0);
+      }))
+    return self;
   return Slow<kCopy, at::Tensor&(at::Tensor&, const at::Tensor&, bool)>::call(self, src, non_blocking);
+}
+
+constexpr char kZero[] = "zero_";
+constexpr char kFill[] = "fill_.Scalar";
+
+// self[...] = value: Rust's cast-and-copy loop with a number as its input.
+// A tensor whose elements share memory (Python raises CPU's error for it),
+// or a value that does not convert to its integer dtype as CPU does, goes
+// to the Python kernel.
+bool fill_native(at::Tensor& self, const FooParam& value) {
+  FooOperand ops[2]{};
+  if (!is_foo(self) || at::has_internal_overlap(self) == at::MemOverlap::Yes || !view_of(self, &ops[0].view) ||
+      !fits(self.scalar_type(), value))
+    return false;
+  ops[1].is_scalar = 1;
+  ops[1].scalar = value;
+  FooStatus st{};
+  return done(foo_rs_ew("identity", ops[0].view.dtype, ops, 2, nullptr, 0, &st), st);
+}
+
+at::Tensor& zero_(at::Tensor& self) {
+  if (named([&] { return fill_native(self, FooParam{0, 0, 0.0, nullptr}); })) return self;
+  return Slow<kZero, at::Tensor&(at::Tensor&)>::call(self);
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  FooParam p;
+  if (param_of(value, &p) && named([&] { return fill_native(self, p); })) return self;
+  return Slow<kFill, at::Tensor&(at::Tensor&, const c10::Scalar&)>::call(self, value);
 }
 
 // ---- Matrix products, reductions, softmax: MetaBase-based metas ------------
@@ -807,39 +857,51 @@ bool run_addmm(H& h, const at::Tensor* input, const at::Tensor& a, const at::Ten
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_out_mm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
-  Holder<at::meta::structured_mm, Mode::Out> h(out);
-  h.meta(self, mat2);
-  if (run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_out_mm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
+    Holder<at::meta::structured_mm, Mode::Out> h(out);
+    h.meta(self, mat2);
+    return run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), false);
+  }))
+    return out;
   return SlowOut<kMmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mat2, out);
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_out_bmm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
-  Holder<at::meta::structured_bmm, Mode::Out> h(out);
-  h.meta(self, mat2);
-  if (run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), true)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_out_bmm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
+    Holder<at::meta::structured_bmm, Mode::Out> h(out);
+    h.meta(self, mat2);
+    return run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), true);
+  }))
+    return out;
   return SlowOut<kBmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mat2, out);
 }
 
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_addmm_out_out",
-              {{"out", &out}, {"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
-  Holder<at::meta::structured_addmm, Mode::Out> h(out);
-  h.meta(self, mat1, mat2, beta, alpha);
-  if (run_addmm(h, &self, mat1, mat2, beta, alpha, false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_addmm_out_out",
+                {{"out", &out}, {"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
+    Holder<at::meta::structured_addmm, Mode::Out> h(out);
+    h.meta(self, mat1, mat2, beta, alpha);
+    return run_addmm(h, &self, mat1, mat2, beta, alpha, false);
+  }))
+    return out;
   return SlowOut<kAddmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::Scalar&,
                                         const c10::Scalar&, at::Tensor&)>::call(self, mat1, mat2, beta, alpha, out);
 }
 
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
                         const c10::Scalar& alpha, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_baddbmm_out_out",
-              {{"out", &out}, {"self", &self}, {"batch1", &b1}, {"batch2", &b2}});
-  Holder<at::meta::structured_baddbmm, Mode::Out> h(out);
-  h.meta(self, b1, b2, beta, alpha);
-  if (run_addmm(h, &self, b1, b2, beta, alpha, true)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_baddbmm_out_out",
+                {{"out", &out}, {"self", &self}, {"batch1", &b1}, {"batch2", &b2}});
+    Holder<at::meta::structured_baddbmm, Mode::Out> h(out);
+    h.meta(self, b1, b2, beta, alpha);
+    return run_addmm(h, &self, b1, b2, beta, alpha, true);
+  }))
+    return out;
   return SlowOut<kBaddbmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                           const c10::Scalar&, const c10::Scalar&, at::Tensor&)>::call(self, b1, b2, beta,
                                                                                                      alpha, out);
@@ -879,10 +941,13 @@ bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntA
 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_sum_out_IntList_out", {{"out", &out}, {"self", &self}});
-  Holder<at::meta::structured_sum_dim_IntList, Mode::Out> h(out);
-  h.meta(self, dim, keepdim, dtype);
-  if (run_reduce(h, "sum", self, dim, true)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_sum_out_IntList_out", {{"out", &out}, {"self", &self}});
+    Holder<at::meta::structured_sum_dim_IntList, Mode::Out> h(out);
+    h.meta(self, dim, keepdim, dtype);
+    return run_reduce(h, "sum", self, dim, true);
+  }))
+    return out;
   return SlowOut<kSumOut, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, bool,
                                       std::optional<c10::ScalarType>, at::Tensor&)>::call(self, dim, keepdim, dtype,
                                                                                          out);
@@ -890,29 +955,38 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_mean_out_out", {{"out", &out}, {"self", &self}});
-  Holder<at::meta::structured_mean_dim, Mode::Out> h(out);
-  h.meta(self, dim, keepdim, dtype);
-  if (run_reduce(h, "mean", self, dim, false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_mean_out_out", {{"out", &out}, {"self", &self}});
+    Holder<at::meta::structured_mean_dim, Mode::Out> h(out);
+    h.meta(self, dim, keepdim, dtype);
+    return run_reduce(h, "mean", self, dim, false);
+  }))
+    return out;
   return SlowOut<kMeanOut, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, bool,
                                        std::optional<c10::ScalarType>, at::Tensor&)>::call(self, dim, keepdim, dtype,
                                                                                           out);
 }
 
 at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_amax_out_out", {{"out", &out}, {"self", &self}});
-  Holder<at::meta::structured_amax, Mode::Out> h(out);
-  h.meta(self, dim, keepdim);
-  if (self.numel() > 0 && run_reduce(h, "max", self, dim, false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_amax_out_out", {{"out", &out}, {"self", &self}});
+    Holder<at::meta::structured_amax, Mode::Out> h(out);
+    h.meta(self, dim, keepdim);
+    return self.numel() > 0 && run_reduce(h, "max", self, dim, false);
+  }))
+    return out;
   return SlowOut<kAmaxOut, at::Tensor&(const at::Tensor&, at::IntArrayRef, bool, at::Tensor&)>::call(self, dim,
                                                                                                     keepdim, out);
 }
 
 at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1_amin_out_out", {{"out", &out}, {"self", &self}});
-  Holder<at::meta::structured_amin, Mode::Out> h(out);
-  h.meta(self, dim, keepdim);
-  if (self.numel() > 0 && run_reduce(h, "min", self, dim, false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1_amin_out_out", {{"out", &out}, {"self", &self}});
+    Holder<at::meta::structured_amin, Mode::Out> h(out);
+    h.meta(self, dim, keepdim);
+    return self.numel() > 0 && run_reduce(h, "min", self, dim, false);
+  }))
+    return out;
   return SlowOut<kAminOut, at::Tensor&(const at::Tensor&, at::IntArrayRef, bool, at::Tensor&)>::call(self, dim,
                                                                                                     keepdim, out);
 }
@@ -931,19 +1005,25 @@ bool run_softmax(H& h, const at::Tensor& self, int64_t dim, bool log) {
 }
 
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1__softmax_out_out", {{"out", &out}, {"self", &self}});
-  Holder<at::meta::structured__softmax, Mode::Out> h(out);
-  h.meta(self, dim, half_to_float);
-  if (run_softmax(h, self, dim, false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1__softmax_out_out", {{"out", &out}, {"self", &self}});
+    Holder<at::meta::structured__softmax, Mode::Out> h(out);
+    h.meta(self, dim, half_to_float);
+    return run_softmax(h, self, dim, false);
+  }))
+    return out;
   return SlowOut<kSoftmaxOut, at::Tensor&(const at::Tensor&, int64_t, bool, at::Tensor&)>::call(self, dim,
                                                                                                half_to_float, out);
 }
 
 at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1__log_softmax_out_out", {{"out", &out}, {"self", &self}});
-  Holder<at::meta::structured__log_softmax, Mode::Out> h(out);
-  h.meta(self, dim, half_to_float);
-  if (run_softmax(h, self, dim, true)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1__log_softmax_out_out", {{"out", &out}, {"self", &self}});
+    Holder<at::meta::structured__log_softmax, Mode::Out> h(out);
+    h.meta(self, dim, half_to_float);
+    return run_softmax(h, self, dim, true);
+  }))
+    return out;
   return SlowOut<kLogSoftmaxOut, at::Tensor&(const at::Tensor&, int64_t, bool, at::Tensor&)>::call(
       self, dim, half_to_float, out);
 }
@@ -966,24 +1046,66 @@ bool run_softmax_backward(H& h, const at::Tensor& grad, const at::Tensor& output
 
 at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                  c10::ScalarType input_dtype, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1__softmax_backward_data_out_out",
-              {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
-  Holder<at::meta::structured__softmax_backward_data, Mode::Out> h(out);
-  h.meta(grad, output, dim, input_dtype);
-  if (run_softmax_backward(h, grad, output, dim, false)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1__softmax_backward_data_out_out",
+                {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
+    Holder<at::meta::structured__softmax_backward_data, Mode::Out> h(out);
+    h.meta(grad, output, dim, input_dtype);
+    return run_softmax_backward(h, grad, output, dim, false);
+  }))
+    return out;
   return SlowOut<kSoftmaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, c10::ScalarType,
                                               at::Tensor&)>::call(grad, output, dim, input_dtype, out);
 }
 
 at::Tensor& log_softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                      c10::ScalarType input_dtype, at::Tensor& out) {
-  same_device("wrapper_PrivateUse1__log_softmax_backward_data_out_out",
-              {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
-  Holder<at::meta::structured__log_softmax_backward_data, Mode::Out> h(out);
-  h.meta(grad, output, dim, input_dtype);
-  if (run_softmax_backward(h, grad, output, dim, true)) return out;
+  if (named([&] {
+    same_device("wrapper_PrivateUse1__log_softmax_backward_data_out_out",
+                {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
+    Holder<at::meta::structured__log_softmax_backward_data, Mode::Out> h(out);
+    h.meta(grad, output, dim, input_dtype);
+    return run_softmax_backward(h, grad, output, dim, true);
+  }))
+    return out;
   return SlowOut<kLogSoftmaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, c10::ScalarType,
                                                  at::Tensor&)>::call(grad, output, dim, input_dtype, out);
+}
+
+constexpr char kCatOut[] = "cat.out";
+
+// cat into `out` through ATen's meta (shapes, dim, memory format, legacy
+// empty inputs), for foo inputs of out's dtype; a cast goes to the Python kernel.
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  bool simple = is_foo(out);
+  for (const at::Tensor& t : tensors) simple = simple && is_foo(t) && t.scalar_type() == out.scalar_type();
+  if (simple && named([&] {
+        std::optional<c10::Device> common;
+        c10::impl::check_and_update_common_device(common, out, "wrapper_PrivateUse1_cat_out_out", "out");
+        c10::impl::check_and_update_common_device(common, tensors, "wrapper_PrivateUse1_cat_out_out", "tensors");
+        Holder<at::meta::structured_cat, Mode::Out> h(out);
+        const auto pre = h.meta(tensors, dim);
+        const at::Tensor& result = h.result();
+        at::assert_no_internal_overlap(result);
+        c10::SmallVector<FooView, 8> views;
+        for (const at::Tensor& t : tensors) {
+          at::assert_no_overlap(result, t);
+          if (t.numel() == 0) continue;  // nothing to copy (and legacy 1-d empties)
+          FooView v;
+          if (!view_of(t, &v)) return false;
+          views.push_back(v);
+        }
+        FooView vo;
+        if (!view_of(result, &vo)) return false;
+        if (result.numel() > 0) {
+          FooStatus st{};
+          if (!done(foo_rs_cat(&vo, views.data(), views.size(), pre.dim, &st), st)) return false;
+        }
+        h.finish();
+        return true;
+      }))
+    return out;
+  return Slow<kCatOut, at::Tensor&(const at::ITensorListRef&, int64_t, at::Tensor&)>::call(tensors, dim, out);
 }
 
 // ---- The table Python registers from ----------------------------------------
@@ -1023,6 +1145,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kBaddbmmOut, baddbmm_out) FOO_REG(kSumOut, sum_out) FOO_REG(kMeanOut, mean_out)
     FOO_REG(kAmaxOut, amax_out) FOO_REG(kAminOut, amin_out) FOO_REG(kSoftmaxOut, softmax_out)
     FOO_REG(kWhere, where_self) FOO_REG(kWhereOut, where_self_out) FOO_REG(kCopy, copy_)
+    FOO_REG(kZero, zero_) FOO_REG(kFill, fill_scalar) FOO_REG(kCatOut, cat_out)
     FOO_REG(kLogSoftmaxOut, log_softmax_out) FOO_REG(kSoftmaxBackOut, softmax_backward_out)
     FOO_REG(kLogSoftmaxBackOut, log_softmax_backward_out)
 };

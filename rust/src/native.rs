@@ -321,3 +321,32 @@ pub unsafe extern "C" fn foo_rs_softmax_backward(
         entry::softmax_backward(&gi, &g, &y, dim, log != 0)
     })
 }
+
+/// Concatenates the `n` inputs along `dim` into `out` (each input has out's
+/// rank and dtype; sizes match out's off `dim`; their extents along `dim`
+/// add up to out's).
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `inputs` holds `n` views.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_cat(
+    out: *const FooView,
+    inputs: *const FooView,
+    n: usize,
+    dim: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dim = usize::try_from(dim).map_err(|_| invalid("foo: negative dim"))?;
+        let o = strided_of(out)?;
+        let ins = if n == 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(inputs, n)
+                .iter()
+                .map(|v| strided_of(v))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        crate::kernels::index::cat(&o, &ins, dim)
+    })
+}
