@@ -284,6 +284,10 @@ NATIVE_CASES = {
     "cat": lambda t: torch.cat([t(_f((2, 3))), t(_f((4, 3), seed=1))]),
     "cat_dim1_legacy_empty": lambda t: torch.cat([t(_f((2, 3))), t(torch.empty(0)), t(_f((2, 2), seed=1))], 1),
     "stack": lambda t: torch.stack([t(_f((2, 3))), t(_f((2, 3), seed=1))], -1),
+    "layer_norm": lambda t: torch.nn.functional.layer_norm(t(_f((2, 3, 8))), (8,), t(_f((8,), seed=1)),
+                                                            t(_f((8,), seed=2))),
+    "layer_norm_2d_no_affine": lambda t: torch.nn.functional.layer_norm(t(_f((4, 3, 5)).transpose(0, 1)), (4, 5)),
+    "sum_int64": lambda t: t(_f((3, 4), torch.int64)).sum(1),
     # matrix products, reductions, softmax
     "linear": lambda t: torch.nn.functional.linear(t(_f((5, 8))), t(_f((3, 8), seed=1)), t(_f((3,), seed=2))),
     "matmul_3d_2d": lambda t: t(_f((2, 5, 8))) @ t(_f((8, 3), seed=1)),
@@ -320,8 +324,8 @@ def test_training_step_backward_runs_no_python_for_native_ops(no_fallback):
     """An MLP step's backward (threshold/tanh/sigmoid/softmax backward, mm,
     sum) stays on the native path too, and matches CPU."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.Tanh(),
-                                torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16),
+                                torch.nn.LayerNorm(16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
     fmodel = __import__("copy").deepcopy(model).to("foo")
     fx, fy = x.to("foo"), y.to("foo")
@@ -334,7 +338,7 @@ def test_training_step_backward_runs_no_python_for_native_ops(no_fallback):
     out = fmodel(fx)
     (out.softmax(-1) * out.sigmoid()).sum(1).mean().backward()
     ran = foo_rs.python_kernel_calls() - before
-    for op in ("addmm.out", "mm.out", "threshold_backward", "tanh_backward", "sigmoid_backward", "sum.IntList_out",
+    for op in ("native_layer_norm", "native_layer_norm_backward", "addmm.out", "mm.out", "threshold_backward", "tanh_backward", "sigmoid_backward", "sum.IntList_out",
                "_softmax.out", "_softmax_backward_data.out", "mul.Tensor", "relu", "tanh", "sigmoid"):
         assert op not in ran, f"{op} ran Python: {dict(ran)}"
 

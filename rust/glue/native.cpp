@@ -31,6 +31,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
@@ -128,6 +129,11 @@ int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2,
                       const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
 int32_t foo_rs_addmm(const FooView* out, const FooView* input, const FooView* a, const FooView* b, FooParam beta,
                      FooParam alpha, uint8_t batched, FooStatus* st);
+int32_t foo_rs_layer_norm(const FooView* out, const FooView* mean, const FooView* rstd, const FooView* x,
+                          const FooView* weight, const FooView* bias, int64_t m, int64_t n, double eps, FooStatus* st);
+int32_t foo_rs_layer_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
+                                   const FooView* dy, const FooView* x, const FooView* mean, const FooView* rstd,
+                                   const FooView* weight, int64_t m, int64_t n, FooStatus* st);
 int32_t foo_rs_cat(const FooView* out, const FooView* inputs, size_t n, int64_t dim, FooStatus* st);
 int32_t foo_rs_softmax(const FooView* out, const FooView* inp, int64_t dim, uint8_t log, FooStatus* st);
 int32_t foo_rs_softmax_backward(const FooView* grad_input, const FooView* grad, const FooView* output, int64_t dim,
@@ -927,9 +933,9 @@ template <class H>
 bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim, bool int_to_long) {
   const at::Tensor& out = h.result();
   const auto in_t = self.scalar_type();
-  const bool direct = out.scalar_type() == in_t ? (c10::isFloatingType(in_t) || !int_to_long)
-                                                : (int_to_long && c10::isIntegralType(in_t, true) &&
-                                                   out.scalar_type() == c10::ScalarType::Long);
+  const auto out_t = out.scalar_type();
+  const bool direct = c10::isFloatingType(in_t) ? out_t == in_t
+                                                : out_t == (int_to_long ? c10::ScalarType::Long : in_t);
   FooView vo, vi;
   if (!direct || !view_of(out, &vo) || !view_of(self, &vi)) return false;
   const auto dims = reduce_dims(self, dim);
@@ -1108,6 +1114,131 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   return Slow<kCatOut, at::Tensor&(const at::ITensorListRef&, int64_t, at::Tensor&)>::call(tensors, dim, out);
 }
 
+constexpr char kLayerNorm[] = "native_layer_norm";
+constexpr char kLayerNormBack[] = "native_layer_norm_backward";
+
+using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// One float dtype throughout, every tensor on foo (or absent): what the Rust
+// kernels take directly; mixed precision (bf16 input, f32 weight) is slow.
+bool same_float(c10::ScalarType t, std::initializer_list<const at::Tensor*> ts) {
+  if (!c10::isFloatingType(t)) return false;
+  for (const at::Tensor* x : ts)
+    if (x->defined() && (!is_foo(*x) || x->scalar_type() != t)) return false;
+  return true;
+}
+
+const at::Tensor& value_or_undefined(const std::optional<at::Tensor>& t) {
+  static const at::Tensor undefined;
+  return t.has_value() ? *t : undefined;
+}
+
+// A contiguous tensor as a 1-d view (the norm kernels take per-row and
+// per-feature vectors as 1-d); null for an undefined tensor.
+struct Flat {
+  int64_t size = 0, stride = 1;
+  FooView v{};
+  const FooView* p = nullptr;
+};
+
+bool flat_of(const at::Tensor& t, Flat* f) {
+  f->p = nullptr;
+  if (!t.defined()) return true;
+  if (!t.is_contiguous() || !view_of(t, &f->v)) return false;
+  f->size = t.numel();
+  f->v.ndim = 1;
+  f->v.sizes = &f->size;
+  f->v.strides = &f->stride;
+  f->p = &f->v;
+  return true;
+}
+
+// native_layer_norm: ATen's own input checks (_check_layer_norm_inputs),
+// ATen's output layout (contiguous out; mean and rstd of shape
+// input[:axis] + [1] * len(normalized_shape)), then Rust.
+Tensor3 layer_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                   const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
+                   double eps) {
+  const at::Tensor& weight = value_or_undefined(weight_opt);
+  const at::Tensor& bias = value_or_undefined(bias_opt);
+  Tensor3 result;
+  if (same_float(input.scalar_type(), {&input, &weight, &bias}) && named([&] {
+        same_device("wrapper_PrivateUse1__native_layer_norm",
+                    {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+        const auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+        const auto mn = at::native::_check_layer_norm_inputs(input, shape, weight, bias);
+        const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+        const at::Tensor x = input.contiguous();
+        const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
+        const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
+        c10::SmallVector<int64_t, 6> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+        stat_shape.resize(input.dim(), 1);
+        at::Tensor out = create_out(input.sizes(), {}, input.options());
+        at::Tensor mean = create_out(stat_shape, {}, input.options());
+        at::Tensor rstd = create_out(stat_shape, {}, input.options());
+        FooView vo, vx;
+        Flat fm, fr, fw, fb;
+        if (!view_of(out, &vo) || !view_of(x, &vx) || !flat_of(mean, &fm) || !flat_of(rstd, &fr) ||
+            !flat_of(w, &fw) || !flat_of(b, &fb))
+          return false;
+        FooStatus st{};
+        if (!done(foo_rs_layer_norm(&vo, fm.p, fr.p, &vx, fw.p, fb.p, mn.first, mn.second, eps, &st), st))
+          return false;
+        result = Tensor3(std::move(out), std::move(mean), std::move(rstd));
+        return true;
+      }))
+    return result;
+  return Slow<kLayerNorm, Tensor3(const at::Tensor&, c10::SymIntArrayRef, const std::optional<at::Tensor>&,
+                                  const std::optional<at::Tensor>&, double)>::call(input, normalized_shape, weight_opt,
+                                                                                   bias_opt, eps);
+}
+
+// native_layer_norm_backward for the common case (the Python kernel keeps
+// the checks of unusual calls: mismatched grad_out, stats, masks).
+Tensor3 layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                            const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt,
+                            const std::optional<at::Tensor>& bias_opt, std::array<bool, 3> mask) {
+  const at::Tensor& weight = value_or_undefined(weight_opt);
+  const at::Tensor& bias = value_or_undefined(bias_opt);
+  Tensor3 result;
+  if (same_float(input.scalar_type(), {&grad_out, &input, &mean, &rstd, &weight, &bias}) &&
+      grad_out.sizes() == input.sizes() && (!mask[1] || weight.defined()) && (!mask[2] || bias.defined()) &&
+      named([&] {
+        same_device("wrapper_PrivateUse1__native_layer_norm_backward",
+                    {{"grad_out", &grad_out}, {"input", &input}, {"mean", &mean}, {"rstd", &rstd},
+                     {"weight", &weight}, {"bias", &bias}});
+        const auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+        const auto mn = at::native::_check_layer_norm_inputs(input, shape, weight, bias);
+        if (mean.numel() != mn.first || rstd.numel() != mn.first) return false;
+        const at::Tensor x = input.contiguous(), dy = grad_out.contiguous();
+        const at::Tensor mu = mean.contiguous(), r = rstd.contiguous();
+        const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
+        at::Tensor gi, gw, gb;
+        if (mask[0]) gi = create_out(input.sizes(), {}, input.options());
+        if (mask[1]) gw = create_out(weight.sizes(), {}, weight.options());
+        if (mask[2]) gb = create_out(bias.sizes(), {}, bias.options());
+        if (gi.defined() || gw.defined() || gb.defined()) {
+          FooView vgi, vdy, vx;
+          Flat fgw, fgb, fm, fr, fw;
+          if ((gi.defined() && !view_of(gi, &vgi)) || !flat_of(gw, &fgw) || !flat_of(gb, &fgb) ||
+              !view_of(dy, &vdy) || !view_of(x, &vx) || !flat_of(mu, &fm) || !flat_of(r, &fr) || !flat_of(w, &fw))
+            return false;
+          FooStatus st{};
+          if (!done(foo_rs_layer_norm_backward(gi.defined() ? &vgi : nullptr, fgw.p, fgb.p, &vdy, &vx, fm.p, fr.p,
+                                               fw.p, mn.first, mn.second, &st),
+                    st))
+            return false;
+        }
+        result = Tensor3(std::move(gi), std::move(gw), std::move(gb));
+        return true;
+      }))
+    return result;
+  return Slow<kLayerNormBack,
+              Tensor3(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, const at::Tensor&, const at::Tensor&,
+                      const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, std::array<bool, 3>)>::
+      call(grad_out, input, normalized_shape, mean, rstd, weight_opt, bias_opt, mask);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -1146,6 +1277,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kAmaxOut, amax_out) FOO_REG(kAminOut, amin_out) FOO_REG(kSoftmaxOut, softmax_out)
     FOO_REG(kWhere, where_self) FOO_REG(kWhereOut, where_self_out) FOO_REG(kCopy, copy_)
     FOO_REG(kZero, zero_) FOO_REG(kFill, fill_scalar) FOO_REG(kCatOut, cat_out)
+    FOO_REG(kLayerNorm, layer_norm) FOO_REG(kLayerNormBack, layer_norm_backward)
     FOO_REG(kLogSoftmaxOut, log_softmax_out) FOO_REG(kSoftmaxBackOut, softmax_backward_out)
     FOO_REG(kLogSoftmaxBackOut, log_softmax_backward_out)
 };

@@ -350,3 +350,72 @@ pub unsafe extern "C" fn foo_rs_cat(
         crate::kernels::index::cat(&o, &ins, dim)
     })
 }
+
+/// Layer norm over the last `n` elements of each of `m` rows: `out`, and
+/// per-row `mean` and `rstd` (all dense; `weight`, `bias` may be null).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_layer_norm(
+    out: *const FooView,
+    mean: *const FooView,
+    rstd: *const FooView,
+    x: *const FooView,
+    weight: *const FooView,
+    bias: *const FooView,
+    m: i64,
+    n: i64,
+    eps: f64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (m, n) = (dim_of(m)?, dim_of(n)?);
+        let (o, mu, r, x) = (strided_of(out)?, strided_of(mean)?, strided_of(rstd)?, strided_of(x)?);
+        let (w, b) = (opt_strided(weight)?, opt_strided(bias)?);
+        crate::kernels::norm::layer_norm(&o, &mu, &r, &x, w.as_ref(), b.as_ref(), m, n, eps)
+    })
+}
+
+/// Gradients of layer norm; any of `grad_input`, `grad_weight`, `grad_bias`
+/// may be null (not wanted), as may `weight`.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_layer_norm_backward(
+    grad_input: *const FooView,
+    grad_weight: *const FooView,
+    grad_bias: *const FooView,
+    dy: *const FooView,
+    x: *const FooView,
+    mean: *const FooView,
+    rstd: *const FooView,
+    weight: *const FooView,
+    m: i64,
+    n: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (m, n) = (dim_of(m)?, dim_of(n)?);
+        let (gi, gw, gb) = (opt_strided(grad_input)?, opt_strided(grad_weight)?, opt_strided(grad_bias)?);
+        let (dy, x, mu, r) = (strided_of(dy)?, strided_of(x)?, strided_of(mean)?, strided_of(rstd)?);
+        let w = opt_strided(weight)?;
+        crate::kernels::norm::layer_norm_backward(
+            gi.as_ref(),
+            gw.as_ref(),
+            gb.as_ref(),
+            &dy,
+            &x,
+            &mu,
+            &r,
+            w.as_ref(),
+            m,
+            n,
+        )
+    })
+}
+
+fn dim_of(v: i64) -> Result<usize, KernelError> {
+    usize::try_from(v).map_err(|_| invalid("foo: negative extent"))
+}
