@@ -17,8 +17,8 @@ mod bindings;
 #[cfg(feature = "python")]
 mod ffi;
 #[cfg(feature = "python")]
-mod native;
-#[cfg(feature = "python")]
 mod fork;
+#[cfg(feature = "python")]
+mod native;
 
 pub use dtype::DType;

@@ -122,7 +122,10 @@ unsafe fn params(ps: *const FooParam, n: usize) -> Result<Vec<Param>, KernelErro
     if n == 0 {
         return Ok(Vec::new());
     }
-    std::slice::from_raw_parts(ps, n).iter().map(|p| param(p)).collect()
+    std::slice::from_raw_parts(ps, n)
+        .iter()
+        .map(|p| param(p))
+        .collect()
 }
 
 fn number(p: Param) -> Result<Scalar, KernelError> {
@@ -160,7 +163,11 @@ fn run(st: *mut FooStatus, index_errors: bool, f: impl FnOnce() -> Result<(), Ke
         Ok(Ok(())) => OK,
         Ok(Err(KernelError::UnsupportedDtype { .. })) => SLOW,
         Ok(Err(e)) => report(st, e.kind(index_errors), &e.to_string()),
-        Err(_) => report(st, ErrorKind::Runtime, "foo: internal error (panic) in a kernel"),
+        Err(_) => report(
+            st,
+            ErrorKind::Runtime,
+            "foo: internal error (panic) in a kernel",
+        ),
     }
 }
 
@@ -317,7 +324,11 @@ pub unsafe extern "C" fn foo_rs_softmax_backward(
 ) -> i32 {
     run(st, false, || {
         let dim = usize::try_from(dim).map_err(|_| invalid("foo: negative dim"))?;
-        let (gi, g, y) = (strided_of(grad_input)?, strided_of(grad)?, strided_of(output)?);
+        let (gi, g, y) = (
+            strided_of(grad_input)?,
+            strided_of(grad)?,
+            strided_of(output)?,
+        );
         entry::softmax_backward(&gi, &g, &y, dim, log != 0)
     })
 }
@@ -371,7 +382,12 @@ pub unsafe extern "C" fn foo_rs_layer_norm(
 ) -> i32 {
     run(st, false, || {
         let (m, n) = (dim_of(m)?, dim_of(n)?);
-        let (o, mu, r, x) = (strided_of(out)?, strided_of(mean)?, strided_of(rstd)?, strided_of(x)?);
+        let (o, mu, r, x) = (
+            strided_of(out)?,
+            strided_of(mean)?,
+            strided_of(rstd)?,
+            strided_of(x)?,
+        );
         let (w, b) = (opt_strided(weight)?, opt_strided(bias)?);
         crate::kernels::norm::layer_norm(&o, &mu, &r, &x, w.as_ref(), b.as_ref(), m, n, eps)
     })
@@ -398,8 +414,17 @@ pub unsafe extern "C" fn foo_rs_layer_norm_backward(
 ) -> i32 {
     run(st, false, || {
         let (m, n) = (dim_of(m)?, dim_of(n)?);
-        let (gi, gw, gb) = (opt_strided(grad_input)?, opt_strided(grad_weight)?, opt_strided(grad_bias)?);
-        let (dy, x, mu, r) = (strided_of(dy)?, strided_of(x)?, strided_of(mean)?, strided_of(rstd)?);
+        let (gi, gw, gb) = (
+            opt_strided(grad_input)?,
+            opt_strided(grad_weight)?,
+            opt_strided(grad_bias)?,
+        );
+        let (dy, x, mu, r) = (
+            strided_of(dy)?,
+            strided_of(x)?,
+            strided_of(mean)?,
+            strided_of(rstd)?,
+        );
         let w = opt_strided(weight)?;
         crate::kernels::norm::layer_norm_backward(
             gi.as_ref(),

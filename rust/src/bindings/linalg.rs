@@ -48,10 +48,8 @@ fn addmm(
 ) -> PyResult<()> {
     let (o, i, a, b) = (strided(out)?, opt(input)?, strided(mat1)?, strided(mat2)?);
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
-    py.detach(|| {
-        entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, false)
-    })
-    .map_err(|e| py_err(e, false))
+    py.detach(|| entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, false))
+        .map_err(|e| py_err(e, false))
 }
 
 /// Batched: `out = beta * input + alpha * (batch1 @ batch2)`.
@@ -73,10 +71,8 @@ fn baddbmm(
         strided(batch2)?,
     );
     let (beta, alpha) = (coef(beta)?, coef(alpha)?);
-    py.detach(|| {
-        entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, true)
-    })
-    .map_err(|e| py_err(e, false))
+    py.detach(|| entry::addmm(&o, i.as_ref(), &a, &b, beta, alpha, true))
+        .map_err(|e| py_err(e, false))
 }
 
 /// `out = beta * input + alpha * Σ_b batch1[b] @ batch2[b]`.
@@ -186,7 +182,7 @@ fn softmax(
 ) -> PyResult<()> {
     let (o, i) = (strided(out)?, strided(inp)?);
     py.detach(|| entry::softmax(&o, &i, dim, log))
-    .map_err(|e| py_err(e, false))
+        .map_err(|e| py_err(e, false))
 }
 
 /// Gradient of (log_)softmax; `grad` and `output` contiguous.
@@ -201,7 +197,7 @@ fn softmax_backward(
 ) -> PyResult<()> {
     let (gi, g, y) = (strided(grad_input)?, strided(grad)?, strided(output)?);
     py.detach(|| entry::softmax_backward(&gi, &g, &y, dim, log))
-    .map_err(|e| py_err(e, false))
+        .map_err(|e| py_err(e, false))
 }
 
 /// NLL loss forward (1-d/2-d input `[N, C]` or N-d `[N, C, S...]`).

@@ -49,7 +49,9 @@ pub fn addmm(
 
 /// `out = (log_)softmax(inp, dim)`; `inp` contiguous.
 pub fn softmax(out: &Strided, inp: &Strided, dim: usize, log: bool) -> Result<(), KernelError> {
-    with_out(out, &[Some(inp)], true, false, |o| nn::softmax(o, inp, dim, log))
+    with_out(out, &[Some(inp)], true, false, |o| {
+        nn::softmax(o, inp, dim, log)
+    })
 }
 
 /// Gradient of (log_)softmax; `grad` and `output` contiguous.

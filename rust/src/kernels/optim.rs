@@ -188,7 +188,19 @@ pub fn adam(
         }
     }
     let mx = if cfg.amsgrad { max_exp_avg_sq } else { None };
-    dispatch_float!("fused_adam", param.dtype, run, param, grad, exp_avg, exp_avg_sq, mx, step, cfg, grad_scale);
+    dispatch_float!(
+        "fused_adam",
+        param.dtype,
+        run,
+        param,
+        grad,
+        exp_avg,
+        exp_avg_sq,
+        mx,
+        step,
+        cfg,
+        grad_scale
+    );
     Ok(())
 }
 
@@ -359,7 +371,16 @@ pub fn sgd(
             }
         });
     }
-    dispatch_float!("fused_sgd", param.dtype, run, param, grad, momentum_buffer, cfg, grad_scale);
+    dispatch_float!(
+        "fused_sgd",
+        param.dtype,
+        run,
+        param,
+        grad,
+        momentum_buffer,
+        cfg,
+        grad_scale
+    );
     Ok(())
 }
 
@@ -421,7 +442,17 @@ pub fn adagrad(
             }
         });
     }
-    dispatch_float!("fused_adagrad", param.dtype, run, param, grad, state_sum, step, cfg, grad_scale);
+    dispatch_float!(
+        "fused_adagrad",
+        param.dtype,
+        run,
+        param,
+        grad,
+        state_sum,
+        step,
+        cfg,
+        grad_scale
+    );
     Ok(())
 }
 
@@ -450,7 +481,13 @@ pub fn unscale(grad: &Strided, inv_scale: f32) -> Result<bool, KernelError> {
         });
         found.into_inner()
     }
-    Ok(dispatch_float!("_amp_foreach_non_finite_check_and_unscale_", grad.dtype, run, grad, inv_scale))
+    Ok(dispatch_float!(
+        "_amp_foreach_non_finite_check_and_unscale_",
+        grad.dtype,
+        run,
+        grad,
+        inv_scale
+    ))
 }
 
 /// GradScaler's `_amp_update_scale_` on its one-element float `scale`,

@@ -33,7 +33,9 @@ impl<'a> Params<'a> {
         Params { op, items }
     }
     fn get(&self, i: usize) -> Result<&Param, KernelError> {
-        self.items.get(i).ok_or_else(|| bad(self.op, i, "a parameter"))
+        self.items
+            .get(i)
+            .ok_or_else(|| bad(self.op, i, "a parameter"))
     }
     fn scalar(&self, i: usize) -> Result<Scalar, KernelError> {
         match self.get(i)? {
@@ -136,7 +138,9 @@ pub fn unary(op: &str, p: &Params) -> Result<UnaryOp, KernelError> {
         "ceil" => Ceil,
         "trunc" => Trunc,
         "frac" => Frac,
-        "round" => Round { decimals: p.i64(0)? },
+        "round" => Round {
+            decimals: p.i64(0)?,
+        },
         "relu" => Relu,
         "leaky_relu" => LeakyRelu {
             negative_slope: p.f64(0)?,
