@@ -301,7 +301,38 @@ NATIVE_CASES = {
     "amax": lambda t: t(_f((3, 4, 5))).amax(1),
     "softmax": lambda t: t(_f((3, 7))).softmax(-1),
     "log_softmax": lambda t: t(_f((2, 3, 7))).log_softmax(1),
+    # indexing, embedding, losses, pooling (forward and, through autograd, backward)
+    "index_select": lambda t: t(_f((5, 4))).index_select(0, t(torch.tensor([4, 0, 4, 2]))),
+    "index_select_int32_strided": lambda t: t(_f((4, 6), torch.float64)).t().index_select(
+        1, t(torch.tensor([3, 1], dtype=torch.int32))),
+    "index_select_0d_index_out": lambda t: torch.index_select(t(_f((3, 4), torch.int64)), 1, t(torch.tensor(2)),
+                                                              out=t(torch.empty(0, dtype=torch.int64))),
+    "embedding": lambda t: torch.nn.functional.embedding(t(torch.tensor([[1, 3], [5, 1]])), t(_f((6, 4)))),
+    "embedding_backward": lambda t: _grad(
+        lambda w: torch.nn.functional.embedding(t(torch.tensor([[1, 3], [5, 1]])), w, padding_idx=3),
+        t(_f((6, 4))), t(_f((2, 2, 4), seed=1))),
+    "cross_entropy": lambda t: torch.nn.functional.cross_entropy(t(_f((5, 7))), t(torch.tensor([1, 0, 6, 3, 3]))),
+    "cross_entropy_backward": lambda t: _grad(
+        lambda x: torch.nn.functional.cross_entropy(x, t(torch.tensor([1, 0, 6, 3, 3]))), t(_f((5, 7))),
+        t(torch.tensor(1.5))),
+    "nll_loss_weight_ignore_none": lambda t: torch.nn.functional.nll_loss(
+        t(_f((5, 4), torch.float64)), t(torch.tensor([1, 0, 3, 3, 2])), weight=t(_f((4,), torch.float64).abs()),
+        ignore_index=3, reduction="none"),
+    "nll_loss_backward_sum_1d": lambda t: _grad(
+        lambda x: torch.nn.functional.nll_loss(x, t(torch.tensor(2)), reduction="sum"), t(_f((4,))),
+        t(torch.tensor(0.5))),
+    "max_pool2d": lambda t: torch.nn.functional.max_pool2d(t(_f((2, 3, 7, 6))), 3, 2, 1, ceil_mode=True),
+    "max_pool2d_3d_dilated": lambda t: torch.nn.functional.max_pool2d(t(_f((3, 8, 8), torch.float64)), (2, 3),
+                                                                      dilation=2),
+    "max_pool2d_backward": lambda t: _grad(lambda x: torch.nn.functional.max_pool2d(x, 2), t(_f((2, 3, 6, 6))),
+                                           t(_f((2, 3, 3, 3), seed=1))),
 }
+
+
+def _grad(f, x, g):
+    """d f(x) / d x applied to g (one backward call, nothing else)."""
+    x = x.detach().requires_grad_()
+    return torch.autograd.grad(f(x), x, g)[0]
 
 
 @pytest.mark.parametrize("name", sorted(NATIVE_CASES))
@@ -358,6 +389,9 @@ def test_native_path_errors_match_cpu(no_fallback):
         lambda t: t(a).softmax(2),
         lambda t: t(torch.ones(3, dtype=torch.int64)).clamp(),
         lambda t: torch.cat([t(a), t(torch.ones(3, 5))]),
+        lambda t: t(a).index_select(0, t(torch.tensor([1, 3]))),
+        lambda t: torch.nn.functional.nll_loss(t(a), t(torch.tensor([1, 7, 0]))),
+        lambda t: torch.nn.functional.max_pool2d(t(torch.ones(1, 3, 2, 2)), 3),
     ]
     named = []
     for f in cases:
@@ -371,4 +405,5 @@ def test_native_path_errors_match_cpu(no_fallback):
                                                    str(cpu.value).split("\n")[0] + " (foo)")
         named.append(str(foo.value).split("\n")[0].endswith("(foo)"))
     assert all(named[:4])  # the elementwise cases, raised inside foo's kernels
+    assert all(named[-3:])  # index_select, nll_loss, max_pool2d: raised inside foo's kernels
     del fa

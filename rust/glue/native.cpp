@@ -65,6 +65,8 @@
 #include <ATen/ops/log1p_meta.h>
 #include <ATen/ops/log_meta.h>
 #include <ATen/ops/lt_meta.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_meta.h>
+#include <ATen/ops/max_pool2d_with_indices_meta.h>
 #include <ATen/ops/maximum_meta.h>
 #include <ATen/ops/mean_meta.h>
 #include <ATen/ops/minimum_meta.h>
@@ -72,6 +74,8 @@
 #include <ATen/ops/mm_meta.h>
 #include <ATen/ops/mul_meta.h>
 #include <ATen/ops/ne_meta.h>
+#include <ATen/ops/nll_loss_backward_meta.h>
+#include <ATen/ops/nll_loss_forward_meta.h>
 #include <ATen/ops/neg_meta.h>
 #include <ATen/ops/pow_meta.h>
 #include <ATen/ops/reciprocal_meta.h>
@@ -138,6 +142,20 @@ int32_t foo_rs_cat(const FooView* out, const FooView* inputs, size_t n, int64_t 
 int32_t foo_rs_softmax(const FooView* out, const FooView* inp, int64_t dim, uint8_t log, FooStatus* st);
 int32_t foo_rs_softmax_backward(const FooView* grad_input, const FooView* grad, const FooView* output, int64_t dim,
                                 uint8_t log, FooStatus* st);
+int32_t foo_rs_index_select(const FooView* out, const FooView* data, const FooView* index, int64_t dim, FooStatus* st);
+int32_t foo_rs_nll_loss(const FooView* out, const FooView* total_weight, const FooView* inp, const FooView* target,
+                        const FooView* weight, int64_t reduction, int64_t ignore_index, FooStatus* st);
+int32_t foo_rs_nll_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* target,
+                                 const FooView* weight, const FooView* total_weight, int64_t reduction,
+                                 int64_t ignore_index, FooStatus* st);
+int32_t foo_rs_embedding_backward(const FooView* out, const FooView* grad, const FooView* indices, int64_t padding_idx,
+                                  uint8_t scale_grad_by_freq, FooStatus* st);
+int32_t foo_rs_dropout(const FooView* out, const FooView* mask, const FooView* x, double keep, double scale,
+                       int64_t device, FooStatus* st);
+int32_t foo_rs_max_pool2d(const FooView* out, const FooView* indices, const FooView* x, const int64_t* win,
+                          FooStatus* st);
+int32_t foo_rs_max_pool2d_backward(const FooView* grad_input, const FooView* grad_output, const FooView* indices,
+                                   FooStatus* st);
 }
 
 namespace foo_rs {
@@ -274,12 +292,14 @@ void check_inplace(const at::Tensor& self, at::IntArrayRef sizes, const at::Tens
               " and output tensor size ", sizes, " should match");
 }
 
-template <class Meta, Mode M>
+template <class Meta, Mode M, int N = 1>
 struct Holder final : Meta {
   static constexpr bool kIter = std::is_base_of_v<at::TensorIteratorBase, Meta>;
+  static_assert(N == 1 || !kIter, "TensorIterator metas have one output here");
 
   Holder() = default;
-  explicit Holder(at::Tensor& target) : target_(&target) {}
+  explicit Holder(at::Tensor& target) : target_{&target} {}
+  Holder(at::Tensor& t0, at::Tensor& t1) : target_{&t0, &t1} {}
 
   void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
                           at::TensorOptions options) override {
@@ -291,31 +311,32 @@ struct Holder final : Meta {
   }
   const at::Tensor& maybe_get_output(int64_t i) override {
     if constexpr (M == Mode::Functional) {
-      return out_;
+      return out_[i];
     } else {
-      return proxy_.defined() ? proxy_ : *target_;
+      return proxy_[i].defined() ? proxy_[i] : *target_[i];
     }
   }
   // The result tensor the kernel writes (the proxy, if one was needed).
-  const at::Tensor& result() { return maybe_get_output(0); }
+  const at::Tensor& result(int i = 0) { return maybe_get_output(i); }
   // After the kernel ran: a proxy's values go to the caller's tensor.
   void finish() {
     if constexpr (M != Mode::Functional) {
-      if (proxy_.defined()) target_->copy_(proxy_);
+      for (int i = 0; i < N; ++i)
+        if (proxy_[i].defined()) target_[i]->copy_(proxy_[i]);
     }
   }
 
-  at::Tensor out_;
-  at::Tensor* target_ = nullptr;
-  at::Tensor proxy_;
+  std::array<at::Tensor, N> out_;
+  std::array<at::Tensor*, N> target_{};
+  std::array<at::Tensor, N> proxy_;
 
  private:
   void set(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) {
-    TORCH_INTERNAL_ASSERT(i == 0, "foo: native kernels have one output");
+    TORCH_INTERNAL_ASSERT(i >= 0 && i < N, "foo: native kernel output ", i, " of ", N);
     if constexpr (M == Mode::Functional) {
-      out_ = create_out(sizes, strides, options);
+      out_[i] = create_out(sizes, strides, options);
     } else {
-      const at::Tensor& out = *target_;
+      const at::Tensor& out = *target_[i];
       if constexpr (M == Mode::Out) {
         resize_out(out, sizes, strides, options);
       } else {
@@ -323,7 +344,7 @@ struct Holder final : Meta {
       }
       // Kernels outside TensorIterator get the layout the meta asked for.
       if constexpr (!kIter) {
-        if (!strides.empty() && out.strides() != strides) proxy_ = create_out(sizes, strides, options);
+        if (!strides.empty() && out.strides() != strides) proxy_[i] = create_out(sizes, strides, options);
       }
     }
     if constexpr (kIter) this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
@@ -435,7 +456,7 @@ at::Tensor k_functional(const at::Tensor& self, A... a) {
         Holder<typename Op::Meta, Mode::Functional> h;
         Op::meta(h, self, a...);
         if (!run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return false;
-        result = std::move(h.out_);
+        result = std::move(h.out_[0]);
         return true;
       }))
     return result;
@@ -1239,6 +1260,364 @@ Tensor3 layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
       call(grad_out, input, normalized_shape, mean, rstd, weight_opt, bias_opt, mask);
 }
 
+// ---- Indexing, losses, pooling, dropout ---------------------------------------
+
+constexpr char kIndexSelect[] = "index_select";
+constexpr char kIndexSelectOut[] = "index_select.out";
+
+// index_select of a foo tensor (one dim or more) by a 0-d/1-d int32/int64
+// foo index into `out` (defined or not). Everything else (a 0-d self, an
+// empty self indexed by a non-empty index, out of another dtype or
+// overlapping an input) goes to the Python kernel, which raises CPU's errors.
+bool index_select_native(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  const auto it = index.scalar_type();
+  if (!is_foo(self) || !is_foo(index) || self.dim() == 0 || index.dim() > 1 ||
+      (it != c10::ScalarType::Long && it != c10::ScalarType::Int) || (self.numel() == 0 && index.numel() > 0))
+    return false;
+  if (out.defined() && (!is_foo(out) || out.scalar_type() != self.scalar_type() ||
+                        at::has_internal_overlap(out) == at::MemOverlap::Yes ||
+                        at::get_overlap_status(out, self) != at::MemOverlapStatus::No ||
+                        at::get_overlap_status(out, index) != at::MemOverlapStatus::No))
+    return false;
+  same_device(out.defined() ? "wrapper_PrivateUse1_out_index_select_out" : "wrapper_PrivateUse1__index_select",
+              {{"self", &self}, {"index", &index}, {"out", out.defined() ? &out : nullptr}});
+  const int64_t d = c10::maybe_wrap_dim(dim, self.dim());
+  c10::SmallVector<int64_t, 6> shape(self.sizes().begin(), self.sizes().end());
+  shape[d] = index.numel();
+  if (out.defined()) {
+    at::native::resize_output(out, shape);
+  } else {
+    out = create_out(shape, {}, self.options());
+  }
+  FooView vo, vs, vi;
+  if (!view_of(out, &vo) || !view_of(self, &vs) || !view_of(index, &vi)) return false;
+  FooStatus st{};
+  return done(foo_rs_index_select(&vo, &vs, &vi, d, &st), st);
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out;
+  if (named([&] { return index_select_native(self, dim, index, out); })) return out;
+  return Slow<kIndexSelect, at::Tensor(const at::Tensor&, int64_t, const at::Tensor&)>::call(self, dim, index);
+}
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  if (named([&] { return index_select_native(self, dim, index, out); })) return out;
+  return Slow<kIndexSelectOut, at::Tensor&(const at::Tensor&, int64_t, const at::Tensor&, at::Tensor&)>::call(
+      self, dim, index, out);
+}
+
+constexpr char kEmbeddingBack[] = "embedding_dense_backward";
+
+// The gradient of embedding: rows of grad_output summed into the rows of a
+// fresh [num_weights, d] tensor that the indices name.
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                                    c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  const auto it = indices.scalar_type();
+  at::Tensor out;
+  if (is_foo(grad_output) && is_foo(indices) && (it == c10::ScalarType::Long || it == c10::ScalarType::Int) &&
+      c10::isFloatingType(grad_output.scalar_type()) && named([&] {
+        same_device("wrapper_PrivateUse1__embedding_dense_backward",
+                    {{"grad_output", &grad_output}, {"indices", &indices}});
+        const int64_t d = grad_output.dim() > 0 ? grad_output.size(-1) : 1;
+        const at::Tensor grad = grad_output.reshape({-1, d}).contiguous();
+        const at::Tensor idx = indices.reshape({-1}).contiguous();
+        out = create_out({num_weights.expect_int(), d}, {}, grad_output.options());
+        FooView vo, vg, vi;
+        if (!view_of(out, &vo) || !view_of(grad, &vg) || !view_of(idx, &vi)) return false;
+        FooStatus st{};
+        return done(foo_rs_embedding_backward(&vo, &vg, &vi, padding_idx.expect_int(), scale_grad_by_freq ? 1 : 0, &st),
+                    st);
+      }))
+    return out;
+  return Slow<kEmbeddingBack, at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, bool)>::call(
+      grad_output, indices, std::move(num_weights), std::move(padding_idx), scale_grad_by_freq);
+}
+
+constexpr char kNll[] = "nll_loss_forward";
+constexpr char kNllOut[] = "nll_loss_forward.output";
+constexpr char kNllBack[] = "nll_loss_backward";
+constexpr char kNllBackOut[] = "nll_loss_backward.grad_input";
+
+using Tensor2 = std::tuple<at::Tensor, at::Tensor>;
+using Tensor2Ref = std::tuple<at::Tensor&, at::Tensor&>;
+
+at::OptionalTensorRef opt_ref(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
+}
+
+// nll_loss forward: ATen's meta (shapes, target dtype, weight size and the
+// messages), then Rust on a contiguous input and target; the Python kernel
+// for an input dtype Rust does not take.
+template <Mode M>
+bool nll_native(Holder<at::meta::structured_nll_loss_forward, M, 2>& h, const at::Tensor& self,
+                const at::Tensor& target, const std::optional<at::Tensor>& weight, int64_t reduction,
+                int64_t ignore_index) {
+  const at::Tensor& w = value_or_undefined(weight);
+  same_device("wrapper_PrivateUse1_nll_loss_forward",
+              {{"self", &self}, {"target", &target}, {"weight", &w},
+               {"output", M == Mode::Out ? h.target_[0] : nullptr},
+               {"total_weight", M == Mode::Out ? h.target_[1] : nullptr}});
+  h.meta(self, target, opt_ref(weight), reduction, ignore_index);
+  const auto tt = target.scalar_type();
+  if ((w.defined() && w.scalar_type() != self.scalar_type()) ||
+      (tt != c10::ScalarType::Long && tt != c10::ScalarType::Byte))
+    return false;  // the Python kernel raises CPU's error
+  const at::Tensor x = self.contiguous(), t = target.contiguous();
+  const at::Tensor wc = w.defined() ? w.contiguous() : w;
+  FooView vo, vtw, vx, vt, vw;
+  if (!view_of(h.result(0), &vo) || !view_of(h.result(1), &vtw) || !view_of(x, &vx) || !view_of(t, &vt) ||
+      (wc.defined() && !view_of(wc, &vw)))
+    return false;
+  FooStatus st{};
+  if (!done(foo_rs_nll_loss(&vo, &vtw, &vx, &vt, wc.defined() ? &vw : nullptr, reduction, ignore_index, &st), st))
+    return false;
+  h.finish();
+  return true;
+}
+
+Tensor2 nll_loss_forward(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                         int64_t reduction, c10::SymInt ignore_index) {
+  Tensor2 result;
+  if (named([&] {
+        Holder<at::meta::structured_nll_loss_forward, Mode::Functional, 2> h;
+        if (!nll_native(h, self, target, weight, reduction, ignore_index.expect_int())) return false;
+        result = Tensor2(std::move(h.out_[0]), std::move(h.out_[1]));
+        return true;
+      }))
+    return result;
+  return Slow<kNll, Tensor2(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t,
+                            c10::SymInt)>::call(self, target, weight, reduction, std::move(ignore_index));
+}
+
+Tensor2Ref nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                                at::Tensor& output, at::Tensor& total_weight) {
+  if (named([&] {
+        Holder<at::meta::structured_nll_loss_forward, Mode::Out, 2> h(output, total_weight);
+        return nll_native(h, self, target, weight, reduction, ignore_index.expect_int());
+      }))
+    return Tensor2Ref(output, total_weight);
+  return Slow<kNllOut, Tensor2Ref(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t,
+                                  c10::SymInt, at::Tensor&, at::Tensor&)>::call(self, target, weight, reduction,
+                                                                               std::move(ignore_index), output,
+                                                                               total_weight);
+}
+
+template <Mode M>
+bool nll_backward_native(Holder<at::meta::structured_nll_loss_backward, M>& h, const at::Tensor& grad_output,
+                         const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                         int64_t reduction, int64_t ignore_index, const at::Tensor& total_weight) {
+  const at::Tensor& w = value_or_undefined(weight);
+  same_device("wrapper_PrivateUse1_nll_loss_backward",
+              {{"grad_output", &grad_output}, {"self", &self}, {"target", &target}, {"weight", &w},
+               {"total_weight", &total_weight}, {"grad_input", M == Mode::Out ? h.target_[0] : nullptr}});
+  h.meta(grad_output, self, target, opt_ref(weight), reduction, ignore_index, total_weight);
+  const auto t = self.scalar_type(), tt = target.scalar_type();
+  if ((w.defined() && w.scalar_type() != t) || grad_output.scalar_type() != t || total_weight.scalar_type() != t ||
+      (tt != c10::ScalarType::Long && tt != c10::ScalarType::Byte))
+    return false;
+  const at::Tensor tc = target.contiguous();
+  const at::Tensor wc = w.defined() ? w.contiguous() : w;
+  FooView vgi, vg, vt, vw, vtw;
+  if (!view_of(h.result(), &vgi) || !view_of(grad_output, &vg) || !view_of(tc, &vt) ||
+      (wc.defined() && !view_of(wc, &vw)) || !view_of(total_weight, &vtw))
+    return false;
+  FooStatus st{};
+  if (!done(foo_rs_nll_loss_backward(&vgi, &vg, &vt, wc.defined() ? &vw : nullptr, &vtw, reduction, ignore_index,
+                                     &st),
+            st))
+    return false;
+  h.finish();
+  return true;
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                             const at::Tensor& total_weight) {
+  at::Tensor result;
+  if (named([&] {
+        Holder<at::meta::structured_nll_loss_backward, Mode::Functional> h;
+        if (!nll_backward_native(h, grad_output, self, target, weight, reduction, ignore_index.expect_int(),
+                                 total_weight))
+          return false;
+        result = std::move(h.out_[0]);
+        return true;
+      }))
+    return result;
+  return Slow<kNllBack, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                   const std::optional<at::Tensor>&, int64_t, c10::SymInt, const at::Tensor&)>::
+      call(grad_output, self, target, weight, reduction, std::move(ignore_index), total_weight);
+}
+
+at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction,
+                                  c10::SymInt ignore_index, const at::Tensor& total_weight, at::Tensor& grad_input) {
+  if (named([&] {
+        Holder<at::meta::structured_nll_loss_backward, Mode::Out> h(grad_input);
+        return nll_backward_native(h, grad_output, self, target, weight, reduction, ignore_index.expect_int(),
+                                   total_weight);
+      }))
+    return grad_input;
+  return Slow<kNllBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                       const std::optional<at::Tensor>&, int64_t, c10::SymInt, const at::Tensor&,
+                                       at::Tensor&)>::call(grad_output, self, target, weight, reduction,
+                                                           std::move(ignore_index), total_weight, grad_input);
+}
+
+constexpr char kMaxPool[] = "max_pool2d_with_indices";
+constexpr char kMaxPoolOut[] = "max_pool2d_with_indices.out";
+constexpr char kMaxPoolBack[] = "max_pool2d_with_indices_backward";
+constexpr char kMaxPoolBackOut[] = "max_pool2d_with_indices_backward.grad_input";
+
+// A 3-d (C, H, W) tensor as the 4-d (1, C, H, W) the Rust kernels take.
+at::Tensor as4(const at::Tensor& t) { return t.dim() == 4 ? t : t.unsqueeze(0); }
+
+// kernel, stride, padding, dilation as (h, w) pairs, as ATen reads them
+// (one value means both; an empty stride means the kernel size).
+std::array<int64_t, 8> pool_window(at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d) {
+  auto pair = [](at::IntArrayRef v, at::IntArrayRef dflt, int64_t* o) {
+    if (v.empty()) v = dflt;
+    o[0] = v[0];
+    o[1] = v.size() == 1 ? v[0] : v[1];
+  };
+  std::array<int64_t, 8> w{};
+  pair(k, k, &w[0]);
+  pair(s, k, &w[2]);
+  pair(p, p, &w[4]);
+  pair(d, d, &w[6]);
+  return w;
+}
+
+template <Mode M>
+bool max_pool_native(Holder<at::meta::structured_max_pool2d_with_indices, M, 2>& h, const at::Tensor& self,
+                     at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, bool ceil_mode) {
+  same_device("wrapper_PrivateUse1_max_pool2d_with_indices",
+              {{"self", &self}, {"out", M == Mode::Out ? h.target_[0] : nullptr},
+               {"indices", M == Mode::Out ? h.target_[1] : nullptr}});
+  h.meta(self, k, s, p, d, ceil_mode);
+  if (self.scalar_type() == c10::ScalarType::Bool) return false;  // the Python kernel raises CPU's error
+  const at::Tensor& out = h.result(0);
+  if (out.numel() > 0) {
+    const auto win = pool_window(k, s, p, d);
+    const at::Tensor o4 = as4(out), i4 = as4(h.result(1)), x4 = as4(self);
+    FooView vo, vi, vx;
+    if (!view_of(o4, &vo) || !view_of(i4, &vi) || !view_of(x4, &vx)) return false;
+    FooStatus st{};
+    if (!done(foo_rs_max_pool2d(&vo, &vi, &vx, win.data(), &st), st)) return false;
+  }
+  h.finish();
+  return true;
+}
+
+Tensor2 max_pool2d_with_indices(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
+                                at::IntArrayRef d, bool ceil_mode) {
+  Tensor2 result;
+  if (is_foo(self) && named([&] {
+        Holder<at::meta::structured_max_pool2d_with_indices, Mode::Functional, 2> h;
+        if (!max_pool_native(h, self, k, s, p, d, ceil_mode)) return false;
+        result = Tensor2(std::move(h.out_[0]), std::move(h.out_[1]));
+        return true;
+      }))
+    return result;
+  return Slow<kMaxPool, Tensor2(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                                bool)>::call(self, k, s, p, d, ceil_mode);
+}
+
+Tensor2Ref max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                                       at::IntArrayRef p, at::IntArrayRef d, bool ceil_mode, at::Tensor& out,
+                                       at::Tensor& indices) {
+  if (is_foo(self) && is_foo(out) && is_foo(indices) && named([&] {
+        Holder<at::meta::structured_max_pool2d_with_indices, Mode::Out, 2> h(out, indices);
+        return max_pool_native(h, self, k, s, p, d, ceil_mode);
+      }))
+    return Tensor2Ref(out, indices);
+  return Slow<kMaxPoolOut, Tensor2Ref(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                                      at::IntArrayRef, bool, at::Tensor&, at::Tensor&)>::call(self, k, s, p, d,
+                                                                                             ceil_mode, out, indices);
+}
+
+template <Mode M>
+bool max_pool_backward_native(Holder<at::meta::structured_max_pool2d_with_indices_backward, M>& h,
+                              const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                              at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, bool ceil_mode,
+                              const at::Tensor& indices) {
+  same_device("wrapper_PrivateUse1_max_pool2d_with_indices_backward",
+              {{"grad_output", &grad_output}, {"self", &self}, {"indices", &indices},
+               {"grad_input", M == Mode::Out ? h.target_[0] : nullptr}});
+  h.meta(grad_output, self, k, s, p, d, ceil_mode, indices);
+  const at::Tensor& gi = h.result();
+  if (!c10::isFloatingType(self.scalar_type()) || grad_output.scalar_type() != gi.scalar_type()) return false;
+  if (gi.numel() > 0) {
+    const at::Tensor gi4 = as4(gi), go4 = as4(grad_output), i4 = as4(indices);
+    FooView vgi, vgo, vi;
+    if (!view_of(gi4, &vgi) || !view_of(go4, &vgo) || !view_of(i4, &vi)) return false;
+    FooStatus st{};
+    if (!done(foo_rs_max_pool2d_backward(&vgi, &vgo, &vi, &st), st)) return false;
+  }
+  h.finish();
+  return true;
+}
+
+at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k,
+                                            at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, bool ceil_mode,
+                                            const at::Tensor& indices) {
+  at::Tensor result;
+  if (is_foo(grad_output) && is_foo(self) && is_foo(indices) && named([&] {
+        Holder<at::meta::structured_max_pool2d_with_indices_backward, Mode::Functional> h;
+        if (!max_pool_backward_native(h, grad_output, self, k, s, p, d, ceil_mode, indices)) return false;
+        result = std::move(h.out_[0]);
+        return true;
+      }))
+    return result;
+  return Slow<kMaxPoolBack, at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                                       at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor&)>::call(
+      grad_output, self, k, s, p, d, ceil_mode, indices);
+}
+
+at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                                 at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
+                                                 at::IntArrayRef d, bool ceil_mode, const at::Tensor& indices,
+                                                 at::Tensor& grad_input) {
+  if (is_foo(grad_output) && is_foo(self) && is_foo(indices) && is_foo(grad_input) && named([&] {
+        Holder<at::meta::structured_max_pool2d_with_indices_backward, Mode::Out> h(grad_input);
+        return max_pool_backward_native(h, grad_output, self, k, s, p, d, ceil_mode, indices);
+      }))
+    return grad_input;
+  return Slow<kMaxPoolBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                                           at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor&, at::Tensor&)>::
+      call(grad_output, self, k, s, p, d, ceil_mode, indices, grad_input);
+}
+
+constexpr char kDropout[] = "native_dropout";
+
+// Training-mode dropout of a non-empty float foo tensor: the Rust kernel
+// draws the mask from the device's default generator (the same Philox
+// stream as the Python kernel). Evaluation mode, p outside [0, 1] and other
+// dtypes go to the Python kernel.
+Tensor2 native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  const double keep = 1.0 - p;
+  Tensor2 result;
+  if (is_foo(input) && train.value_or(true) && input.numel() > 0 && keep >= 0.0 && keep <= 1.0 &&
+      c10::isFloatingType(input.scalar_type()) && named([&] {
+        const at::Tensor x = input.contiguous();
+        at::Tensor out = create_out(x.sizes(), {}, x.options());
+        at::Tensor mask = create_out(x.sizes(), {}, x.options().dtype(c10::ScalarType::Bool));
+        FooView vo, vm, vx;
+        if (!view_of(out, &vo) || !view_of(mask, &vm) || !view_of(x, &vx)) return false;
+        FooStatus st{};
+        const double scale = keep == 0.0 ? 0.0 : 1.0 / keep;
+        if (!done(foo_rs_dropout(&vo, &vm, &vx, keep, scale, input.device().index() < 0 ? 0 : input.device().index(),
+                                 &st),
+                  st))
+          return false;
+        result = Tensor2(std::move(out), std::move(mask));
+        return true;
+      }))
+    return result;
+  return Slow<kDropout, Tensor2(const at::Tensor&, double, std::optional<bool>)>::call(input, p, train);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -1280,6 +1659,14 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kLayerNorm, layer_norm) FOO_REG(kLayerNormBack, layer_norm_backward)
     FOO_REG(kLogSoftmaxOut, log_softmax_out) FOO_REG(kSoftmaxBackOut, softmax_backward_out)
     FOO_REG(kLogSoftmaxBackOut, log_softmax_backward_out)
+    FOO_REG(kIndexSelect, index_select) FOO_REG(kIndexSelectOut, index_select_out)
+    FOO_REG(kEmbeddingBack, embedding_dense_backward)
+    FOO_REG(kNll, nll_loss_forward) FOO_REG(kNllOut, nll_loss_forward_out)
+    FOO_REG(kNllBack, nll_loss_backward) FOO_REG(kNllBackOut, nll_loss_backward_out)
+    FOO_REG(kMaxPool, max_pool2d_with_indices) FOO_REG(kMaxPoolOut, max_pool2d_with_indices_out)
+    FOO_REG(kMaxPoolBack, max_pool2d_with_indices_backward)
+    FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)
+    FOO_REG(kDropout, native_dropout)
 };
 #undef FOO_REG3
 #undef FOO_REG

@@ -444,3 +444,159 @@ pub unsafe extern "C" fn foo_rs_layer_norm_backward(
 fn dim_of(v: i64) -> Result<usize, KernelError> {
     usize::try_from(v).map_err(|_| invalid("foo: negative extent"))
 }
+
+/// `out = data.index_select(dim, index)` ([`entry::index_select`]); an
+/// index out of range is IndexError.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_index_select(
+    out: *const FooView,
+    data: *const FooView,
+    index: *const FooView,
+    dim: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, true, || {
+        let (o, d, i) = (strided_of(out)?, strided_of(data)?, strided_of(index)?);
+        entry::index_select(&o, &d, &i, dim_of(dim)?)
+    })
+}
+
+/// NLL loss forward ([`entry::nll_loss_forward`]); `weight` may be null.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_nll_loss(
+    out: *const FooView,
+    total_weight: *const FooView,
+    inp: *const FooView,
+    target: *const FooView,
+    weight: *const FooView,
+    reduction: i64,
+    ignore_index: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, true, || {
+        let (o, tw) = (strided_of(out)?, strided_of(total_weight)?);
+        let (i, t, w) = (strided_of(inp)?, strided_of(target)?, opt_strided(weight)?);
+        entry::nll_loss_forward(&o, &tw, &i, &t, w.as_ref(), reduction, ignore_index)
+    })
+}
+
+/// NLL loss backward ([`entry::nll_loss_backward`]); `weight` may be null.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_nll_loss_backward(
+    grad_input: *const FooView,
+    grad: *const FooView,
+    target: *const FooView,
+    weight: *const FooView,
+    total_weight: *const FooView,
+    reduction: i64,
+    ignore_index: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, true, || {
+        let (gi, g, t) = (
+            strided_of(grad_input)?,
+            strided_of(grad)?,
+            strided_of(target)?,
+        );
+        let (w, tw) = (opt_strided(weight)?, strided_of(total_weight)?);
+        entry::nll_loss_backward(&gi, &g, &t, w.as_ref(), reduction, ignore_index, &tw)
+    })
+}
+
+/// Embedding gradient ([`entry::embedding_dense_backward`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_embedding_backward(
+    out: *const FooView,
+    grad: *const FooView,
+    indices: *const FooView,
+    padding_idx: i64,
+    scale_grad_by_freq: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, true, || {
+        let (o, g, i) = (strided_of(out)?, strided_of(grad)?, strided_of(indices)?);
+        entry::embedding_dense_backward(&o, &g, &i, padding_idx, scale_grad_by_freq != 0)
+    })
+}
+
+/// Dropout ([`entry::dropout`]) drawing from device `device`'s generator.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_dropout(
+    out: *const FooView,
+    mask: *const FooView,
+    x: *const FooView,
+    keep: f64,
+    scale: f64,
+    device: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, m, x) = (strided_of(out)?, strided_of(mask)?, strided_of(x)?);
+        entry::dropout(&o, &m, &x, keep, scale, dim_of(device)?).map(|_| ())
+    })
+}
+
+/// 2-d max pooling of a 4-d input into `out` and `indices`; `win` holds
+/// kernel, stride, padding and dilation as (h, w) pairs: 8 values.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `win` holds 8 values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_max_pool2d(
+    out: *const FooView,
+    indices: *const FooView,
+    x: *const FooView,
+    win: *const i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let w = std::slice::from_raw_parts(win, 8)
+            .iter()
+            .map(|&v| dim_of(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let win = crate::kernels::pool::Window {
+            kernel: [w[0], w[1]],
+            stride: [w[2], w[3]],
+            padding: [w[4], w[5]],
+            dilation: [w[6], w[7]],
+        };
+        let (o, i, x) = (strided_of(out)?, strided_of(indices)?, strided_of(x)?);
+        crate::kernels::pool::max_pool2d(&o, &i, &x, win)
+    })
+}
+
+/// Gradient of 2-d max pooling (4-d views).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_max_pool2d_backward(
+    grad_input: *const FooView,
+    grad_output: *const FooView,
+    indices: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (gi, go, i) = (
+            strided_of(grad_input)?,
+            strided_of(grad_output)?,
+            strided_of(indices)?,
+        );
+        crate::kernels::pool::max_pool2d_backward(&gi, &go, &i)
+    })
+}

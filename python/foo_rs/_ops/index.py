@@ -217,26 +217,17 @@ def _index_select_into(out, self, d, index):
             [_arg(i1, [n], [i1.stride(0)], self.shape[d], 0, d)], False,
             (1, "INDICES element is out of DATA bounds, id={index} axis_dim={size} (foo)"),
         )
-    if self.dim() == 0:
-        shape, dstr, size, stride = (), (), 1, 0
-        istr = ()
-    else:
-        shape = list(self.shape)
-        shape[d] = n
-        dstr = list(self.stride())
-        dstr[d] = 0
-        size, stride = self.shape[d], self.stride(d)
-        istr = [0] * self.dim()
-        istr[d] = index.stride(0) if index.dim() == 1 else 0
     if self.dim() == 0 and n != 1:
         # CPU: a 0-d self takes exactly one index.
         raise IndexError("index_select(): Index to scalar can have only 1 value, got " f"{n} value(s) (foo)")
 
     def run(target):
-        _C.index_gather(
-            desc(target), _desc_as(self, shape, dstr), [_arg(index, shape, istr, size, stride, d)], False,
-            (0, "index out of range in self (foo index_select)"),
-        )
+        # The plan is Rust's (kernels::entry::index_select, shared with the
+        # native path); a 0-d self is the 1-element vector it views.
+        if self.dim() == 0:
+            _C.index_select(desc(target.view(1)), desc(self.view(1)), desc(index.reshape(1)), 0)
+        else:
+            _C.index_select(desc(target), desc(self), desc(index), d)
 
     return _run_gather(out, run, self, index)
 

@@ -116,6 +116,15 @@ def nll_loss_forward_output(self, target, weight, reduction, ignore_index, *, ou
     return output, total_weight
 
 
+@impl("nll_loss_forward")
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    # Behind the native kernel (rust/glue/native.cpp): the calls it leaves here.
+    output = torch.empty((), dtype=self.dtype, device=self.device)
+    total_weight = torch.empty((), dtype=self.dtype, device=self.device)
+    return nll_loss_forward_output(self, target, weight, reduction, ignore_index, output=output,
+                                   total_weight=total_weight)
+
+
 def _nll_backward_checks(grad_output, self, target, reduction, total_weight, batch):
     if total_weight.numel() != 1:
         raise RuntimeError(
@@ -145,6 +154,13 @@ def nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, i
         None if weight is None else desc(weight), reduction, ignore_index, desc(total_weight),
     )
     return grad_input
+
+
+@impl("nll_loss_backward")
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    grad_input = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    return nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                                        grad_input=grad_input)
 
 
 def _nll2d_checks(self, target, weight):

@@ -431,6 +431,22 @@ def max_pool2d_with_indices_backward_grad_input(grad_output, self, kernel_size, 
     return grad_input
 
 
+@impl("max_pool2d_with_indices")
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    # Behind the native kernel (rust/glue/native.cpp): the calls it leaves here.
+    out = torch.empty(0, dtype=self.dtype, device=self.device)
+    indices = torch.empty(0, dtype=torch.int64, device=self.device)
+    return max_pool2d_with_indices_out(self, kernel_size, stride, padding, dilation, ceil_mode, out=out,
+                                       indices=indices)
+
+
+@impl("max_pool2d_with_indices_backward")
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    grad_input = torch.empty(0, dtype=self.dtype, device=self.device)
+    return max_pool2d_with_indices_backward_grad_input(grad_output, self, kernel_size, stride, padding, dilation,
+                                                       ceil_mode, indices, grad_input=grad_input)
+
+
 @impl("avg_pool2d.out")
 def avg_pool2d_out(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
                    divisor_override=None, *, out):

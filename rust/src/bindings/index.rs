@@ -2,7 +2,8 @@
 //! releases the GIL; indices are validated in Rust before any memory is
 //! touched through them.
 
-use super::{kernel_err, strided, TensorDesc};
+use super::{kernel_err, kernel_index_err, strided, TensorDesc};
+use crate::kernels::entry;
 use crate::kernels::index::{self as ix, IndexArg, IndexError, Reduce, Src};
 use crate::kernels::{KernelError, Strided};
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
@@ -60,6 +61,21 @@ fn index_gather(
     let (o, d, a) = (strided(out)?, strided(data)?, index_args(&args)?);
     py.detach(|| ix::gather(&o, &d, &a, wrap))
         .map_err(|e| index_err(e, &args, &err))
+}
+
+/// `out = data.index_select(dim, index)` ([`entry::index_select`]; the
+/// native path calls the same entry).
+#[pyfunction]
+fn index_select(
+    py: Python<'_>,
+    out: TensorDesc,
+    data: TensorDesc,
+    index: TensorDesc,
+    dim: usize,
+) -> PyResult<()> {
+    let (o, d, i) = (strided(out)?, strided(data)?, strided(index)?);
+    py.detach(|| entry::index_select(&o, &d, &i, dim))
+        .map_err(kernel_index_err)
 }
 
 fn reduce_of(name: &str) -> PyResult<Reduce> {
@@ -240,6 +256,7 @@ fn linspace(py: Python<'_>, out: TensorDesc, start: f64, end: f64, opmath: bool)
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index_gather, m)?)?;
+    m.add_function(wrap_pyfunction!(index_select, m)?)?;
     m.add_function(wrap_pyfunction!(index_scatter, m)?)?;
     m.add_function(wrap_pyfunction!(check_index, m)?)?;
     m.add_function(wrap_pyfunction!(cat, m)?)?;

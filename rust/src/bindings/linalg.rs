@@ -220,14 +220,8 @@ fn nll_loss_forward(
         strided(target)?,
         opt(weight)?,
     );
-    py.detach(|| {
-        with_out(&o, &[Some(&i), Some(&t), w.as_ref()], false, false, |o| {
-            with_out(&tw, &[Some(&i), Some(&t), w.as_ref()], false, false, |tw| {
-                nn::nll_loss_forward(o, tw, &i, &t, w.as_ref(), reduction, ignore_index)
-            })
-        })
-    })
-    .map_err(|e| py_err(e, true))
+    py.detach(|| entry::nll_loss_forward(&o, &tw, &i, &t, w.as_ref(), reduction, ignore_index))
+        .map_err(|e| py_err(e, true))
 }
 
 /// NLL loss backward into a contiguous `grad_input`.
@@ -250,16 +244,8 @@ fn nll_loss_backward(
         opt(weight)?,
         strided(total_weight)?,
     );
-    py.detach(|| {
-        with_out(
-            &gi,
-            &[Some(&g), Some(&t), w.as_ref(), Some(&tw)],
-            true,
-            false,
-            |gi| nn::nll_loss_backward(gi, &g, &t, w.as_ref(), reduction, ignore_index, &tw),
-        )
-    })
-    .map_err(|e| py_err(e, true))
+    py.detach(|| entry::nll_loss_backward(&gi, &g, &t, w.as_ref(), reduction, ignore_index, &tw))
+        .map_err(|e| py_err(e, true))
 }
 
 /// MSE loss over the broadcast `shape` of `a` and `b`.
@@ -316,12 +302,8 @@ fn embedding_dense_backward(
     scale_grad_by_freq: bool,
 ) -> PyResult<()> {
     let (o, g, i) = (strided(out)?, strided(grad)?, strided(indices)?);
-    py.detach(|| {
-        with_out(&o, &[Some(&g), Some(&i)], true, false, |o| {
-            nn::embedding_dense_backward(o, &g, &i, padding_idx, scale_grad_by_freq)
-        })
-    })
-    .map_err(|e| py_err(e, true))
+    py.detach(|| entry::embedding_dense_backward(&o, &g, &i, padding_idx, scale_grad_by_freq))
+        .map_err(|e| py_err(e, true))
 }
 
 /// The output dtype code of reduction `op` for an input dtype code.

@@ -4,7 +4,7 @@
 
 use super::{device_index, strided, TensorDesc};
 use crate::kernels::pool::Window;
-use crate::kernels::{dropout as drop, norm, pool, Strided};
+use crate::kernels::{dropout as drop, entry, norm, pool, Strided};
 use crate::rng;
 use pyo3::prelude::*;
 
@@ -326,11 +326,9 @@ fn dropout(
     device: Option<i64>,
 ) -> PyResult<u64> {
     let (o, m, x) = (strided(out)?, strided(mask)?, strided(x)?);
-    let blocks = drop::blocks_needed(x.numel());
-    let (seed, offset) = stream(blocks, device, None)?;
-    py.detach(|| drop::dropout(&o, &m, &x, keep, scale, seed, offset))
-        .map_err(py_err)?;
-    Ok(blocks)
+    let device = device_index(device)?;
+    py.detach(|| entry::dropout(&o, &m, &x, keep, scale, device))
+        .map_err(py_err)
 }
 
 #[pyfunction]

@@ -3,6 +3,8 @@
 //! needs (a scratch output when `out` aliases an input or must be
 //! contiguous), so those rules live here once.
 
+use super::dropout as drop;
+use super::index::{self as ix, IndexArg, IndexError};
 use super::linalg::{self, Coef};
 use super::reduce::{self as red, ReduceOp};
 use super::{keepdim_view, nn, with_out, KernelError, Strided};
@@ -65,4 +67,122 @@ pub fn softmax_backward(
     with_out(grad_input, &[Some(grad), Some(output)], true, false, |gi| {
         nn::softmax_backward(gi, grad, output, dim, log)
     })
+}
+
+/// `out = data.index_select(dim, index)`: `out` has `data`'s shape with
+/// `dim` replaced by `index.numel()`; `index` is a 0-d or 1-d int32/int64
+/// tensor; `data` has at least one dim. An index outside `data.sizes[dim]`
+/// is CPU's IndexError ("index out of range in self").
+pub fn index_select(
+    out: &Strided,
+    data: &Strided,
+    index: &Strided,
+    dim: usize,
+) -> Result<(), KernelError> {
+    let nd = data.ndim();
+    if dim >= nd || index.ndim() > 1 || out.ndim() != nd {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo index_select: dim {dim} of a {nd}-d input with a {}-d index",
+            index.ndim()
+        )));
+    }
+    let mut shape = data.sizes.clone();
+    shape[dim] = index.numel();
+    if out.sizes != shape {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo index_select: output of shape {:?}, expected {shape:?}",
+            out.sizes
+        )));
+    }
+    // The plan: data restrided over out's shape (stride 0 along `dim`), the
+    // index laid along `dim` and selecting data's `dim`.
+    let mut dstr = data.strides.clone();
+    dstr[dim] = 0;
+    let mut istr = vec![0isize; nd];
+    istr[dim] = index.strides.first().copied().unwrap_or(0);
+    let arg = IndexArg {
+        idx: Strided::new(index.ptr, index.dtype, shape.clone(), istr),
+        size: data.sizes[dim],
+        stride: data.strides[dim],
+    };
+    let d = Strided::new(data.ptr, data.dtype, shape, dstr);
+    ix::gather(out, &d, &[arg], false).map_err(|e| match e {
+        IndexError::Kernel(k) => k,
+        IndexError::OutOfRange { .. } => {
+            KernelError::InvalidArgument("index out of range in self".into())
+        }
+    })
+}
+
+/// NLL loss forward: `out` (per-sample or reduced) and `total_weight`;
+/// `inp` and `target` contiguous.
+pub fn nll_loss_forward(
+    out: &Strided,
+    total_weight: &Strided,
+    inp: &Strided,
+    target: &Strided,
+    weight: Option<&Strided>,
+    reduction: i64,
+    ignore_index: i64,
+) -> Result<(), KernelError> {
+    let ins = [Some(inp), Some(target), weight];
+    with_out(out, &ins, false, false, |o| {
+        with_out(total_weight, &ins, false, false, |tw| {
+            nn::nll_loss_forward(o, tw, inp, target, weight, reduction, ignore_index)
+        })
+    })
+}
+
+/// NLL loss backward into `grad_input` (made contiguous); `target` contiguous.
+pub fn nll_loss_backward(
+    grad_input: &Strided,
+    grad: &Strided,
+    target: &Strided,
+    weight: Option<&Strided>,
+    reduction: i64,
+    ignore_index: i64,
+    total_weight: &Strided,
+) -> Result<(), KernelError> {
+    let ins = [Some(grad), Some(target), weight, Some(total_weight)];
+    with_out(grad_input, &ins, true, false, |gi| {
+        nn::nll_loss_backward(
+            gi,
+            grad,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            total_weight,
+        )
+    })
+}
+
+/// Embedding gradient: `out[num_weights, d]` from `grad[n, d]` and `indices[n]`.
+pub fn embedding_dense_backward(
+    out: &Strided,
+    grad: &Strided,
+    indices: &Strided,
+    padding_idx: i64,
+    scale_grad_by_freq: bool,
+) -> Result<(), KernelError> {
+    with_out(out, &[Some(grad), Some(indices)], true, false, |o| {
+        nn::embedding_dense_backward(o, grad, indices, padding_idx, scale_grad_by_freq)
+    })
+}
+
+/// Dropout of `x` keeping each element with probability `keep` (scaled by
+/// `scale`), drawing from device `device`'s default generator; returns the
+/// Philox blocks used.
+pub fn dropout(
+    out: &Strided,
+    mask: &Strided,
+    x: &Strided,
+    keep: f64,
+    scale: f64,
+    device: usize,
+) -> Result<u64, KernelError> {
+    let blocks = drop::blocks_needed(x.numel());
+    let (seed, offset) = crate::rng::reserve_offset(crate::rng::default_generator(device), blocks);
+    drop::dropout(out, mask, x, keep, scale, seed, offset)?;
+    Ok(blocks)
 }
