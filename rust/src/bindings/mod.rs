@@ -1,6 +1,7 @@
 //! The PyO3 module `foo_rs._C`: a thin layer over the Rust core. Errors of
 //! the core are mapped to Python exceptions here, in one place.
 
+mod conv;
 mod device;
 mod elementwise;
 mod index;
@@ -191,6 +192,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(register_fast, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     device::register(m)?;
+    conv::register(m)?;
     memory::register(m)?;
     kernels::register(m)?;
     elementwise::register(m)?;
