@@ -77,7 +77,7 @@ _LAYERS = sorted({_small(s) for s in CONV_SHAPES})
 def _layer_case(layer, dtype, memory_format=None):
     cin, cout, k, stride, pad, groups, hw, bias = layer
     x = _rand((2, cin, hw, hw), dtype, 0)
-    w = _rand((cout, cin // groups, k, k), dtype, 1) * 0.2
+    w = _rand((cout, cin // groups, k, k), dtype, 1) / (cin // groups * k * k) ** 0.5  # outputs of order 1
     b = _rand((cout,), dtype, 2) if bias else None
     _compare(lambda x, w, b: F.conv2d(x, w, b, stride, pad, 1, groups), [x, w, b], memory_format=memory_format)
 
