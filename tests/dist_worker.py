@@ -37,6 +37,7 @@ OPS = [
     dist.ReduceOp.BOR,
     dist.ReduceOp.BXOR,
     dist.ReduceOp.AVG,
+    dist._make_nccl_premul_sum(2.0),  # ReduceOp.PREMUL_SUM with its factor (gloo lacks it)
 ]
 
 
@@ -287,14 +288,18 @@ def batches(steps, batch, seed=0):
 
 
 class Net(torch.nn.Module):
-    def __init__(self, unused: bool = False) -> None:
+    def __init__(self, unused: bool = False, hidden: int = 16, depth: int = 0) -> None:
         super().__init__()
-        self.a = torch.nn.Linear(8, 16)
-        self.b = torch.nn.Linear(16, 4)
-        self.unused = torch.nn.Linear(16, 4) if unused else None
+        self.a = torch.nn.Linear(8, hidden)
+        self.mid = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(depth))
+        self.b = torch.nn.Linear(hidden, 4)
+        self.unused = torch.nn.Linear(hidden, 4) if unused else None
 
     def forward(self, x):
-        return self.b(torch.tanh(self.a(x)))
+        h = torch.tanh(self.a(x))
+        for layer in self.mid:
+            h = torch.tanh(layer(h))
+        return self.b(h)
 
 
 def train(model, data, opt, rank=None, world=1, accumulate=1, ddp=None):
@@ -323,7 +328,9 @@ class _null:
 
 DDP_CONFIGS = {
     "plain": ({}, 1),
-    "small buckets": ({"bucket_cap_mb": 0.0005}, 1),  # one bucket per parameter or so
+    # DDP's first bucket holds up to 1 MiB whatever bucket_cap_mb says (torch: CPU alike), so
+    # a 1.3 MB model: several buckets from the second step on (after DDP rebuilds them), counted below
+    "small buckets": ({"bucket_cap_mb": 0.0005}, 1),
     "no_sync": ({}, 2),  # gradients accumulated locally over 2 batches, then reduced
     "comm hook": ({"hook": "allreduce_hook"}, 1),  # a Python hook on the work's future
     "find_unused_parameters": ({"find_unused_parameters": True}, 1),
@@ -340,21 +347,36 @@ def ddp(names: str = "plain,small buckets,no_sync,comm hook", checkpoint: bool =
     for name in names.split(","):
         kw, acc = DDP_CONFIGS[name]
         unused = name == "find_unused_parameters"
+        size = (256, 5) if name == "small buckets" else (16, 0)
         torch.manual_seed(0)
-        ref = Net(unused).to("foo")
+        ref = Net(unused, *size).to("foo")
         torch.manual_seed(1 + rank)  # DDP must broadcast rank 0's parameters
-        local = Net(unused).to("foo")
+        local = Net(unused, *size).to("foo")
         if rank == 0:
             local.load_state_dict(ref.state_dict())
         kw = dict(kw)
         hook = kw.pop("hook", None)
         model = DDP(local, **kw)
-        if hook is not None:
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+        if hook is not None:
             model.register_comm_hook(None, getattr(default_hooks, hook))
-        train(ref, data, torch.optim.SGD(ref.parameters(), lr=0.1), accumulate=acc)
-        train(model, data, torch.optim.SGD(model.parameters(), lr=0.1), rank, world, acc, ddp=model)
+        buckets = set()
+        if name == "small buckets":  # count the buckets DDP reduces (gloo's allreduce still does it)
+
+            def counting(state, bucket):
+                buckets.add(bucket.index())
+                return default_hooks.allreduce_hook(state, bucket)
+
+            model.register_comm_hook(None, counting)
+        lr = 0.1
+        start = [p.detach().cpu().clone() for p in ref.parameters()]
+        train(ref, data, torch.optim.SGD(ref.parameters(), lr=lr), accumulate=acc)
+        moved = max((p.detach().cpu() - p0).abs().max().item() for p, p0 in zip(ref.parameters(), start))
+        assert moved > 1e-3, f"{name}: training barely moved the parameters ({moved}): the comparison says nothing"
+        train(model, data, torch.optim.SGD(model.parameters(), lr=lr), rank, world, acc, ddp=model)
+        if name == "small buckets":
+            assert len(buckets) >= 2, buckets
         for (pn, p), q in zip(model.module.named_parameters(), ref.parameters()):
             assert p.device.type == "foo"
             torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), msg=f"{name}: {pn}")
@@ -519,22 +541,29 @@ def mismatch() -> None:
     else:
         raise AssertionError("all_gather_into_tensor with mismatched dtypes returned")
     # ranks that disagree: every rank raises, says what each rank passed; the group stays usable
-    f32 = "float32[4]"
-    _raises_everywhere("shape", lambda: dist.all_reduce(torch.ones(4 + rank, device="foo")), f"rank 0: all_reduce SUM {f32}", "rank 1: all_reduce SUM float32[5]")
+    def ones(n, dtype=torch.float32):
+        return torch.ones(n, dtype=dtype, device="foo")
+
+    _raises_everywhere(
+        "shape",
+        lambda: dist.all_reduce(ones(4 + rank)),
+        "rank 0: all_reduce SUM float32[4]",
+        "rank 1: all_reduce SUM float32[5]",
+    )
     dtype = torch.float64 if rank else torch.float32
-    _raises_everywhere("dtype", lambda: dist.all_reduce(torch.ones(4, dtype=dtype, device="foo"), async_op=True), "float64[4]", f32)
+    _raises_everywhere("dtype", lambda: dist.all_reduce(ones(4, dtype), async_op=True), "float64[4]", "float32[4]")
     op = dist.ReduceOp.MAX if rank else dist.ReduceOp.SUM
-    _raises_everywhere("op", lambda: dist.all_reduce(torch.ones(4, device="foo"), op=op), "all_reduce SUM", "all_reduce MAX")
-    _raises_everywhere("root", lambda: dist.broadcast(torch.ones(4, device="foo"), src=rank), "broadcast root 0", "broadcast root 1")
+    _raises_everywhere("op", lambda: dist.all_reduce(ones(4), op=op), "all_reduce SUM", "all_reduce MAX")
+    _raises_everywhere("root", lambda: dist.broadcast(ones(4), src=rank), "broadcast root 0", "broadcast root 1")
     _raises_everywhere(
         "collective",
-        lambda: dist.barrier() if rank else dist.all_gather_into_tensor(torch.empty(8, device="foo"), torch.ones(4, device="foo")),
+        lambda: dist.barrier() if rank else dist.all_gather_into_tensor(ones(8), ones(4)),
         "rank 1: barrier",
         "rank 0: all_gather_into_tensor",
     )
     _raises_everywhere(
         "reduce_scatter_tensor",
-        lambda: dist.reduce_scatter_tensor(torch.empty(2 + rank, device="foo"), torch.ones(4 + 2 * rank, device="foo")),
+        lambda: dist.reduce_scatter_tensor(ones(2 + rank), ones(4 + 2 * rank)),
         "float32[2]",
         "float32[3]",
     )
@@ -542,7 +571,7 @@ def mismatch() -> None:
     out_splits = [2, 4] if rank else [3, 3]
     _raises_everywhere(
         "splits",
-        lambda: dist.all_to_all_single(torch.empty(6, device="foo"), torch.ones(6, device="foo"), out_splits, [3, 3]),
+        lambda: dist.all_to_all_single(ones(6), ones(6), out_splits, [3, 3]),
         "rank 0 sends 3 to rank 1, which expects 2",
     )
     t = torch.full((4,), float(rank + 1), device="foo")

@@ -192,7 +192,10 @@ def test_gloo_backend_and_ddp_on_four_processes_under_torchrun(tmp_path):
 def training_run(tmp: str) -> str:
     """DDP then FSDP2 in one 2-process torchrun with init_process_group("cpu:gloo,foo:foo_gloo")
     (both import torch._dynamo: one start-up)."""
-    return run_torchrun(2, "training", 150, tmp, FOO_DIST_TMP=tmp, FOO_DIST_BACKEND=foo_dist.EXPLICIT_FORM)
+    try:
+        return run_torchrun(2, "training", 150, tmp, FOO_DIST_TMP=tmp, FOO_DIST_BACKEND=foo_dist.EXPLICIT_FORM)
+    except AssertionError as e:  # cached: the tests that share the run fail on its output, run once
+        return str(e)
 
 
 @pytest.fixture
@@ -249,7 +252,8 @@ def test_mismatched_collectives_raise_on_every_rank():
         assert code == 0 and f"OK {rank}" in out, out[-3000:]
         assert "LOCAL RuntimeError foo_gloo" in out and "invalid tensor type" in out, out[-3000:]
         cases = {line.split()[1]: float(line.split()[2]) for line in out.splitlines() if line.startswith("MISMATCH")}
-        assert set(cases) == {"shape", "dtype", "op", "root", "collective", "reduce_scatter_tensor", "splits"}, out[-3000:]
+        expected = {"shape", "dtype", "op", "root", "collective", "reduce_scatter_tensor", "splits"}
+        assert set(cases) == expected, out[-3000:]
         assert max(cases.values()) < 5, cases  # at once, not at the group's 10 s timeout
 
 

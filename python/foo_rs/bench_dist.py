@@ -173,7 +173,10 @@ def main(argv: list[str] | None = None) -> None:
         "torch's gloo alone (new_group(backend='cpu:gloo')); foo tensors: foo_gloo (init_process_group('gloo')), "
         "with and without its cross-rank fingerprint check\n"
     )
-    print("| size | CPU tensors | foo tensors | foo, no check | CPU bus GB/s | foo bus GB/s | foo/CPU bandwidth | foo/CPU, no check |")
+    print(
+        "| size | CPU tensors | foo tensors | foo, no check | CPU bus GB/s | foo bus GB/s "
+        "| foo/CPU bandwidth | foo/CPU, no check |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for line in _launch(2, ["allreduce", "--sizes", a.sizes, "--repeats", str(a.repeats)]):
         if line.startswith("LATENCY"):
@@ -185,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
         if line.startswith("ALLREDUCE"):
             _, mib, cpu_t, foo_t, nocheck_t, cpu_bw, foo_bw, nocheck_bw = line.split()
             print(
-                f"| {mib} MiB | {float(cpu_t) * 1e3:.2f} ms | {float(foo_t) * 1e3:.2f} ms | {float(nocheck_t) * 1e3:.2f} ms | "
+                f"| {mib} MiB | {float(cpu_t) * 1e3:.2f} ms | {float(foo_t) * 1e3:.2f} ms | "
+                f"{float(nocheck_t) * 1e3:.2f} ms | "
                 f"{float(cpu_bw):.2f} | {float(foo_bw):.2f} | {float(foo_bw) / float(cpu_bw):.2f} | "
                 f"{float(nocheck_bw) / float(cpu_bw):.2f} |"
             )
@@ -198,13 +202,15 @@ def main(argv: list[str] | None = None) -> None:
     cores = os.cpu_count() or 1
     # 1 process on all cores, 1 process on the cores one rank of 2 gets, then 2 processes
     # (with foo_gloo's fingerprint check, then without)
-    for world, threads, check in ((1, cores, True), (1, max(1, cores // 2), True), (2, max(1, cores // 2), True), (2, max(1, cores // 2), False)):
+    half = max(1, cores // 2)
+    for world, threads, check in ((1, cores, True), (1, half, True), (2, half, True), (2, half, False)):
         args = ["ddp", "--repeats", str(a.repeats), "--batch", str(a.batch), "--threads", str(threads)]
         for line in _launch(world, args + ([] if check else ["--no-check"])):
             if line.startswith("DDP"):
                 _, w, t, threads_used, checked = line.split()
                 first = first or float(t)
-                print(f"| {w} | {float(t) * 1e3:.2f} ms | {threads_used} | {'on' if checked == '1' else 'off'} | {float(t) / first:.2f} |")
+                on = "on" if checked == "1" else "off"
+                print(f"| {w} | {float(t) * 1e3:.2f} ms | {threads_used} | {on} | {float(t) / first:.2f} |")
 
 
 if __name__ == "__main__":

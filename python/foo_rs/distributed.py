@@ -354,7 +354,8 @@ class FooGlooProcessGroup(dist.ProcessGroup):
         everyone = torch.empty(world * _DESCRIPTION_BYTES, dtype=torch.uint8)
         self._inner._allgather_base(everyone, torch.frombuffer(bytearray(raw), dtype=torch.uint8)).wait()
         rows = everyone.view(world, _DESCRIPTION_BYTES).tolist()
-        calls = "; ".join(f"rank {r}: {bytes(row).rstrip(bytes(1)).decode(errors='replace')}" for r, row in enumerate(rows))
+        said = [bytes(row).rstrip(bytes(1)).decode(errors="replace") for row in rows]
+        calls = "; ".join(f"rank {r}: {call}" for r, call in enumerate(said))
         raise RuntimeError(
             f"{BACKEND_NAME} (torch.distributed on foo): the ranks called collectives that do not "
             f"match ({calls}). Every rank must call the same collective with the same dtypes and "
