@@ -31,14 +31,15 @@ fn mat(
     name: &str,
     dense: bool,
 ) -> PyResult<(*mut u8, usize)> {
-    let ok_shape = d.sizes == [rows, cols];
-    let cs_ok = cols <= 1 || d.strides[1] == 1;
-    let rs = if rows <= 1 {
+    // The shape first: the strides are only read for a 2-d view.
+    let ok_shape = d.sizes == [rows, cols] && d.strides.len() == 2;
+    let cs_ok = ok_shape && (cols <= 1 || d.strides[1] == 1);
+    let rs = if rows <= 1 || !ok_shape {
         cols
     } else {
         d.strides[0].max(0) as usize
     };
-    if !ok_shape || !cs_ok || (rows > 1 && (rs < cols || (dense && rs != cols))) {
+    if !cs_ok || (rows > 1 && (rs < cols || (dense && rs != cols))) {
         return Err(PyRuntimeError::new_err(format!(
             "foo rnn: {name} must be a [{rows}, {cols}] matrix with contiguous rows, got sizes {:?} strides {:?}",
             d.sizes, d.strides
