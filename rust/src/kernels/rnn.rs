@@ -195,17 +195,46 @@ impl<T> P<T> {
 
 /// Runs `f(block, j0, width)` for every block of hidden units, on the pool
 /// when the step is big enough.
+/// The gate math runs inside a `#[target_feature]` function of the CPU's
+/// SIMD level (kernels/elementwise/simd.rs), so its polynomial `mul_add`s
+/// are FMA instructions and the row loops vectorize; no level changes a
+/// result bit.
 fn for_blocks(hidden: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
     let nb = hidden.div_ceil(BLOCK);
+    let level = super::elementwise::simd::level();
     let run = |b: usize| {
         let j0 = b * BLOCK;
-        f(j0, (hidden - j0).min(BLOCK));
+        let w = (hidden - j0).min(BLOCK);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use super::elementwise::simd::SimdLevel;
+            // SAFETY: the level was detected on this CPU.
+            match level {
+                SimdLevel::Avx512 => return unsafe { block_avx512(&f, j0, w) },
+                SimdLevel::Avx2 => return unsafe { block_avx2(&f, j0, w) },
+                SimdLevel::Portable => {}
+            }
+        }
+        let _ = level;
+        f(j0, w);
     };
     if nb > 1 && work >= PAR_WORK {
         parallel::parallel_for(nb, run);
     } else {
         (0..nb).for_each(run);
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn block_avx512<F: Fn(usize, usize)>(f: &F, j0: usize, w: usize) {
+    f(j0, w)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn block_avx2<F: Fn(usize, usize)>(f: &F, j0: usize, w: usize) {
+    f(j0, w)
 }
 
 /// `W_hh` `[G*H, H]` as the right operand of `h @ W_hh^T`, `[H, G*H]`
@@ -350,58 +379,63 @@ pub(crate) unsafe fn forward<T: 'static + Copy + Send + Sync + Real>(
     for t in steps.order(reverse) {
         let (off, bs) = (steps.offsets[t], steps.sizes[t]);
         let prev_ref = &prev;
-        for_blocks(h, bs * h * gh, |j0, w| {
-            let (sp, wbp) = (sp, wbp);
-            let blk = sp.get().add(gates * j0);
-            prev_h_product(
-                bs,
-                gates * w,
-                h,
-                blk,
-                gh,
-                prev_ref,
-                y,
-                h0.get(),
-                wbp.get().add(gates * j0),
-                gh,
-            );
-            for r in 0..bs {
-                let s = blk.add(r * gh);
-                let x = xg.at(off + r, j0);
-                let hrow = hn.get().add(r * h + j0);
-                let yrow = y.at(off + r, j0);
-                match cell {
-                    Cell::Lstm => {
-                        let crow = cn.unwrap().get().add(r * h + j0);
-                        let csrow = cs.unwrap().get().add((off + r) * h + j0);
-                        lstm_cell(
-                            s,
-                            x,
-                            h,
-                            w,
-                            crow,
-                            hrow,
-                            yrow,
-                            csrow,
-                            ws.map(|p| p.get().add((off + r) * 4 * h + j0)),
-                            h,
-                        );
-                    }
-                    Cell::Gru => {
-                        gru_cell(
-                            s,
-                            x,
-                            h,
-                            w,
-                            b_hh.map(|p| p.get().add(j0) as *const T),
-                            hrow,
-                            yrow,
-                            ws.map(|p| p.get().add((off + r) * 4 * h + j0)),
-                        );
+        for_blocks(
+            h,
+            bs * h * gh,
+            #[inline(always)]
+            |j0, w| {
+                let (sp, wbp) = (sp, wbp);
+                let blk = sp.get().add(gates * j0);
+                prev_h_product(
+                    bs,
+                    gates * w,
+                    h,
+                    blk,
+                    gh,
+                    prev_ref,
+                    y,
+                    h0.get(),
+                    wbp.get().add(gates * j0),
+                    gh,
+                );
+                for r in 0..bs {
+                    let s = blk.add(r * gh);
+                    let x = xg.at(off + r, j0);
+                    let hrow = hn.get().add(r * h + j0);
+                    let yrow = y.at(off + r, j0);
+                    match cell {
+                        Cell::Lstm => {
+                            let crow = cn.unwrap().get().add(r * h + j0);
+                            let csrow = cs.unwrap().get().add((off + r) * h + j0);
+                            lstm_cell(
+                                s,
+                                x,
+                                h,
+                                w,
+                                crow,
+                                hrow,
+                                yrow,
+                                csrow,
+                                ws.map(|p| p.get().add((off + r) * 4 * h + j0)),
+                                h,
+                            );
+                        }
+                        Cell::Gru => {
+                            gru_cell(
+                                s,
+                                x,
+                                h,
+                                w,
+                                b_hh.map(|p| p.get().add(j0) as *const T),
+                                hrow,
+                                yrow,
+                                ws.map(|p| p.get().add((off + r) * 4 * h + j0)),
+                            );
+                        }
                     }
                 }
-            }
-        });
+            },
+        );
         prev = Prev {
             off: Some(off),
             size: bs,
@@ -559,54 +593,59 @@ pub(crate) unsafe fn backward<T: 'static + Copy + Send + Sync + Real>(
             None => (None, 0),
         };
         let next_ref = next;
-        for_blocks(h, (bs + next_ref.map_or(0, |n| n.1)) * h * gh, |j0, w| {
-            if let Some(nx) = next_ref {
-                recur(nx, j0, w);
-            }
-            for r in 0..bs {
-                let from_y = poff.is_some() && r < psize;
-                let hp_row = if from_y {
-                    y.at(poff.unwrap_or(0) + r, j0) as *const T
-                } else {
-                    h0.get().add(r * h + j0) as *const T
-                };
-                std::ptr::copy_nonoverlapping(hp_row, hprev.get().add((off + r) * h + j0), w);
-                let dyr = dy.at(off + r, j0) as *const T;
-                let dhr = dh.get().add(r * h + j0);
-                let wsr = ws.get().add((off + r) * 4 * h + j0) as *const T;
-                let gx = dgx.get().add((off + r) * gh + j0);
-                if lstm {
-                    let cp_row = if from_y {
-                        cs.unwrap().get().add((poff.unwrap_or(0) + r) * h + j0)
-                    } else {
-                        c0.unwrap().get().add(r * h + j0)
-                    } as *const T;
-                    let c_row = cs.unwrap().get().add((off + r) * h + j0) as *const T;
-                    lstm_cell_backward(
-                        dyr,
-                        dhr,
-                        dc.unwrap().get().add(r * h + j0),
-                        wsr,
-                        c_row,
-                        cp_row,
-                        gx,
-                        h,
-                        w,
-                    );
-                } else {
-                    gru_cell_backward(
-                        dyr,
-                        dhr,
-                        wsr,
-                        hp_row,
-                        gx,
-                        dgh.get().add((off + r) * gh + j0),
-                        h,
-                        w,
-                    );
+        for_blocks(
+            h,
+            (bs + next_ref.map_or(0, |n| n.1)) * h * gh,
+            #[inline(always)]
+            |j0, w| {
+                if let Some(nx) = next_ref {
+                    recur(nx, j0, w);
                 }
-            }
-        });
+                for r in 0..bs {
+                    let from_y = poff.is_some() && r < psize;
+                    let hp_row = if from_y {
+                        y.at(poff.unwrap_or(0) + r, j0) as *const T
+                    } else {
+                        h0.get().add(r * h + j0) as *const T
+                    };
+                    std::ptr::copy_nonoverlapping(hp_row, hprev.get().add((off + r) * h + j0), w);
+                    let dyr = dy.at(off + r, j0) as *const T;
+                    let dhr = dh.get().add(r * h + j0);
+                    let wsr = ws.get().add((off + r) * 4 * h + j0) as *const T;
+                    let gx = dgx.get().add((off + r) * gh + j0);
+                    if lstm {
+                        let cp_row = if from_y {
+                            cs.unwrap().get().add((poff.unwrap_or(0) + r) * h + j0)
+                        } else {
+                            c0.unwrap().get().add(r * h + j0)
+                        } as *const T;
+                        let c_row = cs.unwrap().get().add((off + r) * h + j0) as *const T;
+                        lstm_cell_backward(
+                            dyr,
+                            dhr,
+                            dc.unwrap().get().add(r * h + j0),
+                            wsr,
+                            c_row,
+                            cp_row,
+                            gx,
+                            h,
+                            w,
+                        );
+                    } else {
+                        gru_cell_backward(
+                            dyr,
+                            dhr,
+                            wsr,
+                            hp_row,
+                            gx,
+                            dgh.get().add((off + r) * gh + j0),
+                            h,
+                            w,
+                        );
+                    }
+                }
+            },
+        );
         next = Some((off, bs));
     }
     if let Some(nx) = next {
