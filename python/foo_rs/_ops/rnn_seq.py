@@ -10,8 +10,8 @@ point but branch inside it to a whole-sequence op of their own
 derivatives.yaml. An out-of-tree backend cannot add such a branch or a
 derivatives.yaml entry, but the dispatcher gives it the same effect: a
 kernel registered for the op on ``AutogradPrivateUse1`` takes precedence
-over the CompositeImplicitAutograd kernel for foo tensors (on torch 2.13 to
-2.15 alike). That is what is registered here; it runs one
+over the CompositeImplicitAutograd kernel for foo tensors (dispatcher rules
+older than torch 2.13; no API newer than 2.13 is used here). That is what is registered here; it runs one
 ``torch.autograd.Function`` for the whole call, whose forward and backward
 go to Rust (kernels/rnn.rs). The same function is the ``PrivateUse1`` kernel
 too, for calls that arrive below autograd (``torch.inference_mode``).
