@@ -255,6 +255,47 @@ def _train_step(kind: str, compiled: bool):
     return make
 
 
+class _RecurrentLM(torch.nn.Module):
+    """A word-level language model: embedding, a 2-layer LSTM or GRU, a
+    linear decoder over the vocabulary."""
+
+    def __init__(self, cell: str, vocab: int = 2000, dim: int = 256, layers: int = 2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.rnn = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(dim, dim, num_layers=layers)
+        self.decode = torch.nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        out, _ = self.rnn(self.embed(tokens))
+        return self.decode(out)
+
+
+def _rnn_lm_step(cell: str):
+    """A training step (forward, cross-entropy, backward, SGD) of
+    :class:`_RecurrentLM`: sequence 35 x batch 16 tokens, vocabulary 2000,
+    256-wide embedding and hidden state, 2 layers."""
+
+    def make(device):
+        torch.manual_seed(0)
+        model = _RecurrentLM(cell).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        tokens = torch.randint(0, 2000, (36, 16), generator=g).to(device)
+        x, y = tokens[:-1], tokens[1:]
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    return make
+
+
 _inductor_warm = False
 
 
@@ -321,6 +362,8 @@ CASES = [
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),
     Case(_EAGER_NAMES["block"], "training", _train_step("block", compiled=False)),
     Case(_COMPILED_NAMES["block"], "compile", _train_step("block", compiled=True)),
+    Case("LSTM language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("lstm")),
+    Case("GRU language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("gru")),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
     Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
     *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),

@@ -9,6 +9,7 @@ mod linalg;
 mod memory;
 mod norm_pool;
 mod optim;
+mod rnn;
 mod runtime;
 
 use crate::allocator::AllocError;
@@ -198,6 +199,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     norm_pool::register(m)?;
     index::register(m)?;
     optim::register(m)?;
+    rnn::register(m)?;
     runtime::register(m)?;
     Ok(())
 }

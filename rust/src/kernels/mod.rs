@@ -17,6 +17,7 @@ pub mod parallel;
 pub mod pool;
 pub mod random;
 pub mod reduce;
+pub mod rnn;
 
 use crate::dtype::DType;
 use std::fmt;
