@@ -1,6 +1,7 @@
 //! The PyO3 module `foo_rs._C`: a thin layer over the Rust core. Errors of
 //! the core are mapped to Python exceptions here, in one place.
 
+mod attention;
 mod device;
 mod elementwise;
 mod index;
@@ -199,5 +200,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index::register(m)?;
     optim::register(m)?;
     runtime::register(m)?;
+    attention::register(m)?;
     Ok(())
 }
