@@ -167,7 +167,8 @@ def sdpa_overrideable_backward(grad_out, query, key, value, attn_bias, grad_inpu
     gv = torch.empty_like(value) if want_v else None
     gbias = None
     if want_bias and attn_bias is not None:
-        gbias = torch.empty((b, hq, seq_q, seq_k), dtype=attn_bias.dtype, device=query.device)
+        # Zeros: causal tiles the kernel skips have no gradient.
+        gbias = torch.zeros((b, hq, seq_q, seq_k), dtype=attn_bias.dtype, device=query.device)
     if query.dim() == 3:
         g4, o4 = grad_out.unsqueeze(0), out.unsqueeze(0)
         gq4, gk4, gv4 = (None if t is None else t.unsqueeze(0) for t in (gq, gk, gv))

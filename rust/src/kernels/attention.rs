@@ -41,7 +41,7 @@ pub const BQ: usize = 64;
 pub const BK: usize = 64;
 /// Backward tasks wanted per call when `B * Hk` is small: key tiles are then
 /// split into up to this many chunks per head (a shape-only rule).
-const BWD_TASKS: usize = 8;
+const BWD_TASKS: usize = 4;
 /// Work (`B * Hq * L * S * D`) below which a call stays on the calling thread.
 const PAR_WORK: usize = 1 << 18;
 
