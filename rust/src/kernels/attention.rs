@@ -35,10 +35,21 @@ use crate::dtype::DType;
 use crate::rng::{uniform_f32, Philox};
 use half::{bf16, f16};
 
-/// Query rows per tile.
-pub const BQ: usize = 64;
-/// Key rows per tile.
-pub const BK: usize = 64;
+/// Query rows and key rows per tile (`FOO_RS_SDPA_TILES="64,64"` overrides
+/// them, for tuning; results depend on them, never on the thread count).
+pub fn tiles() -> (usize, usize) {
+    static V: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("FOO_RS_SDPA_TILES")
+            .ok()
+            .and_then(|v| {
+                let (a, b) = v.split_once(',')?;
+                Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+            })
+            .filter(|&(a, b): &(usize, usize)| (1..=4096).contains(&a) && (1..=4096).contains(&b))
+            .unwrap_or((64, 64))
+    })
+}
 /// Backward tasks wanted per call when `B * Hk` is small: key tiles are then
 /// split into up to this many chunks per head (a shape-only rule).
 const BWD_TASKS: usize = 4;
@@ -72,7 +83,7 @@ pub fn blocks_needed(b: usize, hq: usize, l: usize, s: usize) -> u64 {
 /// Key-tile chunks per `(batch, kv head)` in the backward (the first
 /// dimension of its `dQ` accumulator).
 pub fn backward_chunks(b: usize, hk: usize, s: usize) -> usize {
-    let tiles = s.div_ceil(BK).max(1);
+    let tiles = s.div_ceil(tiles().1).max(1);
     let want = BWD_TASKS.div_ceil((b * hk).max(1)).max(1);
     tiles.min(want)
 }
@@ -87,6 +98,8 @@ struct Geo {
     d: usize,
     dv: usize,
     group: usize,
+    bq: usize,
+    bk: usize,
 }
 
 /// A 4-d view as raw parts (crosses to pool threads; tasks touch disjoint
@@ -111,7 +124,10 @@ impl View {
     }
     #[inline(always)]
     fn off(&self, a: usize, b: usize, c: usize, d: usize) -> isize {
-        a as isize * self.st[0] + b as isize * self.st[1] + c as isize * self.st[2] + d as isize * self.st[3]
+        a as isize * self.st[0]
+            + b as isize * self.st[1]
+            + c as isize * self.st[2]
+            + d as isize * self.st[3]
     }
     /// Element pointer of type `T` at `[a, b, c, 0]`.
     #[inline(always)]
@@ -137,7 +153,10 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
             )));
         }
     }
-    if !matches!(a.q.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+    if !matches!(
+        a.q.dtype,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16
+    ) {
         return Err(KernelError::UnsupportedDtype {
             op: "scaled_dot_product_attention",
             dtype: a.q.dtype,
@@ -149,7 +168,7 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
             "incompatible shapes query {q:?}, key {k:?}, value {v:?}"
         )));
     }
-    if k[1] == 0 || q[1] % k[1] != 0 {
+    if (k[1] == 0 && q[1] != 0) || (k[1] != 0 && q[1] % k[1] != 0) {
         return Err(bad(format!(
             "the query's heads ({}) must be a multiple of the key's heads ({})",
             q[1], k[1]
@@ -163,7 +182,9 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
         s: k[2],
         d: q[3],
         dv: v[3],
-        group: q[1] / k[1],
+        group: if k[1] == 0 { 1 } else { q[1] / k[1] },
+        bq: tiles().0,
+        bk: tiles().1,
     };
     if let Some(bias) = a.bias {
         if bias.sizes != [g.b, g.hq, g.l, g.s] {
@@ -181,7 +202,10 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
     }
     if let Some(dr) = a.dropout {
         if !(0.0..1.0).contains(&dr.p) {
-            return Err(bad(format!("dropout probability must be in [0, 1), got {}", dr.p)));
+            return Err(bad(format!(
+                "dropout probability must be in [0, 1), got {}",
+                dr.p
+            )));
         }
     }
     Ok(g)
@@ -256,7 +280,15 @@ unsafe fn mm<A: Acc>(
 
 /// Copies rows `r0..r0 + rows` of `[a, b]` (`cols` wide) into `dst` (row-major, widened).
 #[inline(always)]
-unsafe fn pack<T: FloatElem>(dst: &mut [T::Acc], v: &View, a: usize, b: usize, r0: usize, rows: usize, cols: usize) {
+unsafe fn pack<T: FloatElem>(
+    dst: &mut [T::Acc],
+    v: &View,
+    a: usize,
+    b: usize,
+    r0: usize,
+    rows: usize,
+    cols: usize,
+) {
     for r in 0..rows {
         let src = v.row::<T>(a, b, r0 + r);
         let out = &mut dst[r * cols..(r + 1) * cols];
@@ -275,7 +307,15 @@ unsafe fn pack<T: FloatElem>(dst: &mut [T::Acc], v: &View, a: usize, b: usize, r
 
 /// Writes `src` (row-major, `cols` wide) narrowed into rows `r0..` of `[a, b]`.
 #[inline(always)]
-unsafe fn unpack<T: FloatElem>(src: &[T::Acc], v: &View, a: usize, b: usize, r0: usize, rows: usize, cols: usize) {
+unsafe fn unpack<T: FloatElem>(
+    src: &[T::Acc],
+    v: &View,
+    a: usize,
+    b: usize,
+    r0: usize,
+    rows: usize,
+    cols: usize,
+) {
     for r in 0..rows {
         let dst = v.row::<T>(a, b, r0 + r);
         let s = &src[r * cols..(r + 1) * cols];
@@ -295,7 +335,8 @@ unsafe fn add_bias<A: Acc>(row: &mut [A], bias: &View, b: usize, h: usize, i: us
         ($t:ty) => {{
             let p = (bias.ptr as *const $t).wrapping_offset(base);
             for c in 0..row.len() {
-                row[c] = row[c] + <A as AccF>::from_f64((*p.wrapping_offset(c as isize * cs)).to_f64());
+                row[c] =
+                    row[c] + <A as AccF>::from_f64((*p.wrapping_offset(c as isize * cs)).to_f64());
             }
         }};
     }
@@ -368,11 +409,23 @@ unsafe fn scores<A: Acc>(
     causal: bool,
     (b, h, i0, m, j0, n): (usize, usize, usize, usize, usize, usize),
 ) {
-    mm(m, n, g.d, s.as_mut_ptr(), BK, false, qb.as_ptr(), (g.d, 1), kb.as_ptr(), (1, g.d), scale);
+    mm(
+        m,
+        n,
+        g.d,
+        s.as_mut_ptr(),
+        g.bk,
+        false,
+        qb.as_ptr(),
+        (g.d, 1),
+        kb.as_ptr(),
+        (1, g.d),
+        scale,
+    );
     let ninf = A::ZERO - A::INF;
     for r in 0..m {
         let i = i0 + r;
-        let row = &mut s[r * BK..r * BK + n];
+        let row = &mut s[r * g.bk..r * g.bk + n];
         if let Some(bv) = bias {
             add_bias(row, bv, b, h, i, j0);
         }
@@ -383,6 +436,47 @@ unsafe fn scores<A: Acc>(
             }
         }
     }
+}
+
+/// Lanes of the row reductions: independent accumulators let the loops
+/// vectorize (a single float accumulator must add in order).
+const LANES: usize = 16;
+
+/// The largest of `row` and `init` (NaNs ignored).
+#[inline(always)]
+fn row_max<A: Acc>(row: &[A], init: A) -> A {
+    let mut lanes = [init; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..LANES {
+            lanes[k] = if c[k] > lanes[k] { c[k] } else { lanes[k] };
+        }
+    }
+    lanes
+        .iter()
+        .chain(rest)
+        .fold(init, |m, &x| if x > m { x } else { m })
+}
+
+/// `row = exp(row - sub)`; returns the sum of the new row.
+#[inline(always)]
+fn exp_sum<A: Acc>(row: &mut [A], sub: A) -> A {
+    for x in row.iter_mut() {
+        *x = (*x - sub).exp_();
+    }
+    let mut lanes = [<A as AccF>::ZERO; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..LANES {
+            lanes[k] = lanes[k] + c[k];
+        }
+    }
+    lanes
+        .iter()
+        .chain(rest)
+        .fold(<A as AccF>::ZERO, |a, &x| a + x)
 }
 
 /// Per-task scratch of the forward.
@@ -400,14 +494,14 @@ struct FwdBufs<A> {
 impl<A: Acc> FwdBufs<A> {
     fn new(g: &Geo) -> Self {
         FwdBufs {
-            q: vec![A::ZERO; BQ * g.d],
-            k: vec![A::ZERO; BK * g.d],
-            v: vec![A::ZERO; BK * g.dv],
-            s: vec![A::ZERO; BQ * BK],
-            acc: vec![A::ZERO; BQ * g.dv],
-            mx: vec![A::ZERO; BQ],
-            sum: vec![A::ZERO; BQ],
-            flags: vec![0; BK],
+            q: vec![A::ZERO; g.bq * g.d],
+            k: vec![A::ZERO; g.bk * g.d],
+            v: vec![A::ZERO; g.bk * g.dv],
+            s: vec![A::ZERO; g.bq * g.bk],
+            acc: vec![A::ZERO; g.bq * g.dv],
+            mx: vec![A::ZERO; g.bq],
+            sum: vec![A::ZERO; g.bq],
+            flags: vec![0; g.bk],
         }
     }
 }
@@ -460,7 +554,7 @@ unsafe fn fwd_tile<T: FloatElem>(
     let end = key_end(c, i0, m);
     let mut j0 = 0;
     while j0 < end {
-        let n = BK.min(g.s - j0);
+        let n = g.bk.min(g.s - j0);
         pack::<T>(&mut bufs.k, &c.k, b, kvh, j0, n, g.d);
         scores(
             &mut bufs.s,
@@ -473,11 +567,8 @@ unsafe fn fwd_tile<T: FloatElem>(
             (b, h, i0, m, j0, n),
         );
         for r in 0..m {
-            let row = &mut bufs.s[r * BK..r * BK + n];
-            let mut mt = ninf;
-            for &x in row.iter() {
-                mt = if x > mt { x } else { mt };
-            }
+            let row = &mut bufs.s[r * g.bk..r * g.bk + n];
+            let mt = row_max(row, ninf);
             let old = bufs.mx[r];
             let mnew = if mt > old { mt } else { old };
             if mnew == ninf {
@@ -486,12 +577,7 @@ unsafe fn fwd_tile<T: FloatElem>(
                 continue;
             }
             let alpha = (old - mnew).exp_();
-            let mut ssum = zero;
-            for x in row.iter_mut() {
-                let p = (*x - mnew).exp_();
-                *x = p;
-                ssum = ssum + p;
-            }
+            let ssum = exp_sum(row, mnew);
             bufs.sum[r] = bufs.sum[r] * alpha + ssum;
             bufs.mx[r] = mnew;
             if alpha != <T::Acc as AccF>::ONE {
@@ -520,7 +606,7 @@ unsafe fn fwd_tile<T: FloatElem>(
                 g.dv,
                 true,
                 bufs.s.as_ptr(),
-                (BK, 1),
+                (g.bk, 1),
                 bufs.v.as_ptr(),
                 (g.dv, 1),
                 <T::Acc as AccF>::ONE,
@@ -615,13 +701,13 @@ pub fn forward(a: &Sdpa, out: &Strided, lse: &Strided) -> Result<(), KernelError
         T::Acc: Acc,
     {
         let g = c.g;
-        let qt = g.l.div_ceil(BQ);
+        let qt = g.l.div_ceil(g.bq);
         let tasks = g.b * g.hq * qt;
-        run(tasks, tasks * BQ * g.s * (g.d + g.dv), |t| {
+        run(tasks, tasks * g.bq * g.s * (g.d + g.dv), |t| {
             let (bh, tile) = (t / qt, t % qt);
             let (b, h) = (bh / g.hq, bh % g.hq);
-            let i0 = tile * BQ;
-            let m = BQ.min(g.l - i0);
+            let i0 = tile * g.bq;
+            let m = g.bq.min(g.l - i0);
             simd_dispatch(|| {
                 let mut bufs = FwdBufs::<T::Acc>::new(&g);
                 let lrow = (lp as *mut f32).wrapping_add(bh * g.l + i0);
@@ -693,10 +779,17 @@ pub fn backward(
             )));
         }
     }
-    let acc = if a.q.dtype == DType::F64 { DType::F64 } else { DType::F32 };
+    let acc = if a.q.dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let chunks = backward_chunks(g.b, g.hk, g.s);
     let rows = g.b * g.hq * g.l;
-    if work.dtype != acc || work.numel() != (chunks * g.d + 2) * rows || !(work.numel() == 0 || work.is_contiguous()) {
+    if work.dtype != acc
+        || work.numel() != (chunks * g.d + 2) * rows
+        || !(work.numel() == 0 || work.is_contiguous())
+    {
         return Err(bad(format!(
             "backward scratch must be a contiguous {} tensor of {} elements",
             acc.name(),
@@ -756,46 +849,53 @@ where
     // work = [dq partials: chunks x rows x D | lse: rows | delta: rows]
     let base = w.work as *mut T::Acc;
     let dq_len = w.chunks * rows * g.d;
-    let (lse_acc, delta) = (base.wrapping_add(dq_len) as usize, base.wrapping_add(dq_len + rows) as usize);
+    let (lse_acc, delta) = (
+        base.wrapping_add(dq_len) as usize,
+        base.wrapping_add(dq_len + rows) as usize,
+    );
     // Pass 1, per query tile: the row statistics. delta = rowsum(dO * O);
     // log-sum-exp recomputed exactly for float64 (the saved one is float32).
-    let qt = g.l.div_ceil(BQ);
+    let qt = g.l.div_ceil(g.bq);
     let tasks = g.b * g.hq * qt;
-    run(tasks, tasks * BQ * g.dv.max(1) * if T::Acc::is_f64() { g.s } else { 1 }, |t| {
-        let (bh, tile) = (t / qt, t % qt);
-        let (b, h) = (bh / g.hq, bh % g.hq);
-        let i0 = tile * BQ;
-        let m = BQ.min(g.l - i0);
-        simd_dispatch(|| {
-            let mut ob = vec![zero; m * g.dv];
-            let mut gb = vec![zero; m * g.dv];
-            // SAFETY: this task owns rows i0..i0+m of [b, h] in the scratch.
-            unsafe {
-                pack::<T>(&mut ob, &w.o, b, h, i0, m, g.dv);
-                pack::<T>(&mut gb, &w.go, b, h, i0, m, g.dv);
-                let dl = (delta as *mut T::Acc).add(bh * g.l + i0);
-                for r in 0..m {
-                    let mut s = zero;
-                    for k in 0..g.dv {
-                        s = s + ob[r * g.dv + k] * gb[r * g.dv + k];
-                    }
-                    *dl.add(r) = s;
-                }
-                let ll = (lse_acc as *mut T::Acc).add(bh * g.l + i0);
-                if T::Acc::is_f64() {
-                    let mut bufs = FwdBufs::<T::Acc>::new(&g);
-                    fwd_tile::<T>(c, &mut bufs, (b, h, i0, m), None, |r, v| *ll.add(r) = v);
-                } else {
-                    let src = (w.lse as *const f32).add(bh * g.l + i0);
+    run(
+        tasks,
+        tasks * g.bq * g.dv.max(1) * if T::Acc::is_f64() { g.s } else { 1 },
+        |t| {
+            let (bh, tile) = (t / qt, t % qt);
+            let (b, h) = (bh / g.hq, bh % g.hq);
+            let i0 = tile * g.bq;
+            let m = g.bq.min(g.l - i0);
+            simd_dispatch(|| {
+                let mut ob = vec![zero; m * g.dv];
+                let mut gb = vec![zero; m * g.dv];
+                // SAFETY: this task owns rows i0..i0+m of [b, h] in the scratch.
+                unsafe {
+                    pack::<T>(&mut ob, &w.o, b, h, i0, m, g.dv);
+                    pack::<T>(&mut gb, &w.go, b, h, i0, m, g.dv);
+                    let dl = (delta as *mut T::Acc).add(bh * g.l + i0);
                     for r in 0..m {
-                        *ll.add(r) = <T::Acc as AccF>::from_f64(*src.add(r) as f64);
+                        let mut s = zero;
+                        for k in 0..g.dv {
+                            s = s + ob[r * g.dv + k] * gb[r * g.dv + k];
+                        }
+                        *dl.add(r) = s;
+                    }
+                    let ll = (lse_acc as *mut T::Acc).add(bh * g.l + i0);
+                    if T::Acc::is_f64() {
+                        let mut bufs = FwdBufs::<T::Acc>::new(&g);
+                        fwd_tile::<T>(c, &mut bufs, (b, h, i0, m), None, |r, v| *ll.add(r) = v);
+                    } else {
+                        let src = (w.lse as *const f32).add(bh * g.l + i0);
+                        for r in 0..m {
+                            *ll.add(r) = <T::Acc as AccF>::from_f64(*src.add(r) as f64);
+                        }
                     }
                 }
-            }
-        });
-    });
+            });
+        },
+    );
     // Pass 2, per (batch, kv head, chunk of key tiles).
-    let kt = g.s.div_ceil(BK);
+    let kt = g.s.div_ceil(g.bk);
     let tasks = g.b * g.hk * w.chunks;
     run(tasks, g.b * g.hq * g.l * g.s * (g.d + g.dv), |t| {
         let (bk, ch) = (t / w.chunks, t % w.chunks);
@@ -810,11 +910,11 @@ where
     // dQ: the chunks' partial sums, in chunk order.
     if let Some(gq) = w.gq {
         let tasks = g.b * g.hq * qt;
-        run(tasks, tasks * BQ * g.d * w.chunks * 64, |t| {
+        run(tasks, tasks * g.bq * g.d * w.chunks * 64, |t| {
             let (bh, tile) = (t / qt, t % qt);
             let (b, h) = (bh / g.hq, bh % g.hq);
-            let i0 = tile * BQ;
-            let m = BQ.min(g.l - i0);
+            let i0 = tile * g.bq;
+            let m = g.bq.min(g.l - i0);
             let mut acc = vec![zero; m * g.d];
             // SAFETY: this task reads its rows of every chunk and writes its rows of dQ.
             unsafe {
@@ -860,22 +960,22 @@ unsafe fn bwd_chunk<T: FloatElem>(
     let keep = c.dropout.map(|d| 1.0 - d.p);
     let ph = c.dropout.map(|d| Philox::new(d.seed));
     let inv_keep = <T::Acc as AccF>::from_f64(keep.map_or(1.0, |k| 1.0 / k));
-    let mut kb = vec![zero; BK * g.d];
-    let mut vb = vec![zero; BK * g.dv];
-    let mut qb = vec![zero; BQ * g.d];
-    let mut gob = vec![zero; BQ * g.dv];
-    let mut p = vec![zero; BQ * BK];
-    let mut pd = vec![zero; BQ * BK];
-    let mut dp = vec![zero; BQ * BK];
-    let mut dk = vec![zero; BK * g.d];
-    let mut dv = vec![zero; BK * g.dv];
-    let mut flags = vec![0u8; BQ * BK];
+    let mut kb = vec![zero; g.bk * g.d];
+    let mut vb = vec![zero; g.bk * g.dv];
+    let mut qb = vec![zero; g.bq * g.d];
+    let mut gob = vec![zero; g.bq * g.dv];
+    let mut p = vec![zero; g.bq * g.bk];
+    let mut pd = vec![zero; g.bq * g.bk];
+    let mut dp = vec![zero; g.bq * g.bk];
+    let mut dk = vec![zero; g.bk * g.d];
+    let mut dv = vec![zero; g.bk * g.dv];
+    let mut flags = vec![0u8; g.bq * g.bk];
     // The caller zeroed the scratch: dQ rows no key tile of this chunk
     // reaches (causal) stay 0.
     let dq_base = (w.work as *mut T::Acc).add(ch * rows * g.d);
     for tile in t0..t1 {
-        let j0 = tile * BK;
-        let n = BK.min(g.s - j0);
+        let j0 = tile * g.bk;
+        let n = g.bk.min(g.s - j0);
         pack::<T>(&mut kb, &c.k, b, kvh, j0, n, g.d);
         pack::<T>(&mut vb, &c.v, b, kvh, j0, n, g.dv);
         dk[..n * g.d].fill(zero);
@@ -884,17 +984,26 @@ unsafe fn bwd_chunk<T: FloatElem>(
             let h = kvh * g.group + hh;
             let bh = b * g.hq + h;
             // Causal: query rows below j0 see none of these keys.
-            let first = if c.causal { (j0 / BQ) * BQ } else { 0 };
+            let first = if c.causal { (j0 / g.bq) * g.bq } else { 0 };
             let mut i0 = first;
             while i0 < g.l {
-                let m = BQ.min(g.l - i0);
+                let m = g.bq.min(g.l - i0);
                 pack::<T>(&mut qb, &c.q, b, h, i0, m, g.d);
                 pack::<T>(&mut gob, &w.go, b, h, i0, m, g.dv);
-                scores(&mut p, &qb, &kb, &g, scale, c.bias.as_ref(), c.causal, (b, h, i0, m, j0, n));
+                scores(
+                    &mut p,
+                    &qb,
+                    &kb,
+                    &g,
+                    scale,
+                    c.bias.as_ref(),
+                    c.causal,
+                    (b, h, i0, m, j0, n),
+                );
                 let ll = (lse_acc as *const T::Acc).add(bh * g.l + i0);
                 for r in 0..m {
                     let lr = *ll.add(r);
-                    let row = &mut p[r * BK..r * BK + n];
+                    let row = &mut p[r * g.bk..r * g.bk + n];
                     if lr == ninf {
                         row.fill(zero);
                     } else {
@@ -907,24 +1016,52 @@ unsafe fn bwd_chunk<T: FloatElem>(
                 if let (Some(ph), Some(kp), Some(d)) = (ph.as_ref(), keep, c.dropout) {
                     for r in 0..m {
                         let e0 = ((bh) * g.l + i0 + r) * g.s + j0;
-                        let fl = &mut flags[r * BK..r * BK + n];
+                        let fl = &mut flags[r * g.bk..r * g.bk + n];
                         keep_flags(ph, d.offset, e0, kp, fl);
                         for k in 0..n {
-                            pd[r * BK + k] = if fl[k] != 0 { p[r * BK + k] * inv_keep } else { zero };
+                            pd[r * g.bk + k] = if fl[k] != 0 {
+                                p[r * g.bk + k] * inv_keep
+                            } else {
+                                zero
+                            };
                         }
                     }
                 }
                 let pw = if c.dropout.is_some() { &pd } else { &p };
                 // dV += pw^T @ dO
-                mm(n, g.dv, m, dv.as_mut_ptr(), g.dv, true, pw.as_ptr(), (1, BK), gob.as_ptr(), (g.dv, 1), one);
+                mm(
+                    n,
+                    g.dv,
+                    m,
+                    dv.as_mut_ptr(),
+                    g.dv,
+                    true,
+                    pw.as_ptr(),
+                    (1, g.bk),
+                    gob.as_ptr(),
+                    (g.dv, 1),
+                    one,
+                );
                 // dp = dO @ V^T
-                mm(m, n, g.dv, dp.as_mut_ptr(), BK, false, gob.as_ptr(), (g.dv, 1), vb.as_ptr(), (1, g.dv), one);
+                mm(
+                    m,
+                    n,
+                    g.dv,
+                    dp.as_mut_ptr(),
+                    g.bk,
+                    false,
+                    gob.as_ptr(),
+                    (g.dv, 1),
+                    vb.as_ptr(),
+                    (1, g.dv),
+                    one,
+                );
                 let dl = (delta as *const T::Acc).add(bh * g.l + i0);
                 for r in 0..m {
                     let di = *dl.add(r);
-                    let (pr, dr) = (&p[r * BK..r * BK + n], &mut dp[r * BK..r * BK + n]);
+                    let (pr, dr) = (&p[r * g.bk..r * g.bk + n], &mut dp[r * g.bk..r * g.bk + n]);
                     if c.dropout.is_some() {
-                        let fl = &flags[r * BK..r * BK + n];
+                        let fl = &flags[r * g.bk..r * g.bk + n];
                         for k in 0..n {
                             let dpk = if fl[k] != 0 { dr[k] * inv_keep } else { zero };
                             dr[k] = pr[k] * (dpk - di);
@@ -941,10 +1078,34 @@ unsafe fn bwd_chunk<T: FloatElem>(
                 // dQ[rows] += scale * dS @ K
                 if w.gq.is_some() {
                     let dst = dq_base.add((bh * g.l + i0) * g.d);
-                    mm(m, g.d, n, dst, g.d, true, dp.as_ptr(), (BK, 1), kb.as_ptr(), (g.d, 1), scale);
+                    mm(
+                        m,
+                        g.d,
+                        n,
+                        dst,
+                        g.d,
+                        true,
+                        dp.as_ptr(),
+                        (g.bk, 1),
+                        kb.as_ptr(),
+                        (g.d, 1),
+                        scale,
+                    );
                 }
                 // dK += scale * dS^T @ Q
-                mm(n, g.d, m, dk.as_mut_ptr(), g.d, true, dp.as_ptr(), (1, BK), qb.as_ptr(), (g.d, 1), scale);
+                mm(
+                    n,
+                    g.d,
+                    m,
+                    dk.as_mut_ptr(),
+                    g.d,
+                    true,
+                    dp.as_ptr(),
+                    (1, g.bk),
+                    qb.as_ptr(),
+                    (g.d, 1),
+                    scale,
+                );
                 i0 += m;
             }
         }
@@ -962,7 +1123,15 @@ mod tests {
     use super::*;
 
     /// Naive attention in f64 on contiguous [1, 1, l, d] data.
-    fn naive(q: &[f64], k: &[f64], v: &[f64], l: usize, s: usize, d: usize, causal: bool) -> Vec<f64> {
+    fn naive(
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        l: usize,
+        s: usize,
+        d: usize,
+        causal: bool,
+    ) -> Vec<f64> {
         let scale = 1.0 / (d as f64).sqrt();
         let mut out = vec![0.0; l * d];
         for i in 0..l {
@@ -976,10 +1145,13 @@ mod tests {
                 })
                 .collect();
             let mx = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let sum: f64 = w.iter_mut().map(|x| {
-                *x = (*x - mx).exp();
-                *x
-            }).sum();
+            let sum: f64 = w
+                .iter_mut()
+                .map(|x| {
+                    *x = (*x - mx).exp();
+                    *x
+                })
+                .sum();
             for j in 0..s {
                 for c in 0..d {
                     out[i * d + c] += w[j] / sum * v[j * d + c];
@@ -989,10 +1161,95 @@ mod tests {
         out
     }
 
+    /// Runs forward and backward on deterministic data, float64, [1, hq, l, d]
+    /// queries and [1, hk, s, d] keys; returns (out, dq, dk, dv).
+    fn fwd_bwd(hq: usize, hk: usize, l: usize, s: usize, d: usize, causal: bool) -> [Vec<f64>; 4] {
+        let f = |n: usize, seed: usize| -> Vec<f64> {
+            (0..n)
+                .map(|x| (((x * 7 + seed * 13) % 17) as f64 - 8.0) / 8.0)
+                .collect()
+        };
+        let (mut q, mut k, mut v, mut go) = (
+            f(hq * l * d, 1),
+            f(hk * s * d, 2),
+            f(hk * s * d, 3),
+            f(hq * l * d, 4),
+        );
+        let (mut out, mut lse) = (vec![0f64; hq * l * d], vec![0f32; hq * l]);
+        let (mut dq, mut dk, mut dv) = (
+            vec![0f64; hq * l * d],
+            vec![0f64; hk * s * d],
+            vec![0f64; hk * s * d],
+        );
+        let mut work = vec![0f64; (backward_chunks(1, hk, s) * d + 2) * hq * l];
+        let st = |p: &mut Vec<f64>, sz: &[usize]| {
+            Strided::contiguous(p.as_mut_ptr() as *mut u8, DType::F64, sz)
+        };
+        let (qs, ks, vs) = (
+            st(&mut q, &[1, hq, l, d]),
+            st(&mut k, &[1, hk, s, d]),
+            st(&mut v, &[1, hk, s, d]),
+        );
+        let (os, gos) = (st(&mut out, &[1, hq, l, d]), st(&mut go, &[1, hq, l, d]));
+        let (dqs, dks, dvs) = (
+            st(&mut dq, &[1, hq, l, d]),
+            st(&mut dk, &[1, hk, s, d]),
+            st(&mut dv, &[1, hk, s, d]),
+        );
+        let n = work.len();
+        let ws = st(&mut work, &[n]);
+        let ls = Strided::contiguous(lse.as_mut_ptr() as *mut u8, DType::F32, &[1, hq, l]);
+        let a = Sdpa {
+            q: &qs,
+            k: &ks,
+            v: &vs,
+            bias: None,
+            causal,
+            scale: 0.5,
+            dropout: None,
+        };
+        forward(&a, &os, &ls).unwrap();
+        let grads = Grads {
+            q: Some(&dqs),
+            k: Some(&dks),
+            v: Some(&dvs),
+            bias: None,
+        };
+        backward(&a, &gos, &os, &ls, &grads, &ws).unwrap();
+        [out, dq, dk, dv]
+    }
+
+    #[test]
+    fn backward_is_exact_and_thread_independent() {
+        // Single head, one key: softmax weight 1, so dV = sum of dO over the
+        // rows, dQ = dK = 0.
+        let [_, dq, dk, dv] = fwd_bwd(1, 1, 5, 1, 3, false);
+        let go: Vec<f64> = (0..15)
+            .map(|x| (((x * 7 + 4 * 13) % 17) as f64 - 8.0) / 8.0)
+            .collect();
+        for c in 0..3 {
+            let want: f64 = (0..5).map(|i| go[i * 3 + c]).sum();
+            assert!((dv[c] - want).abs() < 1e-12);
+        }
+        assert!(dq.iter().chain(&dk).all(|x| x.abs() < 1e-12));
+        // Grouped heads, causal, several tiles and chunks: same bits for any thread count.
+        let one = parallel::with_threads(1, || fwd_bwd(4, 2, 150, 200, 8, true));
+        let two = parallel::with_threads(2, || fwd_bwd(4, 2, 150, 200, 8, true));
+        assert_eq!(one, two);
+    }
+
     #[test]
     fn forward_matches_naive() {
-        for &(l, s, d, causal) in &[(5usize, 7usize, 3usize, false), (130, 70, 16, true), (64, 200, 8, false)] {
-            let f = |n: usize, seed: usize| -> Vec<f64> { (0..n).map(|x| (((x * 7 + seed * 13) % 17) as f64 - 8.0) / 8.0).collect() };
+        for &(l, s, d, causal) in &[
+            (5usize, 7usize, 3usize, false),
+            (130, 70, 16, true),
+            (64, 200, 8, false),
+        ] {
+            let f = |n: usize, seed: usize| -> Vec<f64> {
+                (0..n)
+                    .map(|x| (((x * 7 + seed * 13) % 17) as f64 - 8.0) / 8.0)
+                    .collect()
+            };
             let (mut q, mut k, mut v) = (f(l * d, 1), f(s * d, 2), f(s * d, 3));
             let mut out = vec![0f64; l * d];
             let mut lse = vec![0f32; l];
@@ -1001,7 +1258,15 @@ mod tests {
             let vs = Strided::contiguous(v.as_mut_ptr() as *mut u8, DType::F64, &[1, 1, s, d]);
             let os = Strided::contiguous(out.as_mut_ptr() as *mut u8, DType::F64, &[1, 1, l, d]);
             let ls = Strided::contiguous(lse.as_mut_ptr() as *mut u8, DType::F32, &[1, 1, l]);
-            let a = Sdpa { q: &qs, k: &ks, v: &vs, bias: None, causal, scale: 1.0 / (d as f64).sqrt(), dropout: None };
+            let a = Sdpa {
+                q: &qs,
+                k: &ks,
+                v: &vs,
+                bias: None,
+                causal,
+                scale: 1.0 / (d as f64).sqrt(),
+                dropout: None,
+            };
             forward(&a, &os, &ls).unwrap();
             let want = naive(&q, &k, &v, l, s, d, causal);
             for (x, y) in out.iter().zip(&want) {
