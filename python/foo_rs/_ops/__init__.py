@@ -2,6 +2,7 @@
 
 from . import conv as _conv  # noqa: F401
 from . import index as _index  # noqa: F401
+from . import attention as _attention  # noqa: F401
 from . import copy as _copy  # noqa: F401
 from . import linalg as _linalg  # noqa: F401
 from . import nn as _nn  # noqa: F401

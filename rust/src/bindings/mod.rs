@@ -1,6 +1,7 @@
 //! The PyO3 module `foo_rs._C`: a thin layer over the Rust core. Errors of
 //! the core are mapped to Python exceptions here, in one place.
 
+mod attention;
 mod device;
 mod elementwise;
 mod index;
@@ -201,5 +202,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     optim::register(m)?;
     rnn::register(m)?;
     runtime::register(m)?;
+    attention::register(m)?;
     Ok(())
 }

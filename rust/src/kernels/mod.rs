@@ -4,6 +4,7 @@
 //! Every kernel is deterministic: the result does not depend on the number
 //! of threads rayon uses.
 
+pub mod attention;
 pub mod copy;
 pub mod dropout;
 pub mod elementwise;
