@@ -1,4 +1,4 @@
-"""One rank of a 2-process run for tests/test_distributed.py (launched by subprocess or torchrun).
+"""One rank of a multi-process run for tests/test_distributed.py (launched by subprocess or torchrun).
 
 Usage: python dist_worker.py <scenario> [backend]; the rank, world size and rendezvous come
 from the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) as torchrun sets them.
@@ -26,6 +26,8 @@ def say(*parts) -> None:
     os.write(1, (" ".join(str(p) for p in parts) + "\n").encode())
 
 DTYPES = list(foo_rs.SUPPORTED_DTYPES)
+#: dtypes torch's gloo has no collectives for ("Invalid scalar type" on CPU tensors too)
+GLOO_LACKS = {torch.int16}
 OPS = [
     dist.ReduceOp.SUM,
     dist.ReduceOp.PRODUCT,
@@ -35,6 +37,7 @@ OPS = [
     dist.ReduceOp.BOR,
     dist.ReduceOp.BXOR,
     dist.ReduceOp.AVG,
+    dist._make_nccl_premul_sum(2.0),  # ReduceOp.PREMUL_SUM with its factor (gloo lacks it)
 ]
 
 
@@ -83,9 +86,15 @@ def same(a, b, what):
     assert torch.equal(a, b), f"{what}: values differ\nCPU {a}\nfoo {b}"
 
 
-def run_both(what, make):
-    """Run collective ``make(device, async_op)`` on CPU then foo (sync and async); compare."""
+#: The group each device's collectives run on in collectives(): None is the default group.
+GROUP: dict[str, object] = {"foo": None}
+
+
+def run_both(what, make, may_raise=False):
+    """Run collective ``make(device, async_op)`` on CPU then foo (sync and async); compare.
+    Unless ``may_raise`` (reduce ops gloo lacks for some dtypes), the CPU run must succeed."""
     ref = outcome(lambda: make("cpu", False))
+    assert may_raise or not isinstance(ref, type), f"{what}: CPU raised {ref}"
     for async_op in (False, True):
         got = outcome(lambda: make("foo", async_op))
         same(ref, got, f"{what} async={async_op}")
@@ -98,10 +107,13 @@ def finish(work, result):
 
 
 def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
-    """Every collective, ReduceOp and dtype, sync and async, on foo and on CPU: same outcome."""
+    """Every collective, ReduceOp and dtype, sync and async: foo tensors on the default group
+    (foo_gloo) and CPU tensors on torch's gloo alone give the same outcome."""
     rank, world = init(os.environ.get("FOO_DIST_BACKEND") or None)
     pg = dist.group.WORLD
     assert isinstance(pg, foo_dist.FooGlooProcessGroup), type(pg)
+    # the reference: the same collective on CPU tensors with torch's gloo alone
+    GROUP["cpu"] = dist.new_group(backend="cpu:gloo")
     base = torch.foo.memory_allocated()
     for dtype in dtypes:
         x = values((5, 3), dtype, seed=rank)
@@ -109,64 +121,65 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
 
             def reduce_all(dev, a, op=op):
                 t = x.to(dev, copy=True)
-                return finish(dist.all_reduce(t, op=op, async_op=a), t)
+                return finish(dist.all_reduce(t, op=op, async_op=a, group=GROUP[dev]), t)
 
-            run_both(f"all_reduce {op} {dtype}", reduce_all)
+            run_both(f"all_reduce {op} {dtype}", reduce_all, may_raise=True)
 
             def reduce_to_1(dev, a, op=op):
                 t = x.to(dev, copy=True)
-                return finish(dist.reduce(t, dst=1, op=op, async_op=a), t)
+                return finish(dist.reduce(t, dst=1, op=op, async_op=a, group=GROUP[dev]), t)
 
-            run_both(f"reduce {op} {dtype}", reduce_to_1)
+            run_both(f"reduce {op} {dtype}", reduce_to_1, may_raise=True)
 
             def reduce_scatter(dev, a, op=op):
                 out = torch.empty(2, 3, dtype=dtype, device=dev)
                 inp = values((4, 3), dtype, seed=rank + 10).to(dev, copy=True)
-                return finish(dist.reduce_scatter_tensor(out, inp, op=op, async_op=a), out)
+                return finish(dist.reduce_scatter_tensor(out, inp, op=op, async_op=a, group=GROUP[dev]), out)
 
-            run_both(f"reduce_scatter_tensor {op} {dtype}", reduce_scatter)
+            run_both(f"reduce_scatter_tensor {op} {dtype}", reduce_scatter, may_raise=True)
 
         def broadcast(dev, a):
             t = x.to(dev, copy=True)
-            return finish(dist.broadcast(t, src=1, async_op=a), t)
+            return finish(dist.broadcast(t, src=1, async_op=a, group=GROUP[dev]), t)
 
         def broadcast_strided(dev, a):  # a non-contiguous foo tensor is staged and copied back
             t = x.to(dev, copy=True).t()
-            return finish(dist.broadcast(t, src=0, async_op=a), t)
+            return finish(dist.broadcast(t, src=0, async_op=a, group=GROUP[dev]), t)
 
         def all_gather(dev, a):
             outs = [torch.empty(5, 3, dtype=dtype, device=dev) for _ in range(world)]
-            return finish(dist.all_gather(outs, x.to(dev, copy=True), async_op=a), outs)
+            return finish(dist.all_gather(outs, x.to(dev, copy=True), async_op=a, group=GROUP[dev]), outs)
 
         def all_gather_tensor(dev, a):
             out = torch.empty(world * 5, 3, dtype=dtype, device=dev)
-            return finish(dist.all_gather_into_tensor(out, x.to(dev, copy=True), async_op=a), out)
+            return finish(dist.all_gather_into_tensor(out, x.to(dev, copy=True), async_op=a, group=GROUP[dev]), out)
 
-        def all_to_all(dev, a):
+        def all_to_all(dev, a):  # uneven splits: rank 0 sends 2 rows to itself, 4 to rank 1; rank 1 sends 3 and 3
             inp = values((6, 2), dtype, seed=rank + 20).to(dev, copy=True)
-            out = torch.empty(6, 2, dtype=dtype, device=dev)
-            w = dist.all_to_all_single(out, inp, [2, 4] if rank else [3, 3], [3, 3] if rank else [2, 4], async_op=a)
+            in_splits, out_splits = ([3, 3], [4, 3]) if rank else ([2, 4], [2, 3])
+            out = torch.empty(sum(out_splits), 2, dtype=dtype, device=dev)
+            w = dist.all_to_all_single(out, inp, out_splits, in_splits, async_op=a, group=GROUP[dev])
             return finish(w, out)
 
         def gather(dev, a):
             outs = [torch.empty(5, 3, dtype=dtype, device=dev) for _ in range(world)] if rank == 0 else None
-            w = dist.gather(x.to(dev, copy=True), outs, dst=0, async_op=a)
+            w = dist.gather(x.to(dev, copy=True), outs, dst=0, async_op=a, group=GROUP[dev])
             return finish(w, outs if rank == 0 else x.to(dev, copy=True))
 
         def scatter(dev, a):
             out = torch.empty(5, 3, dtype=dtype, device=dev)
             src = [values((5, 3), dtype, seed=30 + i).to(dev, copy=True) for i in range(world)] if rank == 1 else None
-            return finish(dist.scatter(out, src, src=1, async_op=a), out)
+            return finish(dist.scatter(out, src, src=1, async_op=a, group=GROUP[dev]), out)
 
         def send_recv(dev, a):
             t = x.to(dev, copy=True) if rank == 0 else torch.empty(5, 3, dtype=dtype, device=dev)
             if a:
-                w = dist.isend(t, dst=1) if rank == 0 else dist.irecv(t, src=0)
+                w = dist.isend(t, dst=1, group=GROUP[dev]) if rank == 0 else dist.irecv(t, src=0, group=GROUP[dev])
                 return finish(w, t)
             if rank == 0:
-                dist.send(t, dst=1)
+                dist.send(t, dst=1, group=GROUP[dev])
             else:
-                dist.recv(t, src=0)
+                dist.recv(t, src=0, group=GROUP[dev])
             return t
 
         for name, fn in [
@@ -179,7 +192,40 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
             ("scatter", scatter),
             ("send/recv", send_recv),
         ]:
-            run_both(f"{name} {dtype}", fn)
+            run_both(f"{name} {dtype}", fn, may_raise=dtype in GLOO_LACKS)
+
+    # gloo gets foo memory itself (no staging copy) for a contiguous tensor, a staged
+    # contiguous copy for a non-contiguous one
+    class Spy:
+        def __init__(self, inner):
+            self.inner, self.ptrs = inner, []
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def allreduce(self, tensors, *rest):
+            self.ptrs += [t.data_ptr() for t in tensors]
+            return self.inner.allreduce(tensors, *rest)
+
+    pg._inner = spy = Spy(pg._inner)
+    try:
+        t = torch.ones(1 << 12, device="foo")
+        dist.all_reduce(t)
+        s = torch.ones(8, 4, device="foo").t()
+        dist.all_reduce(s)
+    finally:
+        pg._inner = spy.inner
+    assert spy.ptrs[0] == t.data_ptr() and spy.ptrs[1] != s.data_ptr(), (spy.ptrs, t.data_ptr(), s.data_ptr())
+    assert t.cpu().eq(world).all() and s.cpu().eq(world).all()
+    del t, s, spy
+
+    # barrier waits for every rank
+    if rank == 1:
+        time.sleep(0.5)
+    start = time.monotonic()
+    dist.barrier()
+    if rank == 0:
+        assert time.monotonic() - start > 0.4, time.monotonic() - start
 
     # futures (DDP's comm hooks use them): aliased and staged foo tensors
     for t in (torch.ones(4, 3, device="foo"), torch.ones(4, 3, device="foo").t()):
@@ -201,17 +247,26 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
     dist.barrier()
     say("LEFT", torch.foo.memory_allocated() - base)
 
-    if gloo_group:  # a plain gloo group beside it: CPU tensors only
+    if gloo_group:
+        # new_group(backend="gloo") covers foo tensors too (foo_gloo); "cpu:gloo" is torch's
+        # gloo alone: CPU tensors only, a foo tensor raises torch's error, which names foo
         g = dist.new_group(backend="gloo")
+        assert isinstance(g, foo_dist.FooGlooProcessGroup), type(g)
+        f = torch.full((3,), float(rank + 1), device="foo")
+        dist.all_reduce(f, group=g)
+        assert f.cpu().tolist() == [3.0, 3.0, 3.0], f.cpu()
+        cpu_only = dist.new_group(backend="cpu:gloo")
+        assert not isinstance(cpu_only, foo_dist.FooGlooProcessGroup)
         c = torch.ones(3)
-        dist.all_reduce(c, group=g)
+        dist.all_reduce(c, group=cpu_only)
         assert c.tolist() == [2.0, 2.0, 2.0]
         try:
-            dist.all_reduce(torch.ones(3, device="foo"), group=g)
+            dist.all_reduce(torch.ones(3, device="foo"), group=cpu_only)
         except RuntimeError as e:
             say("GLOO-RAISED", str(e).replace("\n", " ")[:300])
         else:
             say("GLOO-WORKED")
+        del f
     dist.barrier(device_ids=None)
     # gloo's worker thread drops its reference to a finished work (and so to the alias that
     # holds the foo block) just after waking the waiter: give it a moment
@@ -223,8 +278,8 @@ def collectives(dtypes=DTYPES, gloo_group: bool = False) -> None:
     say("OK", rank)
 
 
-def collectives_quick() -> None:
-    collectives([torch.float32, torch.int64], gloo_group=True)
+def collectives_and_groups() -> None:
+    collectives(gloo_group=True)
 
 
 def batches(steps, batch, seed=0):
@@ -233,14 +288,18 @@ def batches(steps, batch, seed=0):
 
 
 class Net(torch.nn.Module):
-    def __init__(self, unused: bool = False) -> None:
+    def __init__(self, unused: bool = False, hidden: int = 16, depth: int = 0) -> None:
         super().__init__()
-        self.a = torch.nn.Linear(8, 16)
-        self.b = torch.nn.Linear(16, 4)
-        self.unused = torch.nn.Linear(16, 4) if unused else None
+        self.a = torch.nn.Linear(8, hidden)
+        self.mid = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(depth))
+        self.b = torch.nn.Linear(hidden, 4)
+        self.unused = torch.nn.Linear(hidden, 4) if unused else None
 
     def forward(self, x):
-        return self.b(torch.tanh(self.a(x)))
+        h = torch.tanh(self.a(x))
+        for layer in self.mid:
+            h = torch.tanh(layer(h))
+        return self.b(h)
 
 
 def train(model, data, opt, rank=None, world=1, accumulate=1, ddp=None):
@@ -269,7 +328,9 @@ class _null:
 
 DDP_CONFIGS = {
     "plain": ({}, 1),
-    "small buckets": ({"bucket_cap_mb": 0.0005}, 1),  # one bucket per parameter or so
+    # DDP's first bucket holds up to 1 MiB whatever bucket_cap_mb says (torch: CPU alike), so
+    # a 1.3 MB model: several buckets from the second step on (after DDP rebuilds them), counted below
+    "small buckets": ({"bucket_cap_mb": 0.0005}, 1),
     "no_sync": ({}, 2),  # gradients accumulated locally over 2 batches, then reduced
     "comm hook": ({"hook": "allreduce_hook"}, 1),  # a Python hook on the work's future
     "find_unused_parameters": ({"find_unused_parameters": True}, 1),
@@ -286,21 +347,36 @@ def ddp(names: str = "plain,small buckets,no_sync,comm hook", checkpoint: bool =
     for name in names.split(","):
         kw, acc = DDP_CONFIGS[name]
         unused = name == "find_unused_parameters"
+        size = (256, 5) if name == "small buckets" else (16, 0)
         torch.manual_seed(0)
-        ref = Net(unused).to("foo")
+        ref = Net(unused, *size).to("foo")
         torch.manual_seed(1 + rank)  # DDP must broadcast rank 0's parameters
-        local = Net(unused).to("foo")
+        local = Net(unused, *size).to("foo")
         if rank == 0:
             local.load_state_dict(ref.state_dict())
         kw = dict(kw)
         hook = kw.pop("hook", None)
         model = DDP(local, **kw)
-        if hook is not None:
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+        if hook is not None:
             model.register_comm_hook(None, getattr(default_hooks, hook))
-        train(ref, data, torch.optim.SGD(ref.parameters(), lr=0.1), accumulate=acc)
-        train(model, data, torch.optim.SGD(model.parameters(), lr=0.1), rank, world, acc, ddp=model)
+        buckets = set()
+        if name == "small buckets":  # count the buckets DDP reduces (gloo's allreduce still does it)
+
+            def counting(state, bucket):
+                buckets.add(bucket.index())
+                return default_hooks.allreduce_hook(state, bucket)
+
+            model.register_comm_hook(None, counting)
+        lr = 0.1
+        start = [p.detach().cpu().clone() for p in ref.parameters()]
+        train(ref, data, torch.optim.SGD(ref.parameters(), lr=lr), accumulate=acc)
+        moved = max((p.detach().cpu() - p0).abs().max().item() for p, p0 in zip(ref.parameters(), start))
+        assert moved > 1e-3, f"{name}: training barely moved the parameters ({moved}): the comparison says nothing"
+        train(model, data, torch.optim.SGD(model.parameters(), lr=lr), rank, world, acc, ddp=model)
+        if name == "small buckets":
+            assert len(buckets) >= 2, buckets
         for (pn, p), q in zip(model.module.named_parameters(), ref.parameters()):
             assert p.device.type == "foo"
             torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), msg=f"{name}: {pn}")
@@ -328,7 +404,7 @@ def ddp_all() -> None:
         except Exception as e:  # noqa: BLE001  (reported to the test)
             say("FAILED", name, type(e).__name__, str(e).splitlines()[0][:200])
         else:
-            say("PASSED", name)
+            say("PASSED", name, dist.get_rank())
 
 
 def fsdp() -> None:
@@ -380,6 +456,8 @@ def fsdp() -> None:
 
 def training() -> None:
     """DDP, then FSDP2, in one group (one start-up: both import torch._dynamo)."""
+    init(os.environ.get("FOO_DIST_BACKEND") or None)
+    assert isinstance(dist.group.WORLD, foo_dist.FooGlooProcessGroup), type(dist.group.WORLD)
     ddp_all()
     fsdp()
     dist.destroy_process_group()
@@ -422,6 +500,36 @@ def times_out() -> None:
     raise AssertionError("all_reduce with a silent peer returned")
 
 
+def gloo_ddp() -> None:
+    """init_process_group("gloo") under torchrun (4 ranks): foo tensors go to foo_gloo; then
+    DDP trains like one process on the whole batch; checkpoint saved on rank 0, loaded on foo."""
+    rank, world = init("gloo")
+    assert isinstance(dist.group.WORLD, foo_dist.FooGlooProcessGroup), type(dist.group.WORLD)
+    assert dist.get_backend() == "gloo", dist.get_backend()
+    t = torch.full((3,), float(rank), device="foo")
+    dist.all_reduce(t)
+    c = torch.full((3,), float(rank))
+    dist.all_reduce(c)
+    expected = [float(sum(range(world)))] * 3
+    assert t.cpu().tolist() == expected and c.tolist() == expected, (t.cpu(), c)
+    del t
+    ddp("plain,small buckets")
+    dist.destroy_process_group()
+
+
+def _raises_everywhere(what: str, fn, *needles: str) -> None:
+    start = time.monotonic()
+    try:
+        fn()
+    except RuntimeError as e:
+        msg = str(e).replace("\n", " ")
+        missing = [n for n in ("foo", *needles) if n not in msg]
+        assert not missing, f"{what}: {missing} not in {msg}"
+        say("MISMATCH", what, f"{time.monotonic() - start:.1f}", msg[:300])
+    else:
+        raise AssertionError(f"{what}: returned")
+
+
 def mismatch() -> None:
     rank, world = init(timeout=10)
     # local mismatches: raise on each rank before anything is sent
@@ -432,10 +540,52 @@ def mismatch() -> None:
         say("LOCAL", type(e).__name__, str(e)[:200].replace("\n", " "))
     else:
         raise AssertionError("all_gather_into_tensor with mismatched dtypes returned")
-    # ranks that disagree on the size
-    t = torch.ones(4 + rank, device="foo")
+    # ranks that disagree: every rank raises, says what each rank passed; the group stays usable
+    def ones(n, dtype=torch.float32):
+        return torch.ones(n, dtype=dtype, device="foo")
+
+    _raises_everywhere(
+        "shape",
+        lambda: dist.all_reduce(ones(4 + rank)),
+        "rank 0: all_reduce SUM float32[4]",
+        "rank 1: all_reduce SUM float32[5]",
+    )
+    dtype = torch.float64 if rank else torch.float32
+    _raises_everywhere("dtype", lambda: dist.all_reduce(ones(4, dtype), async_op=True), "float64[4]", "float32[4]")
+    op = dist.ReduceOp.MAX if rank else dist.ReduceOp.SUM
+    _raises_everywhere("op", lambda: dist.all_reduce(ones(4), op=op), "all_reduce SUM", "all_reduce MAX")
+    _raises_everywhere("root", lambda: dist.broadcast(ones(4), src=rank), "broadcast root 0", "broadcast root 1")
+    _raises_everywhere(
+        "collective",
+        lambda: dist.barrier() if rank else dist.all_gather_into_tensor(ones(8), ones(4)),
+        "rank 1: barrier",
+        "rank 0: all_gather_into_tensor",
+    )
+    _raises_everywhere(
+        "reduce_scatter_tensor",
+        lambda: dist.reduce_scatter_tensor(ones(2 + rank), ones(4 + 2 * rank)),
+        "float32[2]",
+        "float32[3]",
+    )
+    # all_to_all_single: rank 0 sends 3 rows to rank 1, which expects 2 from it
+    out_splits = [2, 4] if rank else [3, 3]
+    _raises_everywhere(
+        "splits",
+        lambda: dist.all_to_all_single(ones(6), ones(6), out_splits, [3, 3]),
+        "rank 0 sends 3 to rank 1, which expects 2",
+    )
+    t = torch.full((4,), float(rank + 1), device="foo")
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [3.0] * 4, t.cpu()
+    say("OK", rank)
+
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch's own collective checks (as for its backends) wrap
+    # a new group's gloo; with foo_gloo's check off they catch the mismatch
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    g = dist.new_group(backend="gloo")
+    g.check_collectives = False
     try:
-        dist.all_reduce(t)
+        dist.all_reduce(torch.ones(4 + rank, device="foo"), group=g)
     except RuntimeError as e:
         say("REMOTE", type(e).__name__, str(e)[:200].replace("\n", " "))
         os._exit(0)

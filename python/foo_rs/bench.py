@@ -196,6 +196,48 @@ def _per_op(op: str) -> Callable[[str], Callable[[], object]]:
     return make
 
 
+#: foo's peak allocator bytes above the inputs during one SDPA step: {case name: bytes}.
+SDPA_PEAK: dict[str, int] = {}
+
+
+def _sdpa_name(seq: int) -> str:
+    return f"SDPA fwd+bwd, 1x8 heads x 64, seq {seq // 1024}k f32"
+
+
+def _sdpa_step(seq: int):
+    """Forward and backward of attention as a model trains it (no mask)."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 8, seq, 64, generator=g).to(device).requires_grad_() for _ in range(3))
+        grad = torch.randn(1, 8, seq, 64, generator=g).to(device)
+
+        def step():
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return torch.autograd.grad(out, (q, k, v), grad)[0]
+
+        if device == "foo":
+            base = torch.foo.memory_allocated()
+            torch.foo.reset_peak_memory_stats()
+            step()
+            SDPA_PEAK[_sdpa_name(seq)] = torch.foo.max_memory_allocated() - base
+        return step
+
+    return make
+
+
+def _sdpa_table(rows) -> list[str]:
+    names = [r[0].name for r in rows if r[0].name in SDPA_PEAK]
+    if not names:
+        return []
+    lines = ["", "| SDPA case | foo peak memory above inputs | one 8-head score matrix (seq^2 x 8 x 4 B) |",
+             "|---|---:|---:|"]
+    for name in names:
+        seq = int(name.split("seq ")[1].split("k")[0]) * 1024
+        lines.append(f"| {name} | {SDPA_PEAK[name] / 2**20:.1f} MiB | {seq * seq * 8 * 4 / 2**20:.0f} MiB |")
+    return lines
+
+
 #: First-call (compile) seconds of the torch.compile cases: {case name: {device: s}}.
 FIRST_COMPILE_S: dict[str, dict[str, float]] = {}
 
@@ -250,6 +292,47 @@ def _train_step(kind: str, compiled: bool):
                 _sync(step())
                 first = time.perf_counter() - t0
             FIRST_COMPILE_S.setdefault(_COMPILED_NAMES[kind], {})[device] = first
+        return step
+
+    return make
+
+
+class _RecurrentLM(torch.nn.Module):
+    """A word-level language model: embedding, a 2-layer LSTM or GRU, a
+    linear decoder over the vocabulary."""
+
+    def __init__(self, cell: str, vocab: int = 2000, dim: int = 256, layers: int = 2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.rnn = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(dim, dim, num_layers=layers)
+        self.decode = torch.nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        out, _ = self.rnn(self.embed(tokens))
+        return self.decode(out)
+
+
+def _rnn_lm_step(cell: str):
+    """A training step (forward, cross-entropy, backward, SGD) of
+    :class:`_RecurrentLM`: sequence 35 x batch 16 tokens, vocabulary 2000,
+    256-wide embedding and hidden state, 2 layers."""
+
+    def make(device):
+        torch.manual_seed(0)
+        model = _RecurrentLM(cell).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        tokens = torch.randint(0, 2000, (36, 16), generator=g).to(device)
+        x, y = tokens[:-1], tokens[1:]
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss
+
         return step
 
     return make
@@ -441,10 +524,13 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),
+    *(Case(_sdpa_name(seq), "sdpa", _sdpa_step(seq)) for seq in (1024, 2048, 4096)),
     Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),
     Case(_EAGER_NAMES["block"], "training", _train_step("block", compiled=False)),
     Case(_COMPILED_NAMES["block"], "compile", _train_step("block", compiled=True)),
+    Case("LSTM language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("lstm")),
+    Case("GRU language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("gru")),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
     Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
     *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
@@ -532,6 +618,7 @@ def main(argv=None) -> int:
         lines += ["", f"Per-op (tiny tensors, per call): {within} of {len(per_op)} ops within 1.2x of torch CPU; "
                       f"geometric mean of foo/CPU {geo:.2f}."]
     lines += _compile_table(rows)
+    lines += _sdpa_table(rows)
     table = "\n".join(lines)
     print()
     print(table)

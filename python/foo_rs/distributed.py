@@ -9,12 +9,23 @@ no torch CPU kernel runs on foo memory.
 ``import foo_rs`` registers the backend as ``"foo_gloo"`` for the devices ``foo`` and ``cpu``
 and makes it foo's default, so ``init_process_group()`` with no backend picks it (as it
 picks nccl for CUDA). Explicit forms: ``init_process_group("foo_gloo")`` or
-``init_process_group("cpu:gloo,foo:foo_gloo")``; either serves CPU and foo tensors.
+``init_process_group("cpu:gloo,foo:foo_gloo")``. ``init_process_group("gloo")`` (and
+``new_group(backend="gloo")``) gives foo tensors to foo_gloo too: gloo is what moves them
+(see ``_gloo_covers_foo``). Each form serves CPU and foo tensors (and CUDA tensors, which gloo
+supports, where torch has CUDA).
+
+Before each collective the ranks compare a fingerprint of it (the collective, root, reduce op,
+dtypes and shapes: one 8-byte allgather), so ranks that disagree get a ``RuntimeError`` that
+says what differs, on every rank, instead of gloo aborting the process. ``FOO_RS_DIST_CHECK=0``
+(or ``check_collectives = False`` on a group) skips it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
+import os
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -29,7 +40,14 @@ BACKEND_NAME = "foo_gloo"
 #: The ``backend`` argument that gives CPU tensors plain gloo and foo tensors this backend.
 EXPLICIT_FORM = f"cpu:gloo,foo:{BACKEND_NAME}"
 
+#: Environment variable: ``0`` turns the cross-rank fingerprint check off for new groups.
+CHECK_ENV = "FOO_RS_DIST_CHECK"
+
 _Work = getattr(dist, "Work", None) or dist._Work  # type: ignore[attr-defined]
+
+#: The devices torch's gloo serves (cpu, and cuda in torch builds with CUDA), read at import
+#: before anything here changes torch's tables.
+_GLOO_DEVICES = tuple(dist.Backend.backend_capability.get("gloo", ["cpu"]))
 
 
 def _cpu_alias(t: torch.Tensor) -> torch.Tensor:
@@ -78,6 +96,89 @@ class _Mapper:
         if isinstance(obj, tuple):
             return tuple(self.map(o, output) for o in obj)
         return obj
+
+
+#: What users call each ProcessGroup method (error messages).
+_PUBLIC_NAMES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "_allgather_base": "all_gather_into_tensor",
+    "all_gather_single": "all_gather_into_tensor",
+    "_reduce_scatter_base": "reduce_scatter_tensor",
+    "reduce_scatter_single": "reduce_scatter_tensor",
+    "alltoall_base": "all_to_all_single",
+    "alltoall": "all_to_all",
+}
+#: Point-to-point calls: only two ranks take part, so there is nothing to compare across the
+#: group (gloo delivers what was sent, as with CPU tensors).
+_UNCHECKED = frozenset({"send", "recv", "recv_anysource"})
+#: Collectives where only some tensors must agree across ranks: index of that argument
+#: (gather: the inputs; the outputs exist on the root only. scatter: the reverse).
+_AGREEING_ARG = {"gather": 1, "scatter": 0}
+#: all-to-all with split sizes: ranks differ in dim 0; the splits are compared pairwise.
+_ALLTOALL_SINGLE = frozenset({"alltoall_base", "all_to_all_single"})
+#: Bytes of a rank's description exchanged when the fingerprints differ.
+_DESCRIPTION_BYTES = 512
+
+
+def _op_name(op: Any) -> str:
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+        if op == getattr(dist.ReduceOp, name, None):
+            return name
+    return str(op)
+
+
+def _spec(obj: Any, skip_dim0: bool = False) -> str:
+    """``float32[4, 3]`` for a tensor (``float32[*, 3]`` with ``skip_dim0``), ``2 x ...`` for a
+    list of equal ones."""
+    if isinstance(obj, torch.Tensor):
+        dims = [str(d) for d in obj.shape]
+        if skip_dim0 and dims:
+            dims[0] = "*"
+        return f"{str(obj.dtype).removeprefix('torch.')}[{', '.join(dims)}]"
+    specs = [_spec(o, skip_dim0) for o in obj if isinstance(o, (torch.Tensor, list, tuple))]
+    if len(specs) == 1:
+        return specs[0]
+    if len(specs) > 1 and all(x == specs[0] for x in specs):
+        return f"{len(specs)} x {specs[0]}"
+    return "[" + ", ".join(specs) + "]"
+
+
+def _describe(name: str, args: tuple) -> str:
+    """What every rank must agree on for collective ``name`` called with ``args``."""
+    opts = args[-1] if args and not isinstance(args[-1], (torch.Tensor, list, tuple)) else None
+    parts = [_PUBLIC_NAMES.get(name, name)]
+    root = getattr(opts, "rootRank", None)
+    if root is not None:
+        parts.append(f"root {root}")
+    op = getattr(opts, "reduceOp", None)
+    if op is not None:
+        parts.append(_op_name(op))
+    if name in _ALLTOALL_SINGLE:
+        out, inp, out_splits, in_splits = args[:4]
+        parts += [f"output {_spec(out, True)}", f"input {_spec(inp, True)}"]
+        parts.append(f"{len(out_splits)}/{len(in_splits)} split sizes")
+    elif name == "alltoall":  # tensors of any size per pair: the dtypes must agree
+        dtypes = {t.dtype for a in args[:2] for t in a}
+        parts.append("dtype " + ",".join(sorted(str(d).removeprefix("torch.") for d in dtypes)))
+    elif name in _AGREEING_ARG:
+        parts.append(_spec(args[_AGREEING_ARG[name]]))
+    else:
+        tensors = [a for a in args if isinstance(a, (torch.Tensor, list, tuple))]
+        parts += [_spec(a) for a in tensors if not isinstance(a, (list, tuple)) or a]
+    return " ".join(parts)
+
+
+def _fingerprint(description: str) -> int:
+    return int.from_bytes(hashlib.blake2b(description.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def _splits(t: torch.Tensor, splits: Any, world: int) -> list[int]:
+    """Rows ``t`` sends to (or takes from) each rank; -1 when dim 0 does not split evenly."""
+    if len(splits):
+        return [int(s) for s in splits]
+    rows = t.shape[0] if t.dim() else 0
+    return [rows // world if rows % world == 0 else -1] * world
 
 
 class _FooWork(_Work):  # type: ignore[misc,valid-type]
@@ -147,6 +248,8 @@ class _FooWork(_Work):  # type: ignore[misc,valid-type]
 
 def _collective(name: str, outputs: bool) -> Callable[..., Any]:
     def method(self: FooGlooProcessGroup, *args: Any) -> Any:
+        if self.check_collectives and name not in _UNCHECKED:
+            self._check_agreement(name, args)
         mapper = _Mapper()
         mapped = [mapper.map(a, output=outputs and i == 0) for i, a in enumerate(args)]
         try:
@@ -203,10 +306,17 @@ class FooGlooProcessGroup(dist.ProcessGroup):
 
     An ordinary c10d ``ProcessGroup`` with a ``ProcessGroupGloo`` backend does the work; this
     class hands it CPU aliases of foo tensors. The gloo backend is also registered on this
-    group for ``cpu`` and ``foo``, so ``pg._get_backend(device)`` (timeouts, options) answers."""
+    group for ``cpu``, ``foo`` (and ``cuda``), so ``pg._get_backend(device)`` (timeouts,
+    options) answers.
+
+    ``check_collectives`` (default: on unless ``FOO_RS_DIST_CHECK=0``): before each collective
+    the ranks exchange an 8-byte fingerprint of it; if they differ, every rank raises a
+    ``RuntimeError`` naming each rank's collective, dtypes and shapes, and the group stays usable.
+    """
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)  # (store, rank, size) cannot build a Python subclass on torch 2.13
+        self.check_collectives = os.environ.get(CHECK_ENV, "1") != "0"
         gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._gloo = gloo
         if dist.get_debug_level() == dist.DebugLevel.DETAIL:
@@ -218,15 +328,64 @@ class FooGlooProcessGroup(dist.ProcessGroup):
         self._inner = dist.ProcessGroup(store, rank, size)
         gloo_type = dist.ProcessGroup.BackendType.GLOO
         self._inner._set_default_backend(gloo_type)
-        self._inner._register_backend(torch.device("cpu"), gloo_type, gloo)
+        for device in _GLOO_DEVICES:  # CPU (and CUDA) tensors go to the inner group as they are
+            self._inner._register_backend(torch.device(device), gloo_type, gloo)
         self._set_default_backend(gloo_type)
-        for device in ("cpu", "foo"):
+        for device in (*_GLOO_DEVICES, "foo"):
             self._register_backend(torch.device(device), gloo_type, gloo)
 
     def getBackendName(self) -> str:  # noqa: N802  (the C++ name the trampoline asks for)
         return BACKEND_NAME
 
+    def _check_agreement(self, name: str, args: tuple) -> None:
+        """Raise on every rank if the ranks' calls of collective ``name`` differ (see the class)."""
+        world = self.size()
+        if world == 1:
+            return
+        description = _describe(name, args)
+        mine = _fingerprint(description)
+        prints = torch.empty(world, dtype=torch.int64)
+        self._inner._allgather_base(prints, torch.tensor([mine], dtype=torch.int64)).wait()
+        if all(p == mine for p in prints.tolist()):
+            if name in _ALLTOALL_SINGLE and len(args[2]) in (0, world) and len(args[3]) in (0, world):
+                self._check_splits(name, args, world)
+            return
+        raw = description.encode()[:_DESCRIPTION_BYTES].ljust(_DESCRIPTION_BYTES, b"\0")
+        everyone = torch.empty(world * _DESCRIPTION_BYTES, dtype=torch.uint8)
+        self._inner._allgather_base(everyone, torch.frombuffer(bytearray(raw), dtype=torch.uint8)).wait()
+        rows = everyone.view(world, _DESCRIPTION_BYTES).tolist()
+        said = [bytes(row).rstrip(bytes(1)).decode(errors="replace") for row in rows]
+        calls = "; ".join(f"rank {r}: {call}" for r, call in enumerate(said))
+        raise RuntimeError(
+            f"{BACKEND_NAME} (torch.distributed on foo): the ranks called collectives that do not "
+            f"match ({calls}). Every rank must call the same collective with the same dtypes and "
+            f"shapes; nothing was sent. ({CHECK_ENV}=0 skips this check.)"
+        )
+
+    def _check_splits(self, name: str, args: tuple, world: int) -> None:
+        """all_to_all_single: rank i's input split for rank j must be rank j's output split for i."""
+        out, inp, out_splits, in_splits = args[:4]
+        mine = torch.tensor(_splits(inp, in_splits, world) + _splits(out, out_splits, world), dtype=torch.int64)
+        table = torch.empty(world * 2 * world, dtype=torch.int64)
+        self._inner._allgather_base(table, mine).wait()
+        rows = table.view(world, 2 * world).tolist()
+        bad = [
+            f"rank {i} sends {rows[i][j] if rows[i][j] >= 0 else 'an uneven split'} to rank {j}, "
+            f"which expects {rows[j][world + i] if rows[j][world + i] >= 0 else 'an uneven split'}"
+            for i in range(world)
+            for j in range(world)
+            if rows[i][j] != rows[j][world + i] or rows[i][j] < 0
+        ]
+        if bad:
+            raise RuntimeError(
+                f"{BACKEND_NAME} (torch.distributed on foo): {_PUBLIC_NAMES.get(name, name)} split sizes "
+                f"(rows along dim 0) do not match across ranks: {'; '.join(bad[:8])}. Nothing was sent. "
+                f"({CHECK_ENV}=0 skips this check.)"
+            )
+
     def barrier(self, opts: Any = None) -> Any:
+        if self.check_collectives:
+            self._check_agreement("barrier", ())
         opts = dist.BarrierOptions() if opts is None else opts
         if getattr(opts, "device", None) is not None and opts.device.type == "foo":
             opts.device = torch.device("cpu")
@@ -247,14 +406,54 @@ def _create(store: Any, rank: int, size: int, timeout: timedelta) -> FooGlooProc
     return FooGlooProcessGroup(store, rank, size, timeout)
 
 
+def _gloo_covers_foo() -> bool:
+    """Let the backend ``"gloo"`` serve foo tensors (through foo_gloo); True if hooked.
+
+    ``init_process_group(backend)`` and ``new_group(backend=...)`` turn ``backend`` into a
+    ``BackendConfig`` whose ``device_backend_map`` names the backend of each device type; for
+    ``"gloo"`` torch 2.13-2.15 fill it from ``Backend.backend_capability["gloo"]`` (cpu, cuda),
+    so a foo tensor finds no backend. Adding ``foo: gloo`` there would not help: the group would
+    hand foo tensors to ``ProcessGroupGloo``, which refuses them. So after torch builds the map,
+    a plain ``"gloo"`` (or a ``"foo:gloo"`` pair) gets ``foo: foo_gloo``, placed first (as
+    ``"foo:foo_gloo"`` is in the explicit form). The group
+    helper then builds foo_gloo first and, as for any backend that returns a whole
+    ``ProcessGroup``, makes it the group: one gloo context that serves foo, cpu and cuda tensors.
+    ``dist.get_backend()`` still says ``"gloo"``. A torch without ``BackendConfig`` is left
+    alone: foo tensors then raise torch's "No backend type associated with device type foo",
+    and the README gives the form ``"cpu:gloo,foo:foo_gloo"``."""
+    config = getattr(dist.distributed_c10d, "BackendConfig", None)
+    original = getattr(config, "__init__", None)
+    if original is None:
+        return False
+    if getattr(original, "_foo_gloo", False):
+        return True
+
+    @functools.wraps(original)
+    def __init__(self: Any, backend: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        original(self, backend, *args, **kwargs)
+        mapping = getattr(self, "device_backend_map", None)
+        if not isinstance(mapping, dict):
+            return
+        foo = str(mapping.get("foo", "")).lower()
+        if str(backend).lower() == "gloo" or foo in ("gloo", BACKEND_NAME):
+            # first, so no gloo context is built for cpu and then dropped (the explicit form too)
+            rest = {device: name for device, name in mapping.items() if device != "foo"}
+            self.device_backend_map = {"foo": dist.Backend(BACKEND_NAME), **rest}
+
+    __init__._foo_gloo = True  # type: ignore[attr-defined]
+    config.__init__ = __init__  # type: ignore[union-attr]
+    return True
+
+
 def register() -> None:
-    """Register ``foo_gloo`` with torch.distributed and make it foo's default backend."""
+    """Register ``foo_gloo`` with torch.distributed, make it foo's default backend and let
+    ``"gloo"`` cover foo tensors with it."""
     backend = dist.Backend
-    if BACKEND_NAME.upper() in backend._plugins:
-        return
-    backend.register_backend(BACKEND_NAME, _create, devices=["foo", "cpu"])
+    if BACKEND_NAME.upper() not in backend._plugins:
+        backend.register_backend(BACKEND_NAME, _create, devices=["foo", "cpu"])
     # torch 2.13 leaves this map to the device (torch 2.15 fills it in register_backend)
     backend.default_device_backend_map.setdefault("foo", BACKEND_NAME)
+    _gloo_covers_foo()
 
 
-__all__ = ["BACKEND_NAME", "EXPLICIT_FORM", "FooGlooProcessGroup", "register"]
+__all__ = ["BACKEND_NAME", "CHECK_ENV", "EXPLICIT_FORM", "FooGlooProcessGroup", "register"]

@@ -316,6 +316,14 @@ struct Holder final : Meta {
       return proxy_[i].defined() ? proxy_[i] : *target_[i];
     }
   }
+  // The caller's out= tensor i (null for a functional call): for device checks.
+  const at::Tensor* out_arg(int i = 0) const {
+    if constexpr (M == Mode::Functional) {
+      return nullptr;
+    } else {
+      return target_[i];
+    }
+  }
   // The result tensor the kernel writes (the proxy, if one was needed).
   const at::Tensor& result(int i = 0) { return maybe_get_output(i); }
   // After the kernel ran: a proxy's values go to the caller's tensor.
@@ -830,11 +838,11 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
 }
 
 // ---- Matrix products, reductions, softmax: MetaBase-based metas ------------
-// Registered for their out= overloads: ATen's CompositeExplicitAutograd-
-// NonFunctional kernels of the functional and in-place forms call them.
-
-template <const char* ATEN, class Sig>
-using SlowOut = Slow<ATEN, Sig>;
+// Each op registers its functional and out= overloads (ATen's
+// CompositeExplicitAutogradNonFunctional kernels of the in-place forms call
+// the out= one). An op struct gives Meta, F and O (the functional and out=
+// overload names; O's Python kernel is the slow path of both) and
+// run(h, args...): device check, ATen's meta, Rust; false: slow path.
 
 // What torchgen's device wrappers check first (a TensorIterator checks it
 // itself): every tensor argument on one device, with ATen's message.
@@ -845,18 +853,31 @@ void same_device(const char* method, std::initializer_list<std::pair<const char*
   }
 }
 
-constexpr char kMmOut[] = "mm.out";
-constexpr char kAddmmOut[] = "addmm.out";
-constexpr char kBmmOut[] = "bmm.out";
-constexpr char kBaddbmmOut[] = "baddbmm.out";
-constexpr char kSumOut[] = "sum.IntList_out";
-constexpr char kMeanOut[] = "mean.out";
-constexpr char kAmaxOut[] = "amax.out";
-constexpr char kAminOut[] = "amin.out";
-constexpr char kSoftmaxOut[] = "_softmax.out";
-constexpr char kLogSoftmaxOut[] = "_log_softmax.out";
-constexpr char kSoftmaxBackOut[] = "_softmax_backward_data.out";
-constexpr char kLogSoftmaxBackOut[] = "_log_softmax_backward_data.out";
+template <class Op, class... A>
+at::Tensor m_functional(A... a) {
+  Holder<typename Op::Meta, Mode::Functional> h;
+  if (named([&] { return Op::run(h, a...); })) return std::move(h.out_[0]);
+  // The meta ran and made the output: the out= overload's Python kernel fills it.
+  TORCH_INTERNAL_ASSERT(h.out_[0].defined());
+  return Slow<Op::O, at::Tensor&(A..., at::Tensor&)>::call(a..., h.out_[0]);
+}
+
+template <class Op, class... A>
+at::Tensor& m_out(A... a, at::Tensor& out) {
+  if (named([&] {
+        Holder<typename Op::Meta, Mode::Out> h(out);
+        return Op::run(h, a...);
+      }))
+    return out;
+  return Slow<Op::O, at::Tensor&(A..., at::Tensor&)>::call(a..., out);
+}
+
+#define FOO_META_OP(Name, MetaT, f, o) \
+  struct Name {                        \
+    using Meta = at::meta::MetaT;      \
+    static constexpr char F[] = f;     \
+    static constexpr char O[] = o;     \
+    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
 
 // `out = beta * input + alpha * (a @ b)` into h's result.
 template <class H>
@@ -883,56 +904,40 @@ bool run_addmm(H& h, const at::Tensor* input, const at::Tensor& a, const at::Ten
   return true;
 }
 
-at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_out_mm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
-    Holder<at::meta::structured_mm, Mode::Out> h(out);
+FOO_META_OP(Mm, structured_mm, "mm", "mm.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const at::Tensor& mat2) {
+    same_device(kDev, {{"self", &self}, {"mat2", &mat2}, {"out", h.out_arg()}});
     h.meta(self, mat2);
     return run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), false);
-  }))
-    return out;
-  return SlowOut<kMmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mat2, out);
-}
-
-at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_out_bmm_out", {{"out", &out}, {"self", &self}, {"mat2", &mat2}});
-    Holder<at::meta::structured_bmm, Mode::Out> h(out);
+  }
+};
+FOO_META_OP(Bmm, structured_bmm, "bmm", "bmm.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const at::Tensor& mat2) {
+    same_device(kDev, {{"self", &self}, {"mat2", &mat2}, {"out", h.out_arg()}});
     h.meta(self, mat2);
     return run_addmm(h, nullptr, self, mat2, c10::Scalar(0), c10::Scalar(1), true);
-  }))
-    return out;
-  return SlowOut<kBmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mat2, out);
-}
-
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
-                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_addmm_out_out",
-                {{"out", &out}, {"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
-    Holder<at::meta::structured_addmm, Mode::Out> h(out);
+  }
+};
+FOO_META_OP(Addmm, structured_addmm, "addmm", "addmm.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+    same_device(kDev, {{"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}, {"out", h.out_arg()}});
     h.meta(self, mat1, mat2, beta, alpha);
     return run_addmm(h, &self, mat1, mat2, beta, alpha, false);
-  }))
-    return out;
-  return SlowOut<kAddmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::Scalar&,
-                                        const c10::Scalar&, at::Tensor&)>::call(self, mat1, mat2, beta, alpha, out);
-}
-
-at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                        const c10::Scalar& alpha, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_baddbmm_out_out",
-                {{"out", &out}, {"self", &self}, {"batch1", &b1}, {"batch2", &b2}});
-    Holder<at::meta::structured_baddbmm, Mode::Out> h(out);
+  }
+};
+FOO_META_OP(Baddbmm, structured_baddbmm, "baddbmm", "baddbmm.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+    same_device(kDev, {{"self", &self}, {"batch1", &b1}, {"batch2", &b2}, {"out", h.out_arg()}});
     h.meta(self, b1, b2, beta, alpha);
     return run_addmm(h, &self, b1, b2, beta, alpha, true);
-  }))
-    return out;
-  return SlowOut<kBaddbmmOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                          const c10::Scalar&, const c10::Scalar&, at::Tensor&)>::call(self, b1, b2, beta,
-                                                                                                     alpha, out);
-}
+  }
+};
 
 // The dims a reduction runs over (sorted; every dim for none/empty).
 c10::SmallVector<int64_t, 6> reduce_dims(const at::Tensor& self, at::OptionalIntArrayRef dim) {
@@ -966,57 +971,40 @@ bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntA
   return true;
 }
 
-at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_sum_out_IntList_out", {{"out", &out}, {"self", &self}});
-    Holder<at::meta::structured_sum_dim_IntList, Mode::Out> h(out);
+FOO_META_OP(Sum, structured_sum_dim_IntList, "sum.dim_IntList", "sum.IntList_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
     h.meta(self, dim, keepdim, dtype);
     return run_reduce(h, "sum", self, dim, true);
-  }))
-    return out;
-  return SlowOut<kSumOut, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, bool,
-                                      std::optional<c10::ScalarType>, at::Tensor&)>::call(self, dim, keepdim, dtype,
-                                                                                         out);
-}
-
-at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_mean_out_out", {{"out", &out}, {"self", &self}});
-    Holder<at::meta::structured_mean_dim, Mode::Out> h(out);
+  }
+};
+FOO_META_OP(Mean, structured_mean_dim, "mean.dim", "mean.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
     h.meta(self, dim, keepdim, dtype);
     return run_reduce(h, "mean", self, dim, false);
-  }))
-    return out;
-  return SlowOut<kMeanOut, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, bool,
-                                       std::optional<c10::ScalarType>, at::Tensor&)>::call(self, dim, keepdim, dtype,
-                                                                                          out);
-}
-
-at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_amax_out_out", {{"out", &out}, {"self", &self}});
-    Holder<at::meta::structured_amax, Mode::Out> h(out);
+  }
+};
+FOO_META_OP(Amax, structured_amax, "amax", "amax.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
     h.meta(self, dim, keepdim);
     return self.numel() > 0 && run_reduce(h, "max", self, dim, false);
-  }))
-    return out;
-  return SlowOut<kAmaxOut, at::Tensor&(const at::Tensor&, at::IntArrayRef, bool, at::Tensor&)>::call(self, dim,
-                                                                                                    keepdim, out);
-}
-
-at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1_amin_out_out", {{"out", &out}, {"self", &self}});
-    Holder<at::meta::structured_amin, Mode::Out> h(out);
+  }
+};
+FOO_META_OP(Amin, structured_amin, "amin", "amin.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
     h.meta(self, dim, keepdim);
     return self.numel() > 0 && run_reduce(h, "min", self, dim, false);
-  }))
-    return out;
-  return SlowOut<kAminOut, at::Tensor&(const at::Tensor&, at::IntArrayRef, bool, at::Tensor&)>::call(self, dim,
-                                                                                                    keepdim, out);
-}
+  }
+};
 
 // (log_)softmax over `dim` of a contiguous input of the output's dtype.
 template <class H>
@@ -1031,29 +1019,18 @@ bool run_softmax(H& h, const at::Tensor& self, int64_t dim, bool log) {
   return true;
 }
 
-at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1__softmax_out_out", {{"out", &out}, {"self", &self}});
-    Holder<at::meta::structured__softmax, Mode::Out> h(out);
-    h.meta(self, dim, half_to_float);
-    return run_softmax(h, self, dim, false);
-  }))
-    return out;
-  return SlowOut<kSoftmaxOut, at::Tensor&(const at::Tensor&, int64_t, bool, at::Tensor&)>::call(self, dim,
-                                                                                               half_to_float, out);
-}
-
-at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1__log_softmax_out_out", {{"out", &out}, {"self", &self}});
-    Holder<at::meta::structured__log_softmax, Mode::Out> h(out);
-    h.meta(self, dim, half_to_float);
-    return run_softmax(h, self, dim, true);
-  }))
-    return out;
-  return SlowOut<kLogSoftmaxOut, at::Tensor&(const at::Tensor&, int64_t, bool, at::Tensor&)>::call(
-      self, dim, half_to_float, out);
-}
+#define FOO_SOFTMAX(Name, MetaT, f, o, log)                                                 \
+  FOO_META_OP(Name, MetaT, f, o)                                                            \
+    template <class H>                                                                      \
+    static bool run(H& h, const at::Tensor& self, int64_t dim, bool half_to_float) {        \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});                           \
+      h.meta(self, dim, half_to_float);                                                     \
+      return run_softmax(h, self, dim, log);                                                \
+    }                                                                                       \
+  };
+FOO_SOFTMAX(Softmax, structured__softmax, "_softmax", "_softmax.out", false)
+FOO_SOFTMAX(LogSoftmax, structured__log_softmax, "_log_softmax", "_log_softmax.out", true)
+#undef FOO_SOFTMAX
 
 template <class H>
 bool run_softmax_backward(H& h, const at::Tensor& grad, const at::Tensor& output, int64_t dim, bool log) {
@@ -1071,69 +1048,59 @@ bool run_softmax_backward(H& h, const at::Tensor& grad, const at::Tensor& output
   return true;
 }
 
-at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                                 c10::ScalarType input_dtype, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1__softmax_backward_data_out_out",
-                {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
-    Holder<at::meta::structured__softmax_backward_data, Mode::Out> h(out);
-    h.meta(grad, output, dim, input_dtype);
-    return run_softmax_backward(h, grad, output, dim, false);
-  }))
-    return out;
-  return SlowOut<kSoftmaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, c10::ScalarType,
-                                              at::Tensor&)>::call(grad, output, dim, input_dtype, out);
-}
+#define FOO_SOFTMAX_BACKWARD(Name, MetaT, f, o, log)                                                     \
+  FOO_META_OP(Name, MetaT, f, o)                                                                         \
+    template <class H>                                                                                   \
+    static bool run(H& h, const at::Tensor& grad, const at::Tensor& output, int64_t dim,                 \
+                    c10::ScalarType input_dtype) {                                                       \
+      same_device(kDev, {{"grad_output", &grad}, {"output", &output}, {"out", h.out_arg()}});            \
+      h.meta(grad, output, dim, input_dtype);                                                            \
+      return run_softmax_backward(h, grad, output, dim, log);                                            \
+    }                                                                                                    \
+  };
+FOO_SOFTMAX_BACKWARD(SoftmaxBackward, structured__softmax_backward_data, "_softmax_backward_data",
+                     "_softmax_backward_data.out", false)
+FOO_SOFTMAX_BACKWARD(LogSoftmaxBackward, structured__log_softmax_backward_data, "_log_softmax_backward_data",
+                     "_log_softmax_backward_data.out", true)
+#undef FOO_SOFTMAX_BACKWARD
+#undef FOO_META_OP
 
-at::Tensor& log_softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                                     c10::ScalarType input_dtype, at::Tensor& out) {
-  if (named([&] {
-    same_device("wrapper_PrivateUse1__log_softmax_backward_data_out_out",
-                {{"out", &out}, {"grad_output", &grad}, {"output", &output}});
-    Holder<at::meta::structured__log_softmax_backward_data, Mode::Out> h(out);
-    h.meta(grad, output, dim, input_dtype);
-    return run_softmax_backward(h, grad, output, dim, true);
-  }))
-    return out;
-  return SlowOut<kLogSoftmaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, c10::ScalarType,
-                                                 at::Tensor&)>::call(grad, output, dim, input_dtype, out);
-}
 
-constexpr char kCatOut[] = "cat.out";
-
-// cat into `out` through ATen's meta (shapes, dim, memory format, legacy
-// empty inputs), for foo inputs of out's dtype; a cast goes to the Python kernel.
-at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
-  bool simple = is_foo(out);
-  for (const at::Tensor& t : tensors) simple = simple && is_foo(t) && t.scalar_type() == out.scalar_type();
-  if (simple && named([&] {
-        std::optional<c10::Device> common;
-        c10::impl::check_and_update_common_device(common, out, "wrapper_PrivateUse1_cat_out_out", "out");
-        c10::impl::check_and_update_common_device(common, tensors, "wrapper_PrivateUse1_cat_out_out", "tensors");
-        Holder<at::meta::structured_cat, Mode::Out> h(out);
-        const auto pre = h.meta(tensors, dim);
-        const at::Tensor& result = h.result();
-        at::assert_no_internal_overlap(result);
-        c10::SmallVector<FooView, 8> views;
-        for (const at::Tensor& t : tensors) {
-          at::assert_no_overlap(result, t);
-          if (t.numel() == 0) continue;  // nothing to copy (and legacy 1-d empties)
-          FooView v;
-          if (!view_of(t, &v)) return false;
-          views.push_back(v);
-        }
-        FooView vo;
-        if (!view_of(result, &vo)) return false;
-        if (result.numel() > 0) {
-          FooStatus st{};
-          if (!done(foo_rs_cat(&vo, views.data(), views.size(), pre.dim, &st), st)) return false;
-        }
-        h.finish();
-        return true;
-      }))
-    return out;
-  return Slow<kCatOut, at::Tensor&(const at::ITensorListRef&, int64_t, at::Tensor&)>::call(tensors, dim, out);
-}
+// cat through ATen's meta (shapes, dim, memory format, legacy empty
+// inputs), for foo inputs of the result's dtype; a cast goes to the Python kernel.
+struct Cat {
+  using Meta = at::meta::structured_cat;
+  static constexpr char F[] = "cat";
+  static constexpr char O[] = "cat.out";
+  static constexpr char kDev[] = "wrapper_PrivateUse1_cat";
+  template <class H>
+  static bool run(H& h, const at::ITensorListRef& tensors, int64_t dim) {
+    std::optional<c10::Device> common;
+    if (const at::Tensor* out = h.out_arg()) c10::impl::check_and_update_common_device(common, *out, kDev, "out");
+    c10::impl::check_and_update_common_device(common, tensors, kDev, "tensors");
+    const auto pre = h.meta(tensors, dim);
+    const at::Tensor& result = h.result();
+    for (const at::Tensor& t : tensors)
+      if (!is_foo(t) || t.scalar_type() != result.scalar_type()) return false;
+    at::assert_no_internal_overlap(result);
+    c10::SmallVector<FooView, 8> views;
+    for (const at::Tensor& t : tensors) {
+      at::assert_no_overlap(result, t);
+      if (t.numel() == 0) continue;  // nothing to copy (and legacy 1-d empties)
+      FooView v;
+      if (!view_of(t, &v)) return false;
+      views.push_back(v);
+    }
+    FooView vo;
+    if (!is_foo(result) || !view_of(result, &vo)) return false;
+    if (result.numel() > 0) {
+      FooStatus st{};
+      if (!done(foo_rs_cat(&vo, views.data(), views.size(), pre.dim, &st), st)) return false;
+    }
+    h.finish();
+    return true;
+  }
+};
 
 constexpr char kLayerNorm[] = "native_layer_norm";
 constexpr char kLayerNormBack[] = "native_layer_norm_backward";
@@ -1356,8 +1323,8 @@ bool nll_native(Holder<at::meta::structured_nll_loss_forward, M, 2>& h, const at
   const at::Tensor& w = value_or_undefined(weight);
   same_device("wrapper_PrivateUse1_nll_loss_forward",
               {{"self", &self}, {"target", &target}, {"weight", &w},
-               {"output", M == Mode::Out ? h.target_[0] : nullptr},
-               {"total_weight", M == Mode::Out ? h.target_[1] : nullptr}});
+               {"output", h.out_arg(0)},
+               {"total_weight", h.out_arg(1)}});
   h.meta(self, target, opt_ref(weight), reduction, ignore_index);
   const auto tt = target.scalar_type();
   if ((w.defined() && w.scalar_type() != self.scalar_type()) ||
@@ -1411,7 +1378,7 @@ bool nll_backward_native(Holder<at::meta::structured_nll_loss_backward, M>& h, c
   const at::Tensor& w = value_or_undefined(weight);
   same_device("wrapper_PrivateUse1_nll_loss_backward",
               {{"grad_output", &grad_output}, {"self", &self}, {"target", &target}, {"weight", &w},
-               {"total_weight", &total_weight}, {"grad_input", M == Mode::Out ? h.target_[0] : nullptr}});
+               {"total_weight", &total_weight}, {"grad_input", h.out_arg(0)}});
   h.meta(grad_output, self, target, opt_ref(weight), reduction, ignore_index, total_weight);
   const auto t = self.scalar_type(), tt = target.scalar_type();
   if ((w.defined() && w.scalar_type() != t) || grad_output.scalar_type() != t || total_weight.scalar_type() != t ||
@@ -1493,8 +1460,8 @@ template <Mode M>
 bool max_pool_native(Holder<at::meta::structured_max_pool2d_with_indices, M, 2>& h, const at::Tensor& self,
                      at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, bool ceil_mode) {
   same_device("wrapper_PrivateUse1_max_pool2d_with_indices",
-              {{"self", &self}, {"out", M == Mode::Out ? h.target_[0] : nullptr},
-               {"indices", M == Mode::Out ? h.target_[1] : nullptr}});
+              {{"self", &self}, {"out", h.out_arg(0)},
+               {"indices", h.out_arg(1)}});
   h.meta(self, k, s, p, d, ceil_mode);
   if (self.scalar_type() == c10::ScalarType::Bool) return false;  // the Python kernel raises CPU's error
   const at::Tensor& out = h.result(0);
@@ -1544,7 +1511,7 @@ bool max_pool_backward_native(Holder<at::meta::structured_max_pool2d_with_indice
                               const at::Tensor& indices) {
   same_device("wrapper_PrivateUse1_max_pool2d_with_indices_backward",
               {{"grad_output", &grad_output}, {"self", &self}, {"indices", &indices},
-               {"grad_input", M == Mode::Out ? h.target_[0] : nullptr}});
+               {"grad_input", h.out_arg(0)}});
   h.meta(grad_output, self, k, s, p, d, ceil_mode, indices);
   const at::Tensor& gi = h.result();
   if (!c10::isFloatingType(self.scalar_type()) || grad_output.scalar_type() != gi.scalar_type()) return false;
@@ -1625,6 +1592,10 @@ using Registrar = void (*)(torch::Library&);
 struct NativeOp {
   const char* name;
   Registrar reg;
+  // The overload whose Python kernel is this one's slow path, when not its
+  // own (a functional form served by its out= form's): it is registered
+  // with that overload.
+  const char* slow_of = nullptr;
 };
 
 // The three overloads of an elementwise op with extra schema arguments.
@@ -1633,6 +1604,10 @@ struct NativeOp {
       {Op::I, [](torch::Library& m) { m.impl(Op::I, TORCH_FN((k_inplace<Op, ##__VA_ARGS__>))); }},         \
       {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((k_out<Op, ##__VA_ARGS__>))); }},
 #define FOO_REG(name, fn) {name, [](torch::Library& m) { m.impl(name, TORCH_FN(fn)); }},
+// A MetaBase-structured op's functional and out= overloads.
+#define FOO_REGM(Op, ...)                                                                                    \
+  {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((m_functional<Op, ##__VA_ARGS__>))); }, Op::O},   \
+      {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((m_out<Op, ##__VA_ARGS__>))); }},
 
 using T = const at::Tensor&;
 using S = const c10::Scalar&;
@@ -1651,14 +1626,16 @@ const NativeOp kNativeOps[] = {
     FOO_REG3(Clamp, const std::optional<c10::Scalar>&, const std::optional<c10::Scalar>&)
     FOO_REG3(Gelu, c10::string_view) FOO_REG3(GeluBackward, T, c10::string_view)
     FOO_REG3(ThresholdBackward, T, S) FOO_REG3(Softplus, S, S) FOO_REG3(Elu, S, S, S)
-    FOO_REG(kMmOut, mm_out) FOO_REG(kBmmOut, bmm_out) FOO_REG(kAddmmOut, addmm_out)
-    FOO_REG(kBaddbmmOut, baddbmm_out) FOO_REG(kSumOut, sum_out) FOO_REG(kMeanOut, mean_out)
-    FOO_REG(kAmaxOut, amax_out) FOO_REG(kAminOut, amin_out) FOO_REG(kSoftmaxOut, softmax_out)
+    FOO_REGM(Mm, T, T) FOO_REGM(Bmm, T, T) FOO_REGM(Addmm, T, T, T, S, S) FOO_REGM(Baddbmm, T, T, T, S, S)
+    FOO_REGM(Sum, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
+    FOO_REGM(Mean, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
+    FOO_REGM(Amax, T, at::IntArrayRef, bool) FOO_REGM(Amin, T, at::IntArrayRef, bool)
+    FOO_REGM(Softmax, T, int64_t, bool) FOO_REGM(LogSoftmax, T, int64_t, bool)
+    FOO_REGM(SoftmaxBackward, T, T, int64_t, c10::ScalarType)
+    FOO_REGM(LogSoftmaxBackward, T, T, int64_t, c10::ScalarType)
     FOO_REG(kWhere, where_self) FOO_REG(kWhereOut, where_self_out) FOO_REG(kCopy, copy_)
-    FOO_REG(kZero, zero_) FOO_REG(kFill, fill_scalar) FOO_REG(kCatOut, cat_out)
+    FOO_REG(kZero, zero_) FOO_REG(kFill, fill_scalar) FOO_REGM(Cat, const at::ITensorListRef&, int64_t)
     FOO_REG(kLayerNorm, layer_norm) FOO_REG(kLayerNormBack, layer_norm_backward)
-    FOO_REG(kLogSoftmaxOut, log_softmax_out) FOO_REG(kSoftmaxBackOut, softmax_backward_out)
-    FOO_REG(kLogSoftmaxBackOut, log_softmax_backward_out)
     FOO_REG(kIndexSelect, index_select) FOO_REG(kIndexSelectOut, index_select_out)
     FOO_REG(kEmbeddingBack, embedding_dense_backward)
     FOO_REG(kNll, nll_loss_forward) FOO_REG(kNllOut, nll_loss_forward_out)
@@ -1670,6 +1647,7 @@ const NativeOp kNativeOps[] = {
 };
 #undef FOO_REG3
 #undef FOO_REG
+#undef FOO_REGM
 
 }  // namespace
 }  // namespace native
@@ -1680,6 +1658,7 @@ extern "C" const char* foo_glue_fast_ops() {
   static const std::string names = [] {
     std::string s;
     for (const auto& op : foo_rs::native::kNativeOps) {
+      if (op.slow_of != nullptr) continue;  // registered with its slow_of overload
       if (!s.empty()) s += ",";
       s += op.name;
     }
@@ -1688,17 +1667,19 @@ extern "C" const char* foo_glue_fast_ops() {
   return names.c_str();
 }
 
-// Registers the native C++ kernel of `name` for PrivateUse1; 0 on success,
-// 1 if there is none. The op's Python kernel must already be registered as
-// `foo_slow::<name with '.' as '_'>`.
+// Registers the native C++ kernel of `name` for PrivateUse1, and those of
+// the overloads whose slow path is `name`'s Python kernel (its functional
+// form); 0 on success, 1 if there is none. The op's Python kernel must
+// already be registered as `foo_slow::<name with '.' as '_'>`.
 extern "C" int foo_glue_register_fast(const char* name) {
   static torch::Library* lib =
       new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  int rc = 1;
   for (const auto& op : foo_rs::native::kNativeOps) {
-    if (std::strcmp(op.name, name) == 0) {
+    if (op.slow_of == nullptr ? std::strcmp(op.name, name) == 0 : std::strcmp(op.slow_of, name) == 0) {
       op.reg(*lib);
-      return 0;
+      if (op.slow_of == nullptr) rc = 0;
     }
   }
-  return 1;
+  return rc;
 }
