@@ -369,8 +369,9 @@ def _native_forward(x, w, b, stride, padding, dilation, groups, out_size):
     nd = x.dim() - 2
     s, p, d = _params(nd, stride, padding, dilation)
     out = _empty_2d((x.shape[0], w.shape[0], *out_size), nd, x)
-    _C.conv2d_forward(desc(out), desc(_as_2d(x, nd)), desc(_as_2d(w, nd)),
-                      None if b is None else desc(b.contiguous()), s, p, d, groups)
+    # The contiguous copies must outlive the call: a descriptor holds a bare pointer.
+    x2, w2, b2 = _as_2d(x, nd), _as_2d(w, nd), None if b is None else b.contiguous()
+    _C.conv2d_forward(desc(out), desc(x2), desc(w2), _opt_desc(b2), s, p, d, groups)
     return _from_2d(out, nd)
 
 
@@ -385,8 +386,10 @@ def _native_backward(grad, x, w, in_shape, stride, padding, dilation, groups, ne
     size2 = [int(v) for v in in_shape]
     if nd == 1:
         size2.insert(2, 1)
-    _C.conv2d_backward(desc(_as_2d(grad, nd)), _opt_desc(x2), desc(_as_2d(w, nd)), _opt_desc(gi), _opt_desc(gw),
-                       _opt_desc(gb), size2, s, p, d, groups)
+    # The contiguous copies must outlive the call: a descriptor holds a bare pointer.
+    g2, w2 = _as_2d(grad, nd), _as_2d(w, nd)
+    _C.conv2d_backward(desc(g2), _opt_desc(x2), desc(w2), _opt_desc(gi), _opt_desc(gw), _opt_desc(gb), size2, s, p, d,
+                       groups)
     return _from_2d(gi, nd), _from_2d(gw, nd), gb
 
 
