@@ -86,9 +86,20 @@ def _is_channels_last(t: torch.Tensor) -> bool:
 
 
 def _to_format(t: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    if not channels_last:
+    """``t`` laid out as CPU's ``empty(..., memory_format=channels_last)`` lays it out: ``contiguous`` is not
+    enough, it keeps a tensor whose size-1 dims make it count as channels-last already (a 1x1 or a depthwise
+    weight) with its NCHW strides."""
+    if not channels_last or t.dim() not in (4, 5):
         return t
-    return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d)
+    n, c, *spatial = t.shape
+    strides, acc = [], c
+    for size in reversed(spatial):
+        strides.insert(0, acc)
+        acc *= size
+    strides = [acc, 1, *strides]
+    if list(t.stride()) == strides or t.numel() <= 1:
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def _chunk(n: int, per_sample: int) -> int:
