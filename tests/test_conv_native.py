@@ -25,10 +25,23 @@ def _rand(shape, dtype, seed):
     return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
 
 
-def _tols(dtype):
-    if dtype == torch.bfloat16:
-        return dict(rtol=2e-2, atol=2e-2)
-    return {}
+def _assert_values(actual, expected, reference, what=""):
+    """foo's values against CPU's. float64: torch's default (tight) tolerances
+    against CPU. float32 and bfloat16: both are roundings of the same sum
+    accumulated in float32 in different orders, so foo is held to the exact
+    result (float64 on the same rounded inputs, ``reference``) with torch's
+    default relative tolerance for the dtype and, as absolute one, the worst
+    deviation CPU itself shows from that reference for the same case (never
+    below torch's default)."""
+    actual = actual.cpu()
+    if expected.dtype == torch.float64:
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{what}{m}")
+        return
+    rtol = {torch.float32: 1.3e-6, torch.bfloat16: 1.6e-2}[expected.dtype]
+    cpu_err = (expected.double() - reference).abs().max().item() if reference.numel() else 0.0
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.double(), reference, rtol=rtol, atol=max(1e-5, cpu_err),
+                               msg=lambda m: f"{what}{m} (CPU's own deviation: {cpu_err:.3g})")
 
 
 def _compare(fn, tensors, dtype=None, memory_format=None, grads=True):
@@ -41,12 +54,13 @@ def _compare(fn, tensors, dtype=None, memory_format=None, grads=True):
         cpu.append(t)
     cpu = [None if t is None else t.clone().requires_grad_(grads) for t in cpu]
     foo = [None if t is None else t.detach().to("foo").requires_grad_(grads) for t in cpu]
+    ref = [None if t is None else t.detach().double().requires_grad_(grads) for t in cpu]
     expected = fn(*cpu)
+    reference = fn(*ref)
     with foo_rs.fallback_disabled():
         actual = fn(*foo)
-    tol = _tols(expected.dtype)
     assert actual.device.type == "foo"
-    torch.testing.assert_close(actual.cpu(), expected.detach(), **tol)
+    _assert_values(actual, expected.detach(), reference.detach())
     if expected.numel() > 1:
         assert actual.stride() == expected.stride()
     if not grads:
@@ -56,10 +70,11 @@ def _compare(fn, tensors, dtype=None, memory_format=None, grads=True):
         go = go.contiguous(memory_format=memory_format)
     inputs = [t for t in cpu if t is not None]
     expected_g = torch.autograd.grad(expected, inputs, go)
+    reference_g = torch.autograd.grad(reference, [t for t in ref if t is not None], go.double())
     with foo_rs.fallback_disabled():
         actual_g = torch.autograd.grad(actual, [t for t in foo if t is not None], go.to("foo"))
-    for i, (a, e) in enumerate(zip(actual_g, expected_g)):
-        torch.testing.assert_close(a.cpu(), e, msg=lambda m: f"grad {i}: {m}", **tol)
+    for i, (a, e, r) in enumerate(zip(actual_g, expected_g, reference_g)):
+        _assert_values(a, e, r, f"grad {i}: ")
         if e.numel() > 1:
             assert a.stride() == e.stride(), f"grad {i}: strides {a.stride()} vs {e.stride()}"
 
@@ -129,6 +144,8 @@ CASES = [
 ]
 
 
+# ATen's own (warn-once) note on even 'same' kernels, raised by whichever device runs first; not foo's.
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths:UserWarning")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_cases(case, dtype):
