@@ -98,6 +98,24 @@ impl Conv2d {
     }
 }
 
+/// Per kernel column `kj`: the valid output columns `lo..hi` and the input
+/// column of `lo` (computed once per call: the divisions in `valid_cols`
+/// would otherwise dominate the depthwise loops on small planes).
+fn depthwise_cols(g: &Conv2d) -> Vec<(usize, usize, usize)> {
+    (0..g.kw)
+        .map(|kj| {
+            let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
+            let (lo, hi) = g.valid_cols(woff);
+            let start = if lo < hi {
+                (lo as isize * g.stride[1] as isize + woff) as usize
+            } else {
+                0
+            };
+            (lo, hi, start)
+        })
+        .collect()
+}
+
 /// The float types the kernels compute in.
 pub trait Real:
     'static
@@ -432,11 +450,21 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
         return;
     }
     if g.depthwise() {
+        let cols = depthwise_cols(g);
         parallel::parallel_for(g.n * g.c, |task| {
             let c = task % g.c;
             let b = bias.map_or(T::ZERO, |b| unsafe { *b.at(c) });
             // SAFETY: task owns output plane `task`.
-            unsafe { depthwise_forward(g, out.at(task * p), x.at(task * hw), w.at(c * g.kp()), b) }
+            unsafe {
+                depthwise_forward(
+                    g,
+                    &cols,
+                    out.at(task * p),
+                    x.at(task * hw),
+                    w.at(c * g.kp()),
+                    b,
+                )
+            }
         });
         return;
     }
@@ -510,7 +538,14 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
     });
 }
 
-unsafe fn depthwise_forward<T: Real>(g: &Conv2d, out: *mut T, x: *const T, w: *const T, bias: T) {
+unsafe fn depthwise_forward<T: Real>(
+    g: &Conv2d,
+    cols: &[(usize, usize, usize)],
+    out: *mut T,
+    x: *const T,
+    w: *const T,
+    bias: T,
+) {
     let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
     let o = std::slice::from_raw_parts_mut(out, g.p());
     o.fill(bias);
@@ -522,14 +557,11 @@ unsafe fn depthwise_forward<T: Real>(g: &Conv2d, out: *mut T, x: *const T, w: *c
                 continue;
             }
             let xrow = x.add(ih as usize * g.w);
-            for kj in 0..g.kw {
+            for (kj, &(lo, hi, start)) in cols.iter().enumerate() {
                 let wv = *w.add(ki * g.kw + kj);
-                let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
-                let (lo, hi) = g.valid_cols(woff);
                 if lo >= hi {
                     continue;
                 }
-                let start = (lo as isize * sw as isize + woff) as usize;
                 if sw == 1 {
                     let s = std::slice::from_raw_parts(xrow.add(start), hi - lo);
                     for (d, &v) in orow[lo..hi].iter_mut().zip(s) {
@@ -611,10 +643,13 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
         return;
     }
     if g.depthwise() {
+        let cols = depthwise_cols(g);
         parallel::parallel_for(g.n * g.c, |task| {
             let c = task % g.c;
             // SAFETY: task owns input-gradient plane `task`.
-            unsafe { depthwise_grad_input(g, gi.at(task * hw), grad.at(task * p), w.at(c * kp)) }
+            unsafe {
+                depthwise_grad_input(g, &cols, gi.at(task * hw), grad.at(task * p), w.at(c * kp))
+            }
         });
         return;
     }
@@ -687,7 +722,13 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
     });
 }
 
-unsafe fn depthwise_grad_input<T: Real>(g: &Conv2d, gi: *mut T, grad: *const T, w: *const T) {
+unsafe fn depthwise_grad_input<T: Real>(
+    g: &Conv2d,
+    cols: &[(usize, usize, usize)],
+    gi: *mut T,
+    grad: *const T,
+    w: *const T,
+) {
     let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
     let d = std::slice::from_raw_parts_mut(gi, g.hw());
     d.fill(T::ZERO);
@@ -699,14 +740,11 @@ unsafe fn depthwise_grad_input<T: Real>(g: &Conv2d, gi: *mut T, grad: *const T, 
                 continue;
             }
             let drow = &mut d[ih as usize * g.w..(ih as usize + 1) * g.w];
-            for kj in 0..g.kw {
+            for (kj, &(lo, hi, start)) in cols.iter().enumerate() {
                 let wv = *w.add(ki * g.kw + kj);
-                let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
-                let (lo, hi) = g.valid_cols(woff);
                 if lo >= hi {
                     continue;
                 }
-                let start = (lo as isize * sw as isize + woff) as usize;
                 if sw == 1 {
                     for (o, &v) in drow[start..start + hi - lo].iter_mut().zip(&grow[lo..hi]) {
                         *o += wv * v;
