@@ -200,6 +200,18 @@ def test_convolution_in_batch_chunks(monkeypatch):
     _check_fwd_bwd(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1), tensors)
 
 
+def test_convolution_in_batch_chunks_composed(monkeypatch):
+    # 2-d float convolutions run in Rust; the composition (and its chunking) still serves 3-d and integer ones.
+    monkeypatch.setattr(foo_conv, "_COLS_BUDGET", 64)
+    tensors = [_rand((3, 2, 5, 4, 6), seed=1), _rand((3, 2, 3, 2, 3), seed=2), _rand((3,), seed=3)]
+    _check_fwd_bwd(lambda x, w, b: F.conv3d(x, w, b, padding=1, stride=(1, 2, 1)), tensors)
+    tensors = [_rand((3, 4, 3, 3, 3), seed=1), _rand((4, 2, 2, 2, 2), seed=2)]
+    _check_fwd_bwd(lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1), tensors)
+    x = torch.randint(-5, 5, (3, 3, 7, 6))
+    w = torch.randint(-5, 5, (4, 3, 3, 3))
+    _check_fwd_bwd(lambda x, w: F.conv2d(x, w, padding=1, stride=(1, 2)), [x, w], backward=False)
+
+
 @pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, False), (False, False, True)])
 def test_convolution_backward_output_mask(transposed, mask):

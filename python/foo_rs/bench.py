@@ -196,6 +196,48 @@ def _per_op(op: str) -> Callable[[str], Callable[[], object]]:
     return make
 
 
+#: foo's peak allocator bytes above the inputs during one SDPA step: {case name: bytes}.
+SDPA_PEAK: dict[str, int] = {}
+
+
+def _sdpa_name(seq: int) -> str:
+    return f"SDPA fwd+bwd, 1x8 heads x 64, seq {seq // 1024}k f32"
+
+
+def _sdpa_step(seq: int):
+    """Forward and backward of attention as a model trains it (no mask)."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 8, seq, 64, generator=g).to(device).requires_grad_() for _ in range(3))
+        grad = torch.randn(1, 8, seq, 64, generator=g).to(device)
+
+        def step():
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return torch.autograd.grad(out, (q, k, v), grad)[0]
+
+        if device == "foo":
+            base = torch.foo.memory_allocated()
+            torch.foo.reset_peak_memory_stats()
+            step()
+            SDPA_PEAK[_sdpa_name(seq)] = torch.foo.max_memory_allocated() - base
+        return step
+
+    return make
+
+
+def _sdpa_table(rows) -> list[str]:
+    names = [r[0].name for r in rows if r[0].name in SDPA_PEAK]
+    if not names:
+        return []
+    lines = ["", "| SDPA case | foo peak memory above inputs | one 8-head score matrix (seq^2 x 8 x 4 B) |",
+             "|---|---:|---:|"]
+    for name in names:
+        seq = int(name.split("seq ")[1].split("k")[0]) * 1024
+        lines.append(f"| {name} | {SDPA_PEAK[name] / 2**20:.1f} MiB | {seq * seq * 8 * 4 / 2**20:.0f} MiB |")
+    return lines
+
+
 #: First-call (compile) seconds of the torch.compile cases: {case name: {device: s}}.
 FIRST_COMPILE_S: dict[str, dict[str, float]] = {}
 
@@ -255,6 +297,47 @@ def _train_step(kind: str, compiled: bool):
     return make
 
 
+class _RecurrentLM(torch.nn.Module):
+    """A word-level language model: embedding, a 2-layer LSTM or GRU, a
+    linear decoder over the vocabulary."""
+
+    def __init__(self, cell: str, vocab: int = 2000, dim: int = 256, layers: int = 2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.rnn = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(dim, dim, num_layers=layers)
+        self.decode = torch.nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        out, _ = self.rnn(self.embed(tokens))
+        return self.decode(out)
+
+
+def _rnn_lm_step(cell: str):
+    """A training step (forward, cross-entropy, backward, SGD) of
+    :class:`_RecurrentLM`: sequence 35 x batch 16 tokens, vocabulary 2000,
+    256-wide embedding and hidden state, 2 layers."""
+
+    def make(device):
+        torch.manual_seed(0)
+        model = _RecurrentLM(cell).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        tokens = torch.randint(0, 2000, (36, 16), generator=g).to(device)
+        x, y = tokens[:-1], tokens[1:]
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    return make
+
+
 _inductor_warm = False
 
 
@@ -303,6 +386,130 @@ def _compile_table(rows) -> list[str]:
             "|---|---:|---:|---:|---:|---:|---:|---:|", *lines]
 
 
+#: Every distinct convolution layer of torchvision's resnet18 and
+#: mobilenet_v3_small at a 224x224 input: (model, in channels, out channels,
+#: kernel, stride, padding, groups, input height = width, bias). SE blocks'
+#: 1x1 convolutions on pooled (1x1) maps carry a bias; the others do not.
+CONV_SHAPES = [
+    ("resnet18", 3, 64, 7, 2, 3, 1, 224, False),
+    ("resnet18", 64, 64, 3, 1, 1, 1, 56, False),
+    ("resnet18", 64, 128, 3, 2, 1, 1, 56, False),
+    ("resnet18", 64, 128, 1, 2, 0, 1, 56, False),
+    ("resnet18", 128, 128, 3, 1, 1, 1, 28, False),
+    ("resnet18", 128, 256, 3, 2, 1, 1, 28, False),
+    ("resnet18", 128, 256, 1, 2, 0, 1, 28, False),
+    ("resnet18", 256, 256, 3, 1, 1, 1, 14, False),
+    ("resnet18", 256, 512, 3, 2, 1, 1, 14, False),
+    ("resnet18", 256, 512, 1, 2, 0, 1, 14, False),
+    ("resnet18", 512, 512, 3, 1, 1, 1, 7, False),
+    ("mobilenet_v3_small", 3, 16, 3, 2, 1, 1, 224, False),
+    ("mobilenet_v3_small", 16, 16, 3, 2, 1, 16, 112, False),
+    ("mobilenet_v3_small", 16, 8, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 8, 16, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 16, 16, 1, 1, 0, 1, 56, False),
+    ("mobilenet_v3_small", 16, 72, 1, 1, 0, 1, 56, False),
+    ("mobilenet_v3_small", 72, 72, 3, 2, 1, 72, 56, False),
+    ("mobilenet_v3_small", 72, 24, 1, 1, 0, 1, 28, False),
+    ("mobilenet_v3_small", 24, 88, 1, 1, 0, 1, 28, False),
+    ("mobilenet_v3_small", 88, 88, 3, 1, 1, 88, 28, False),
+    ("mobilenet_v3_small", 88, 24, 1, 1, 0, 1, 28, False),
+    ("mobilenet_v3_small", 24, 96, 1, 1, 0, 1, 28, False),
+    ("mobilenet_v3_small", 96, 96, 5, 2, 2, 96, 28, False),
+    ("mobilenet_v3_small", 96, 24, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 24, 96, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 96, 40, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 40, 240, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 240, 240, 5, 1, 2, 240, 14, False),
+    ("mobilenet_v3_small", 240, 64, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 64, 240, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 240, 40, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 40, 120, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 120, 120, 5, 1, 2, 120, 14, False),
+    ("mobilenet_v3_small", 120, 32, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 32, 120, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 120, 48, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 48, 144, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 144, 144, 5, 1, 2, 144, 14, False),
+    ("mobilenet_v3_small", 144, 40, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 40, 144, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 144, 48, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 48, 288, 1, 1, 0, 1, 14, False),
+    ("mobilenet_v3_small", 288, 288, 5, 2, 2, 288, 14, False),
+    ("mobilenet_v3_small", 288, 72, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 72, 288, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 288, 96, 1, 1, 0, 1, 7, False),
+    ("mobilenet_v3_small", 96, 576, 1, 1, 0, 1, 7, False),
+    ("mobilenet_v3_small", 576, 576, 5, 1, 2, 576, 7, False),
+    ("mobilenet_v3_small", 576, 144, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 144, 576, 1, 1, 0, 1, 1, True),
+    ("mobilenet_v3_small", 576, 96, 1, 1, 0, 1, 7, False),
+]
+
+#: Batch of the conv cases.
+CONV_BATCH = 8
+
+
+def _conv_name(shape, backward: bool) -> str:
+    model, cin, cout, k, stride, pad, groups, hw, _ = shape
+    kind = "dw " if groups > 1 else ""
+    return (f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} "
+            f"@{hw} (b{CONV_BATCH})")
+
+
+def _conv(shape, backward: bool):
+    """One conv layer (batch CONV_BATCH, f32): forward, or forward and
+    backward (gradients of input, weight and bias)."""
+    _, cin, cout, k, stride, pad, groups, hw, bias = shape
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(CONV_BATCH, cin, hw, hw, generator=g).to(device)
+        w = (torch.randn(cout, cin // groups, k, k, generator=g) * 0.1).to(device)
+        b = torch.randn(cout, generator=g).to(device) if bias else None
+        if not backward:
+            return lambda: torch.nn.functional.conv2d(x, w, b, stride, pad, 1, groups)
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+        if b is not None:
+            b.requires_grad_(True)
+        out_hw = (hw + 2 * pad - k) // stride + 1
+        grad = torch.randn(CONV_BATCH, cout, out_hw, out_hw, generator=g).to(device)
+
+        def step():
+            y = torch.nn.functional.conv2d(x, w, b, stride, pad, 1, groups)
+            return torch.autograd.grad(y, [t for t in (x, w, b) if t is not None], grad)[0]
+
+        return step
+
+    return make
+
+
+def _vision_step(kind: str, size: int):
+    """A torchvision training step (random init, batch 8, size x size input,
+    cross-entropy, SGD with momentum)."""
+
+    def make(device):
+        import torchvision
+
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, kind)(num_classes=1000).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(8, 3, size, size, generator=g).to(device)
+        y = torch.randint(0, 1000, (8,), generator=g).to(device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    return make
+
+
 def _have(module: str) -> bool:
     import importlib.util
 
@@ -317,15 +524,23 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),
+    *(Case(_sdpa_name(seq), "sdpa", _sdpa_step(seq)) for seq in (1024, 2048, 4096)),
     Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),
     Case(_EAGER_NAMES["block"], "training", _train_step("block", compiled=False)),
     Case(_COMPILED_NAMES["block"], "compile", _train_step("block", compiled=True)),
+    Case("LSTM language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("lstm")),
+    Case("GRU language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("gru")),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
     Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
     *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
        Case("BERT-MLM 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("bert"))]
       if _have("transformers") else []),
+    *(Case(_conv_name(shape, bwd), "conv", _conv(shape, bwd)) for shape in CONV_SHAPES for bwd in (False, True)),
+    *([Case("resnet18 training step, batch 8x3x224x224 (torchvision)", "conv", _vision_step("resnet18", 224)),
+       Case("mobilenet_v3_small training step, batch 8x3x224x224 (torchvision)", "conv",
+            _vision_step("mobilenet_v3_small", 224))]
+      if _have("torchvision") else []),
 ]
 
 
@@ -403,6 +618,7 @@ def main(argv=None) -> int:
         lines += ["", f"Per-op (tiny tensors, per call): {within} of {len(per_op)} ops within 1.2x of torch CPU; "
                       f"geometric mean of foo/CPU {geo:.2f}."]
     lines += _compile_table(rows)
+    lines += _sdpa_table(rows)
     table = "\n".join(lines)
     print()
     print(table)

@@ -2,6 +2,7 @@
 
 from . import conv as _conv  # noqa: F401
 from . import index as _index  # noqa: F401
+from . import attention as _attention  # noqa: F401
 from . import copy as _copy  # noqa: F401
 from . import linalg as _linalg  # noqa: F401
 from . import nn as _nn  # noqa: F401
@@ -10,6 +11,7 @@ from . import optim as _optim  # noqa: F401
 from . import random as _random  # noqa: F401
 from . import reduce as _reduce  # noqa: F401
 from . import rnn as _rnn  # noqa: F401
+from . import rnn_seq as _rnn_seq  # noqa: F401
 from ._registry import python_kernel_calls, registered_ops
 
 from . import elementwise as _elementwise  # noqa: F401

@@ -43,18 +43,20 @@ def _register_fast(name: str, fn: Callable) -> None:
     _fast.add(name)
 
 
-def impl(*aten_names: str) -> Callable:
+def impl(*aten_names: str, dispatch_key: str = "PrivateUse1") -> Callable:
     """Registers the decorated function as the PrivateUse1 (foo) kernel of
     each aten operator overload named, e.g. ``@impl("add.Tensor", "add.out")``
-    (behind the fast lane's C++ kernel for the overloads in ``FAST_LANE``)."""
+    (behind the fast lane's C++ kernel for the overloads in ``FAST_LANE``).
+    ``dispatch_key="AutogradPrivateUse1"`` registers it above autograd
+    instead (an op that brings its own ``torch.autograd.Function``)."""
 
     def register(fn: Callable) -> Callable:
         for name in aten_names:
             kernel = _counted(name, fn)
-            if name in FAST_LANE:
+            if name in FAST_LANE and dispatch_key == "PrivateUse1":
                 _register_fast(name, kernel)
             else:
-                _lib.impl(name, kernel, "PrivateUse1")
+                _lib.impl(name, kernel, dispatch_key)
             _registered.add(name)
         return fn
 

@@ -4,8 +4,17 @@ ATen sends every convolution of a PrivateUse1 tensor (nn.Conv1d/2d/3d,
 nn.ConvTranspose*d, F.conv*) to these two ops once it has checked the shapes
 (``_convolution``'s ``check_shape_forward``), resolved ``padding='same'``,
 and viewed 1-d convolutions as 2-d ones. Their default kernels raise, and the
-CPU fallback cannot serve them (the CPU has no kernel either), so foo
-composes them from its native kernels:
+CPU fallback cannot serve them (the CPU has no kernel either).
+
+1-d and 2-d float convolutions (float16/bfloat16 upcast once to float32)
+run in Rust, one call per op and direction (``_C.conv2d_forward`` /
+``_C.conv2d_backward``, rust/src/kernels/conv.rs: blocked implicit GEMM over
+bounded im2col tiles, plain GEMMs for 1x1 stride-1 convolutions, a direct
+loop for depthwise ones); a 1-d convolution is a 2-d one of height 1, a
+transposed convolution's forward is a convolution's input gradient. Inputs
+are read as contiguous NCHW (a channels-last input is copied once).
+
+3-d and integer convolutions are composed here from foo's native kernels:
 
 * forward: im2col -- the input is copied once into a zero-padded buffer, a
   window view of that buffer (``as_strided``: groups x channels x kernel
@@ -33,7 +42,8 @@ import math
 
 import torch
 
-from ._registry import check_same_device, impl
+from .. import _C
+from ._registry import check_same_device, desc, impl
 from .linalg import SCALAR_NAME
 
 __all__ = ["convolution_overrideable", "convolution_backward_overrideable"]
@@ -76,9 +86,20 @@ def _is_channels_last(t: torch.Tensor) -> bool:
 
 
 def _to_format(t: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    if not channels_last:
+    """``t`` laid out as CPU's ``empty(..., memory_format=channels_last)`` lays it out: ``contiguous`` is not
+    enough, it keeps a tensor whose size-1 dims make it count as channels-last already (a 1x1 or a depthwise
+    weight) with its NCHW strides."""
+    if not channels_last or t.dim() not in (4, 5):
         return t
-    return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d)
+    n, c, *spatial = t.shape
+    strides, acc = [], c
+    for size in reversed(spatial):
+        strides.insert(0, acc)
+        acc *= size
+    strides = [acc, 1, *strides]
+    if list(t.stride()) == strides or t.numel() <= 1:
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def _chunk(n: int, per_sample: int) -> int:
@@ -318,6 +339,71 @@ def _check(name, input, weight, bias, stride, padding, dilation, transposed, out
     return stride, padding, dilation, output_padding, groups, out_size
 
 
+#: Dtypes the Rust kernels compute in (half types are upcast to float32 first).
+_NATIVE = (torch.float32, torch.float64)
+
+
+def _native(x: torch.Tensor, nd: int) -> bool:
+    """Whether the Rust 2-d kernels (rust/src/kernels/conv.rs) serve this
+    convolution: 1-d and 2-d, float; 3-d and integer ones take the composition above."""
+    return nd in (1, 2) and x.dtype in _NATIVE
+
+
+def _as_2d(t, nd):
+    """A 1-d convolution's (N, C, L) tensor as (N, C, 1, L); 2-d ones as they are; contiguous NCHW."""
+    return (t.unsqueeze(2) if nd == 1 else t).contiguous()
+
+
+def _params(nd, stride, padding, dilation):
+    if nd == 1:
+        return (1, int(stride[0])), (0, int(padding[0])), (1, int(dilation[0]))
+    return tuple(map(int, stride)), tuple(map(int, padding)), tuple(map(int, dilation))
+
+
+def _empty_2d(shape, nd, ref):
+    shape = [int(v) for v in shape]
+    if nd == 1:
+        shape.insert(2, 1)
+    return torch.empty(shape, dtype=ref.dtype, device=ref.device)
+
+
+def _from_2d(t, nd):
+    return None if t is None else (t.squeeze(2) if nd == 1 else t)
+
+
+def _opt_desc(t):
+    return None if t is None else desc(t)
+
+
+def _native_forward(x, w, b, stride, padding, dilation, groups, out_size):
+    """conv(x, w) + b in one Rust call."""
+    nd = x.dim() - 2
+    s, p, d = _params(nd, stride, padding, dilation)
+    out = _empty_2d((x.shape[0], w.shape[0], *out_size), nd, x)
+    # The contiguous copies must outlive the call: a descriptor holds a bare pointer.
+    x2, w2, b2 = _as_2d(x, nd), _as_2d(w, nd), None if b is None else b.contiguous()
+    _C.conv2d_forward(desc(out), desc(x2), desc(w2), _opt_desc(b2), s, p, d, groups)
+    return _from_2d(out, nd)
+
+
+def _native_backward(grad, x, w, in_shape, stride, padding, dilation, groups, need_input, need_weight, need_bias):
+    """Gradients of grad = conv(x, w) in one Rust call (x is only read for the weight's)."""
+    nd = grad.dim() - 2
+    s, p, d = _params(nd, stride, padding, dilation)
+    x2 = _as_2d(x, nd) if need_weight else None
+    gi = _empty_2d(in_shape, nd, grad) if need_input else None
+    gw = _empty_2d(w.shape, nd, grad) if need_weight else None
+    gb = torch.empty(w.shape[0], dtype=grad.dtype, device=grad.device) if need_bias else None
+    size2 = [int(v) for v in in_shape]
+    if nd == 1:
+        size2.insert(2, 1)
+    # The contiguous copies must outlive the call: a descriptor holds a bare pointer.
+    g2, w2 = _as_2d(grad, nd), _as_2d(w, nd)
+    _C.conv2d_backward(desc(g2), _opt_desc(x2), desc(w2), _opt_desc(gi), _opt_desc(gw), _opt_desc(gb), size2, s, p, d,
+                       groups)
+    return _from_2d(gi, nd), _from_2d(gw, nd), gb
+
+
 @impl("convolution_overrideable")
 def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     stride, padding, dilation, output_padding, groups, out_size = _check(
@@ -326,7 +412,15 @@ def convolution_overrideable(input, weight, bias, stride, padding, dilation, tra
     channels_last = _is_channels_last(input) or _is_channels_last(weight)
     dtype = input.dtype
     input, weight, bias = _upcast(input, weight, bias)
-    if transposed:
+    if _native(input, input.dim() - 2):
+        if transposed:
+            out_shape = [input.shape[0], weight.shape[1] * groups, *out_size]
+            out, _, _ = _native_backward(input, None, weight, out_shape, stride, padding, dilation, groups,
+                                         True, False, False)
+        else:
+            out = _native_forward(input, weight, bias, stride, padding, dilation, groups, out_size)
+            bias = None
+    elif transposed:
         # The gradient of a convolution (weight [C_in, C_out/G, *K]) w.r.t. its input.
         out, _ = _conv_grads(None, input, weight, out_size, stride, padding, dilation, groups, True, False)
     else:
@@ -362,8 +456,18 @@ def convolution_backward_overrideable(
     dtype = input.dtype
     grad_output, input, weight = _upcast(grad_output, input, weight)
     gi = gw = gb = None
-    if transposed:
+    native = _native(input, input.dim() - 2)
+    if native and not transposed:
+        gi, gw, gb = _native_backward(grad_output, input, weight, input.shape, stride, padding, dilation, groups,
+                                      need_input, need_weight, need_bias)
+    elif native:
         # input -> grad_output is the input-gradient of conv(grad_output, weight).
+        if need_input:
+            gi = _native_forward(grad_output, weight, None, stride, padding, dilation, groups, in_size)
+        if need_weight:
+            _, gw, _ = _native_backward(input, grad_output, weight, grad_output.shape, stride, padding, dilation,
+                                        groups, False, True, False)
+    elif transposed:
         if need_input:
             gi = _conv_forward(grad_output, weight, stride, padding, dilation, groups, in_size)
         if need_weight:
@@ -371,7 +475,7 @@ def convolution_backward_overrideable(
     else:
         gi, gw = _conv_grads(input, grad_output, weight, in_size, stride, padding, dilation, groups,
                              need_input, need_weight)
-    if need_bias:
+    if need_bias and gb is None:
         gb = grad_output.sum([0, *range(2, grad_output.dim())])
     gi = _downcast(gi, dtype)
     gw = _downcast(gw, dtype)

@@ -1,6 +1,8 @@
 //! The PyO3 module `foo_rs._C`: a thin layer over the Rust core. Errors of
 //! the core are mapped to Python exceptions here, in one place.
 
+mod attention;
+mod conv;
 mod device;
 mod elementwise;
 mod index;
@@ -9,6 +11,7 @@ mod linalg;
 mod memory;
 mod norm_pool;
 mod optim;
+mod rnn;
 mod runtime;
 
 use crate::allocator::AllocError;
@@ -191,6 +194,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(register_fast, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     device::register(m)?;
+    conv::register(m)?;
     memory::register(m)?;
     kernels::register(m)?;
     elementwise::register(m)?;
@@ -198,6 +202,8 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     norm_pool::register(m)?;
     index::register(m)?;
     optim::register(m)?;
+    rnn::register(m)?;
     runtime::register(m)?;
+    attention::register(m)?;
     Ok(())
 }

@@ -286,7 +286,11 @@ fn adaptive_avg_pool2d_backward(
 /// (seed, first block) for a draw of `blocks`: from `state` (an explicit
 /// generator's (seed, offset), which the caller advances) or `device`'s
 /// default generator.
-fn stream(blocks: u64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<(u64, u64)> {
+pub(super) fn stream(
+    blocks: u64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<(u64, u64)> {
     Ok(match state {
         Some(s) => s,
         None => rng::reserve_offset(rng::default_generator(device_index(device)?), blocks),

@@ -337,7 +337,7 @@ fn for_batches(shape: Shape, f: impl Fn(usize, bool) + Sync) {
 
 /// dst = beta * dst (if read) + alpha * lhs @ rhs, with the gemm crate.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_one<T: 'static + Copy>(
+pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
     m: usize,
     n: usize,
     k: usize,

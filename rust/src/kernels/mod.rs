@@ -4,6 +4,8 @@
 //! Every kernel is deterministic: the result does not depend on the number
 //! of threads rayon uses.
 
+pub mod attention;
+pub mod conv;
 pub mod copy;
 pub mod dropout;
 pub mod elementwise;
@@ -17,6 +19,7 @@ pub mod parallel;
 pub mod pool;
 pub mod random;
 pub mod reduce;
+pub mod rnn;
 
 use crate::dtype::DType;
 use std::fmt;

@@ -1,0 +1,102 @@
+//! 2-d convolution kernels (kernels::conv): one call per op and direction.
+//! Every call releases the GIL.
+
+use super::{strided, TensorDesc};
+use crate::kernels::conv;
+use pyo3::prelude::*;
+
+type Pair = (usize, usize);
+
+fn opt(d: Option<TensorDesc>) -> PyResult<Option<crate::kernels::Strided>> {
+    d.map(strided).transpose()
+}
+
+/// `out = conv2d(input, weight) + bias` (contiguous NCHW, float32/float64).
+#[pyfunction]
+#[pyo3(signature = (out, input, weight, bias, stride, padding, dilation, groups))]
+#[allow(clippy::too_many_arguments)]
+fn conv2d_forward(
+    py: Python<'_>,
+    out: TensorDesc,
+    input: TensorDesc,
+    weight: TensorDesc,
+    bias: Option<TensorDesc>,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: usize,
+) -> PyResult<()> {
+    let (o, x, w, b) = (strided(out)?, strided(input)?, strided(weight)?, opt(bias)?);
+    let out_hw = [
+        o.sizes.get(2).copied().unwrap_or(0),
+        o.sizes.get(3).copied().unwrap_or(0),
+    ];
+    py.detach(|| {
+        let g = conv::geometry(
+            &x.sizes,
+            &w.sizes,
+            out_hw,
+            [stride.0, stride.1],
+            [padding.0, padding.1],
+            [dilation.0, dilation.1],
+            groups,
+        )?;
+        conv::forward(&g, &o, &x, &w, b.as_ref())
+    })
+    .map_err(super::kernel_err)
+}
+
+/// Gradients of `grad_output = conv2d(input, weight)` into `grad_input`,
+/// `grad_weight` (needs `input`) and `grad_bias`, each when given.
+/// `input_hw` is the input's spatial size (the input may be absent).
+#[pyfunction]
+#[pyo3(signature = (grad_output, input, weight, grad_input, grad_weight, grad_bias, input_size, stride, padding, dilation, groups))]
+#[allow(clippy::too_many_arguments)]
+fn conv2d_backward(
+    py: Python<'_>,
+    grad_output: TensorDesc,
+    input: Option<TensorDesc>,
+    weight: TensorDesc,
+    grad_input: Option<TensorDesc>,
+    grad_weight: Option<TensorDesc>,
+    grad_bias: Option<TensorDesc>,
+    input_size: Vec<usize>,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: usize,
+) -> PyResult<()> {
+    let (go, x, w) = (strided(grad_output)?, opt(input)?, strided(weight)?);
+    let (gi, gw, gb) = (opt(grad_input)?, opt(grad_weight)?, opt(grad_bias)?);
+    let out_hw = [
+        go.sizes.get(2).copied().unwrap_or(0),
+        go.sizes.get(3).copied().unwrap_or(0),
+    ];
+    py.detach(|| {
+        let g = conv::geometry(
+            &input_size,
+            &w.sizes,
+            out_hw,
+            [stride.0, stride.1],
+            [padding.0, padding.1],
+            [dilation.0, dilation.1],
+            groups,
+        )?;
+        conv::backward(
+            &g,
+            &go,
+            x.as_ref(),
+            &w,
+            gi.as_ref(),
+            gw.as_ref(),
+            gb.as_ref(),
+        )
+    })
+    .map_err(super::kernel_err)
+}
+
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(conv2d_forward, m)?)?;
+    m.add_function(wrap_pyfunction!(conv2d_backward, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,1008 @@
+//! 2-d convolution (cross-correlation), forward and backward, float32 and
+//! float64, on contiguous NCHW tensors.
+//!
+//! - General case: blocked implicit GEMM. Output positions are cut into
+//!   tiles; one task packs the input windows of one tile (a bounded
+//!   `C/G * KH * KW x T` im2col tile in a per-thread buffer, never the full
+//!   column matrix) and multiplies it with the gemm crate.
+//! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
+//! - Depthwise (one input and one output channel per group): a direct loop
+//!   whose inner loop runs along an output row (contiguous for stride 1).
+//!
+//! Gradients: w.r.t. the input, `W^T @ grad` per tile of positions and a
+//! col2im accumulation, tasks over (sample, group, channel block) so that
+//! they write disjoint planes; w.r.t. the weight, tasks over blocks of the
+//! `C/G * KH * KW` columns of the weight (each packs only its own rows of
+//! the im2col tile) accumulating over samples and tiles in a fixed order;
+//! w.r.t. the bias, a sum per output channel.
+//!
+//! Determinism: the task partition and every accumulation order depend on
+//! the shapes only, never on the thread count.
+
+// Loops over rows and lanes index on purpose.
+#![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use super::parallel;
+use super::{KernelError, Strided};
+use crate::dtype::DType;
+use std::cell::RefCell;
+
+/// Geometry of a 2-d convolution `out[N, OC, OH, OW] = x[N, C, H, W] * w[OC, C/G, KH, KW]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Conv2d {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub oc: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl Conv2d {
+    fn cg(&self) -> usize {
+        self.c / self.groups
+    }
+    fn ocg(&self) -> usize {
+        self.oc / self.groups
+    }
+    fn kp(&self) -> usize {
+        self.kh * self.kw
+    }
+    fn ck(&self) -> usize {
+        self.cg() * self.kp()
+    }
+    fn p(&self) -> usize {
+        self.oh * self.ow
+    }
+    fn hw(&self) -> usize {
+        self.h * self.w
+    }
+    fn pointwise(&self) -> bool {
+        self.kh == 1
+            && self.kw == 1
+            && self.stride == [1, 1]
+            && self.padding == [0, 0]
+            && self.oh == self.h
+            && self.ow == self.w
+    }
+    fn depthwise(&self) -> bool {
+        self.cg() == 1 && self.ocg() == 1
+    }
+    /// Positions per im2col tile with `rows` rows (bounded to ~L2 size).
+    fn tile(&self, rows: usize) -> usize {
+        const BUDGET: usize = 48 * 1024;
+        let t = (BUDGET / rows.max(1)).max(64);
+        let t = t.div_ceil(16) * 16;
+        t.min(self.p()).max(1)
+    }
+    /// Output columns `ow` of row offset `off` (input column `ow*s + off`)
+    /// that fall inside the input: `lo..hi`.
+    fn valid_cols(&self, off: isize) -> (usize, usize) {
+        let s = self.stride[1] as isize;
+        let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+        let hi = if (self.w as isize) <= off {
+            0
+        } else {
+            (self.w as isize - 1 - off) / s + 1
+        };
+        let lo = (lo as usize).min(self.ow);
+        let hi = (hi as usize).min(self.ow).max(lo);
+        (lo, hi)
+    }
+}
+
+/// Per kernel column `kj`: the valid output columns `lo..hi` and the input
+/// column of `lo` (computed once per call: the divisions in `valid_cols`
+/// would otherwise dominate the depthwise loops on small planes).
+fn depthwise_cols(g: &Conv2d) -> Vec<(usize, usize, usize)> {
+    (0..g.kw)
+        .map(|kj| {
+            let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
+            let (lo, hi) = g.valid_cols(woff);
+            let start = if lo < hi {
+                (lo as isize * g.stride[1] as isize + woff) as usize
+            } else {
+                0
+            };
+            (lo, hi, start)
+        })
+        .collect()
+}
+
+/// The float types the kernels compute in.
+pub trait Real:
+    'static
+    + Copy
+    + Send
+    + Sync
+    + Default
+    + PartialEq
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::AddAssign
+{
+    const ZERO: Self;
+    const ONE: Self;
+}
+impl Real for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+}
+impl Real for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+}
+
+#[derive(Clone, Copy)]
+struct P<T>(*mut T);
+// SAFETY: tasks write disjoint elements through it (see each use).
+unsafe impl<T> Send for P<T> {}
+unsafe impl<T> Sync for P<T> {}
+impl<T> P<T> {
+    #[inline(always)]
+    fn at(self, i: usize) -> *mut T {
+        // SAFETY: callers stay inside the tensor they got the pointer of.
+        unsafe { self.0.add(i) }
+    }
+}
+
+thread_local! {
+    /// Per-thread packing buffer (8-byte words, reused across calls).
+    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+fn with_scratch<T: Real, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+        if s.len() < words {
+            s.resize(words, 0);
+        }
+        // SAFETY: the buffer holds at least `len` T (8-byte aligned, T is f32 or f64).
+        let buf = unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut T, len) };
+        f(buf)
+    })
+}
+
+/// dst = (read ? dst : 0) + lhs @ rhs (gemm crate), strides in elements.
+unsafe fn gemm<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    drs: isize,
+    dcs: isize,
+    read: bool,
+    lhs: *const T,
+    lrs: isize,
+    lcs: isize,
+    rhs: *const T,
+    rrs: isize,
+    rcs: isize,
+    par: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let threads = parallel::num_threads();
+    let parallelism = if par && threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // gemm's convention: dst := alpha * dst + beta * lhs @ rhs.
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        dcs,
+        drs,
+        read,
+        lhs,
+        lcs,
+        lrs,
+        rhs,
+        rcs,
+        rrs,
+        T::ONE,
+        T::ONE,
+        false,
+        false,
+        false,
+        parallelism,
+    );
+}
+
+/// Packs rows `r0..r1` (row = (c, kh, kw) within the group) of the im2col
+/// tile of positions `p0..p0+t` of one sample-group's input planes `x`
+/// (`cg` planes of H x W) into `dst` (`(r1-r0) x t`, row-major).
+unsafe fn pack<T: Real>(
+    g: &Conv2d,
+    x: *const T,
+    r0: usize,
+    r1: usize,
+    p0: usize,
+    t: usize,
+    dst: &mut [T],
+) {
+    let kp = g.kp();
+    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
+    for r in r0..r1 {
+        let (c, k) = (r / kp, r % kp);
+        let (ki, kj) = (k / g.kw, k % g.kw);
+        let plane = x.add(c * g.hw());
+        let row_dst = &mut dst[(r - r0) * t..(r - r0 + 1) * t];
+        let hoff = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+        let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
+        let (lo, hi) = g.valid_cols(woff);
+        let mut p = p0;
+        let end = p0 + t;
+        while p < end {
+            let oh = p / g.ow;
+            let ow0 = p % g.ow;
+            let ow1 = (ow0 + (end - p)).min(g.ow);
+            let d = &mut row_dst[p - p0..p - p0 + (ow1 - ow0)];
+            let ih = oh as isize * sh + hoff;
+            if ih < 0 || ih >= g.h as isize {
+                d.fill(T::ZERO);
+            } else {
+                let src = plane.add(ih as usize * g.w);
+                let a = lo.clamp(ow0, ow1);
+                let b = hi.clamp(a, ow1);
+                d[..a - ow0].fill(T::ZERO);
+                d[b - ow0..].fill(T::ZERO);
+                let start = (a as isize * sw as isize + woff) as usize;
+                if sw == 1 {
+                    let s = std::slice::from_raw_parts(src.add(start), b - a);
+                    d[a - ow0..b - ow0].copy_from_slice(s);
+                } else {
+                    for (i, v) in d[a - ow0..b - ow0].iter_mut().enumerate() {
+                        *v = *src.add(start + i * sw);
+                    }
+                }
+            }
+            p += ow1 - ow0;
+        }
+    }
+}
+
+/// Adds rows `r0..r1` of a column-gradient tile `src` (`(r1-r0) x t`,
+/// positions `p0..p0+t`) into the input-gradient planes `gi` (col2im).
+unsafe fn unpack_add<T: Real>(
+    g: &Conv2d,
+    gi: *mut T,
+    r0: usize,
+    r1: usize,
+    p0: usize,
+    t: usize,
+    src: &[T],
+) {
+    let kp = g.kp();
+    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
+    for r in r0..r1 {
+        let (c, k) = (r / kp, r % kp);
+        let (ki, kj) = (k / g.kw, k % g.kw);
+        let plane = gi.add(c * g.hw());
+        let row = &src[(r - r0) * t..(r - r0 + 1) * t];
+        let hoff = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+        let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
+        let (lo, hi) = g.valid_cols(woff);
+        let mut p = p0;
+        let end = p0 + t;
+        while p < end {
+            let oh = p / g.ow;
+            let ow0 = p % g.ow;
+            let ow1 = (ow0 + (end - p)).min(g.ow);
+            let ih = oh as isize * sh + hoff;
+            if ih >= 0 && ih < g.h as isize {
+                let dst = plane.add(ih as usize * g.w);
+                let a = lo.clamp(ow0, ow1);
+                let b = hi.clamp(a, ow1);
+                let start = (a as isize * sw as isize + woff) as usize;
+                let s = &row[p - p0 + (a - ow0)..p - p0 + (b - ow0)];
+                if sw == 1 {
+                    let d = std::slice::from_raw_parts_mut(dst.add(start), b - a);
+                    for (o, &v) in d.iter_mut().zip(s) {
+                        *o += v;
+                    }
+                } else {
+                    for (i, &v) in s.iter().enumerate() {
+                        *dst.add(start + i * sw) += v;
+                    }
+                }
+            }
+            p += ow1 - ow0;
+        }
+    }
+}
+
+fn err(msg: String) -> KernelError {
+    KernelError::InvalidArgument(msg)
+}
+
+fn check(t: &Strided, name: &str, sizes: &[usize], dtype: DType) -> Result<(), KernelError> {
+    if t.sizes != sizes {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo: conv2d expected {name} of size {sizes:?}, got {:?}",
+            t.sizes
+        )));
+    }
+    if t.dtype != dtype {
+        return Err(err(format!(
+            "foo: conv2d expected {name} of dtype {}, got {}",
+            dtype.name(),
+            t.dtype.name()
+        )));
+    }
+    let mut expect = 1isize;
+    for (&s, &st) in t.sizes.iter().zip(&t.strides).rev() {
+        if s != 1 && st != expect {
+            return Err(err(format!(
+                "foo: conv2d expects a contiguous {name} (strides {:?})",
+                t.strides
+            )));
+        }
+        expect *= s as isize;
+    }
+    Ok(())
+}
+
+/// The geometry from the input and weight shapes (and the given output spatial size).
+pub fn geometry(
+    x: &[usize],
+    w: &[usize],
+    out_hw: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<Conv2d, KernelError> {
+    if x.len() != 4 || w.len() != 4 {
+        return Err(err("foo: conv2d expects 4-d input and weight".into()));
+    }
+    if groups == 0 || stride.contains(&0) || dilation.contains(&0) {
+        return Err(err(
+            "foo: conv2d expects positive groups, stride and dilation".into(),
+        ));
+    }
+    let g = Conv2d {
+        n: x[0],
+        c: x[1],
+        h: x[2],
+        w: x[3],
+        oc: w[0],
+        kh: w[2],
+        kw: w[3],
+        oh: out_hw[0],
+        ow: out_hw[1],
+        stride,
+        padding,
+        dilation,
+        groups,
+    };
+    if g.c % groups != 0 || g.oc % groups != 0 || w[1] != g.c / groups {
+        return Err(err(format!(
+            "foo: conv2d weight {w:?} does not fit input {x:?} with groups={groups}"
+        )));
+    }
+    for d in 0..2 {
+        let (i, k, o) = [(g.h, g.kh, g.oh), (g.w, g.kw, g.ow)][d];
+        let span = dilation[d] * (k.max(1) - 1) + 1;
+        let full = i + 2 * padding[d];
+        let expect = if full >= span {
+            (full - span) / stride[d] + 1
+        } else {
+            0
+        };
+        // A transposed convolution's output padding can leave trailing input
+        // rows that no window reaches, so fewer outputs than fit are fine.
+        if o > expect {
+            return Err(err(format!(
+                "foo: conv2d output size {o} does not match input {i}, kernel {k}, stride {}, padding {}, dilation {}",
+                stride[d], padding[d], dilation[d]
+            )));
+        }
+    }
+    Ok(g)
+}
+
+/// `out = conv2d(x, w) + bias`.
+pub fn forward(
+    g: &Conv2d,
+    out: &Strided,
+    x: &Strided,
+    w: &Strided,
+    bias: Option<&Strided>,
+) -> Result<(), KernelError> {
+    let dt = x.dtype;
+    check(x, "input", &[g.n, g.c, g.h, g.w], dt)?;
+    check(w, "weight", &[g.oc, g.cg(), g.kh, g.kw], dt)?;
+    check(out, "output", &[g.n, g.oc, g.oh, g.ow], dt)?;
+    if let Some(b) = bias {
+        check(b, "bias", &[g.oc], dt)?;
+    }
+    match dt {
+        DType::F32 => forward_t::<f32>(g, out.ptr, x.ptr, w.ptr, bias.map(|b| b.ptr)),
+        DType::F64 => forward_t::<f64>(g, out.ptr, x.ptr, w.ptr, bias.map(|b| b.ptr)),
+        _ => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "conv2d",
+                dtype: dt,
+            })
+        }
+    }
+    Ok(())
+}
+
+fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Option<*mut u8>) {
+    let (out, x, w) = (P(out as *mut T), P(x as *mut T), P(w as *mut T));
+    let bias = bias.map(|b| P(b as *mut T));
+    let (p, hw, cg, ocg, ck) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck());
+    if g.n * g.oc * p == 0 {
+        return;
+    }
+    if g.depthwise() {
+        let cols = depthwise_cols(g);
+        parallel::parallel_for(g.n * g.c, |task| {
+            let c = task % g.c;
+            let b = bias.map_or(T::ZERO, |b| unsafe { *b.at(c) });
+            // SAFETY: task owns output plane `task`.
+            unsafe {
+                depthwise_forward(
+                    g,
+                    &cols,
+                    out.at(task * p),
+                    x.at(task * hw),
+                    w.at(c * g.kp()),
+                    b,
+                )
+            }
+        });
+        return;
+    }
+    let t = g.tile(ck);
+    let ntiles = p.div_ceil(t);
+    let ntasks = g.n * g.groups * ntiles;
+    let par = ntasks < parallel::num_threads() && ocg * ck * p >= (1 << 22);
+    parallel::parallel_for(ntasks, |task| {
+        let tile = task % ntiles;
+        let ng = task / ntiles;
+        let (n, grp) = (ng / g.groups, ng % g.groups);
+        let p0 = tile * t;
+        let tt = t.min(p - p0);
+        let dst = out.at((n * g.oc + grp * ocg) * p + p0);
+        let xg = x.at((n * g.c + grp * cg) * hw);
+        let wg = w.at(grp * ocg * ck);
+        // SAFETY: each task writes the output columns p0..p0+tt of its
+        // (sample, group) rows only.
+        unsafe {
+            if ck == 0 {
+                for o in 0..ocg {
+                    std::slice::from_raw_parts_mut(dst.add(o * p), tt).fill(T::ZERO);
+                }
+            } else if g.pointwise() {
+                gemm(
+                    ocg,
+                    tt,
+                    ck,
+                    dst,
+                    p as isize,
+                    1,
+                    false,
+                    wg,
+                    ck as isize,
+                    1,
+                    xg.add(p0),
+                    hw as isize,
+                    1,
+                    par,
+                );
+            } else {
+                with_scratch::<T, _>(ck * tt, |buf| {
+                    pack(g, xg, 0, ck, p0, tt, buf);
+                    gemm(
+                        ocg,
+                        tt,
+                        ck,
+                        dst,
+                        p as isize,
+                        1,
+                        false,
+                        wg,
+                        ck as isize,
+                        1,
+                        buf.as_ptr(),
+                        tt as isize,
+                        1,
+                        par,
+                    );
+                });
+            }
+            if let Some(b) = bias {
+                for o in 0..ocg {
+                    let bv = *b.at(grp * ocg + o);
+                    for v in std::slice::from_raw_parts_mut(dst.add(o * p), tt) {
+                        *v += bv;
+                    }
+                }
+            }
+        }
+    });
+}
+
+unsafe fn depthwise_forward<T: Real>(
+    g: &Conv2d,
+    cols: &[(usize, usize, usize)],
+    out: *mut T,
+    x: *const T,
+    w: *const T,
+    bias: T,
+) {
+    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
+    let o = std::slice::from_raw_parts_mut(out, g.p());
+    o.fill(bias);
+    for oh in 0..g.oh {
+        let orow = &mut o[oh * g.ow..(oh + 1) * g.ow];
+        for ki in 0..g.kh {
+            let ih = oh as isize * sh + (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+            if ih < 0 || ih >= g.h as isize {
+                continue;
+            }
+            let xrow = x.add(ih as usize * g.w);
+            for (kj, &(lo, hi, start)) in cols.iter().enumerate() {
+                let wv = *w.add(ki * g.kw + kj);
+                if lo >= hi {
+                    continue;
+                }
+                if sw == 1 {
+                    let s = std::slice::from_raw_parts(xrow.add(start), hi - lo);
+                    for (d, &v) in orow[lo..hi].iter_mut().zip(s) {
+                        *d += wv * v;
+                    }
+                } else {
+                    for (i, d) in orow[lo..hi].iter_mut().enumerate() {
+                        *d += wv * *xrow.add(start + i * sw);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Gradients of `grad = conv2d(x, w)`: w.r.t. the input into `gi`, the
+/// weight into `gw` (needs `x`), the bias into `gb` (each when given).
+pub fn backward(
+    g: &Conv2d,
+    grad: &Strided,
+    x: Option<&Strided>,
+    w: &Strided,
+    gi: Option<&Strided>,
+    gw: Option<&Strided>,
+    gb: Option<&Strided>,
+) -> Result<(), KernelError> {
+    let dt = grad.dtype;
+    check(grad, "grad_output", &[g.n, g.oc, g.oh, g.ow], dt)?;
+    check(w, "weight", &[g.oc, g.cg(), g.kh, g.kw], dt)?;
+    if let Some(t) = gi {
+        check(t, "grad_input", &[g.n, g.c, g.h, g.w], dt)?;
+    }
+    if let Some(t) = gw {
+        check(t, "grad_weight", &[g.oc, g.cg(), g.kh, g.kw], dt)?;
+        match x {
+            Some(x) => check(x, "input", &[g.n, g.c, g.h, g.w], dt)?,
+            None => return Err(err("foo: conv2d weight gradient needs the input".into())),
+        }
+    }
+    if let Some(t) = gb {
+        check(t, "grad_bias", &[g.oc], dt)?;
+    }
+    let ptr = |t: Option<&Strided>| t.map(|t| t.ptr);
+    macro_rules! run {
+        ($t:ty) => {{
+            if let Some(gi) = gi {
+                grad_input_t::<$t>(g, gi.ptr, grad.ptr, w.ptr);
+            }
+            if let Some(gw) = gw {
+                grad_weight_t::<$t>(g, gw.ptr, grad.ptr, ptr(x).unwrap());
+            }
+            if let Some(gb) = gb {
+                grad_bias_t::<$t>(g, gb.ptr, grad.ptr);
+            }
+        }};
+    }
+    match dt {
+        DType::F32 => run!(f32),
+        DType::F64 => run!(f64),
+        _ => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "conv2d_backward",
+                dtype: dt,
+            })
+        }
+    }
+    Ok(())
+}
+
+fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
+    let (gi, grad, w) = (P(gi as *mut T), P(grad as *mut T), P(w as *mut T));
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    if g.n * g.c * hw == 0 {
+        return;
+    }
+    if p == 0 || g.oc == 0 || kp == 0 {
+        // SAFETY: gi is n*c*hw elements.
+        unsafe { std::slice::from_raw_parts_mut(gi.0, g.n * g.c * hw).fill(T::ZERO) };
+        return;
+    }
+    if g.depthwise() {
+        let cols = depthwise_cols(g);
+        parallel::parallel_for(g.n * g.c, |task| {
+            let c = task % g.c;
+            // SAFETY: task owns input-gradient plane `task`.
+            unsafe {
+                depthwise_grad_input(g, &cols, gi.at(task * hw), grad.at(task * p), w.at(c * kp))
+            }
+        });
+        return;
+    }
+    // Channel blocks per (sample, group): enough tasks for a small batch.
+    let ng = g.n * g.groups;
+    let ncb = if ng >= 8 { 1 } else { (8 / ng).min(cg).max(1) };
+    let cb = cg.div_ceil(ncb);
+    let ncb = cg.div_ceil(cb);
+    let ntasks = ng * ncb;
+    let par = ntasks < parallel::num_threads() && ocg * ck * p >= (1 << 22);
+    parallel::parallel_for(ntasks, |task| {
+        let (ngi, blk) = (task / ncb, task % ncb);
+        let (n, grp) = (ngi / g.groups, ngi % g.groups);
+        let c0 = blk * cb;
+        let c1 = (c0 + cb).min(cg);
+        let gig = gi.at((n * g.c + grp * cg) * hw);
+        let gg = grad.at((n * g.oc + grp * ocg) * p);
+        let wg = w.at(grp * ocg * ck);
+        // SAFETY: each task writes the planes c0..c1 of its (sample, group).
+        unsafe {
+            if g.pointwise() {
+                // gi[c0..c1] = W[:, c0..c1]^T @ grad
+                gemm(
+                    c1 - c0,
+                    p,
+                    ocg,
+                    gig.add(c0 * hw),
+                    hw as isize,
+                    1,
+                    false,
+                    wg.add(c0),
+                    1,
+                    ck as isize,
+                    gg,
+                    p as isize,
+                    1,
+                    par,
+                );
+                return;
+            }
+            std::slice::from_raw_parts_mut(gig.add(c0 * hw), (c1 - c0) * hw).fill(T::ZERO);
+            let rows = (c1 - c0) * kp;
+            let t = g.tile(rows);
+            with_scratch::<T, _>(rows * t, |buf| {
+                let mut p0 = 0;
+                while p0 < p {
+                    let tt = t.min(p - p0);
+                    // colg (rows x tt) = W[:, c0*kp..c1*kp]^T @ grad[:, p0..p0+tt]
+                    gemm(
+                        rows,
+                        tt,
+                        ocg,
+                        buf.as_mut_ptr(),
+                        tt as isize,
+                        1,
+                        false,
+                        wg.add(c0 * kp),
+                        1,
+                        ck as isize,
+                        gg.add(p0),
+                        p as isize,
+                        1,
+                        par,
+                    );
+                    unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, &buf[..rows * tt]);
+                    p0 += tt;
+                }
+            });
+        }
+    });
+}
+
+unsafe fn depthwise_grad_input<T: Real>(
+    g: &Conv2d,
+    cols: &[(usize, usize, usize)],
+    gi: *mut T,
+    grad: *const T,
+    w: *const T,
+) {
+    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
+    let d = std::slice::from_raw_parts_mut(gi, g.hw());
+    d.fill(T::ZERO);
+    for oh in 0..g.oh {
+        let grow = std::slice::from_raw_parts(grad.add(oh * g.ow), g.ow);
+        for ki in 0..g.kh {
+            let ih = oh as isize * sh + (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+            if ih < 0 || ih >= g.h as isize {
+                continue;
+            }
+            let drow = &mut d[ih as usize * g.w..(ih as usize + 1) * g.w];
+            for (kj, &(lo, hi, start)) in cols.iter().enumerate() {
+                let wv = *w.add(ki * g.kw + kj);
+                if lo >= hi {
+                    continue;
+                }
+                if sw == 1 {
+                    for (o, &v) in drow[start..start + hi - lo].iter_mut().zip(&grow[lo..hi]) {
+                        *o += wv * v;
+                    }
+                } else {
+                    for (i, &v) in grow[lo..hi].iter().enumerate() {
+                        drow[start + i * sw] += wv * v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
+    let (gw, grad, x) = (P(gw as *mut T), P(grad as *mut T), P(x as *mut T));
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let total = g.oc * ck;
+    if total == 0 {
+        return;
+    }
+    // SAFETY: gw is oc*ck elements; tasks below write disjoint parts.
+    unsafe { std::slice::from_raw_parts_mut(gw.0, total).fill(T::ZERO) };
+    if g.n * p == 0 {
+        return;
+    }
+    if g.depthwise() {
+        parallel::parallel_for(g.c, |c| {
+            // SAFETY: task owns weight-gradient row `c`.
+            unsafe { depthwise_grad_weight(g, gw.at(c * kp), grad, x, c) }
+        });
+        return;
+    }
+    // Blocks of the C/G*KH*KW columns of each group's weight gradient.
+    let nrb = if g.groups >= 8 {
+        1
+    } else {
+        (8 / g.groups).min(ck.div_ceil(16)).max(1)
+    };
+    let rb = ck.div_ceil(nrb);
+    let nrb = ck.div_ceil(rb);
+    let ntasks = g.groups * nrb;
+    let par = ntasks < parallel::num_threads() && ocg * ck * p >= (1 << 22);
+    parallel::parallel_for(ntasks, |task| {
+        let (grp, blk) = (task / nrb, task % nrb);
+        let r0 = blk * rb;
+        let r1 = (r0 + rb).min(ck);
+        let rows = r1 - r0;
+        let dst = gw.at(grp * ocg * ck + r0);
+        // SAFETY: each task writes columns r0..r1 of its group's rows.
+        unsafe {
+            if g.pointwise() {
+                for n in 0..g.n {
+                    let gg = grad.at((n * g.oc + grp * ocg) * p);
+                    let xg = x.at((n * g.c + grp * cg + r0) * hw);
+                    // gw[:, r0..r1] += grad (ocg x p) @ x[r0..r1]^T (p x rows)
+                    gemm(
+                        ocg,
+                        rows,
+                        p,
+                        dst,
+                        ck as isize,
+                        1,
+                        true,
+                        gg,
+                        p as isize,
+                        1,
+                        xg,
+                        1,
+                        hw as isize,
+                        par,
+                    );
+                }
+                return;
+            }
+            let t = g.tile(rows);
+            with_scratch::<T, _>(rows * t, |buf| {
+                for n in 0..g.n {
+                    let gg = grad.at((n * g.oc + grp * ocg) * p);
+                    let xg = x.at((n * g.c + grp * cg) * hw);
+                    let mut p0 = 0;
+                    while p0 < p {
+                        let tt = t.min(p - p0);
+                        pack(g, xg, r0, r1, p0, tt, buf);
+                        gemm(
+                            ocg,
+                            rows,
+                            tt,
+                            dst,
+                            ck as isize,
+                            1,
+                            true,
+                            gg.add(p0),
+                            p as isize,
+                            1,
+                            buf.as_ptr(),
+                            1,
+                            tt as isize,
+                            par,
+                        );
+                        p0 += tt;
+                    }
+                }
+            });
+        }
+    });
+}
+
+unsafe fn depthwise_grad_weight<T: Real>(g: &Conv2d, gw: *mut T, grad: P<T>, x: P<T>, c: usize) {
+    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
+    let (p, hw) = (g.p(), g.hw());
+    let gw = std::slice::from_raw_parts_mut(gw, g.kp());
+    for n in 0..g.n {
+        let gp = grad.at((n * g.c + c) * p);
+        let xp = x.at((n * g.c + c) * hw);
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
+                let (lo, hi) = g.valid_cols(woff);
+                if lo >= hi {
+                    continue;
+                }
+                let start = (lo as isize * sw as isize + woff) as usize;
+                let mut acc = T::ZERO;
+                for oh in 0..g.oh {
+                    let ih =
+                        oh as isize * sh + (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+                    if ih < 0 || ih >= g.h as isize {
+                        continue;
+                    }
+                    let grow = std::slice::from_raw_parts(gp.add(oh * g.ow + lo), hi - lo);
+                    let xrow = xp.add(ih as usize * g.w + start);
+                    let mut lanes = [T::ZERO; 8];
+                    if sw == 1 {
+                        let xs = std::slice::from_raw_parts(xrow, hi - lo);
+                        let mut ci = grow.chunks_exact(8).zip(xs.chunks_exact(8));
+                        for (a, b) in &mut ci {
+                            for l in 0..8 {
+                                lanes[l] += a[l] * b[l];
+                            }
+                        }
+                        let done = (hi - lo) / 8 * 8;
+                        for i in done..hi - lo {
+                            lanes[0] += grow[i] * xs[i];
+                        }
+                    } else {
+                        for (i, &v) in grow.iter().enumerate() {
+                            lanes[i % 8] += v * *xrow.add(i * sw);
+                        }
+                    }
+                    let s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                    acc += s;
+                }
+                gw[ki * g.kw + kj] += acc;
+            }
+        }
+    }
+}
+
+fn grad_bias_t<T: Real>(g: &Conv2d, gb: *mut u8, grad: *mut u8) {
+    let (gb, grad) = (P(gb as *mut T), P(grad as *mut T));
+    let p = g.p();
+    parallel::parallel_for(g.oc, |o| {
+        let mut acc = T::ZERO;
+        for n in 0..g.n {
+            // SAFETY: plane (n, o) of grad; task `o` writes gb[o] only.
+            let s = unsafe { std::slice::from_raw_parts(grad.at((n * g.oc + o) * p), p) };
+            let mut lanes = [T::ZERO; 8];
+            let mut it = s.chunks_exact(8);
+            for ch in &mut it {
+                for l in 0..8 {
+                    lanes[l] += ch[l];
+                }
+            }
+            for (i, &v) in it.remainder().iter().enumerate() {
+                lanes[i] += v;
+            }
+            acc += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+        }
+        unsafe { *gb.at(o) = acc };
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Direct reference convolution.
+    fn reference(g: &Conv2d, x: &[f64], w: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0; g.n * g.oc * g.p()];
+        let (cg, ocg) = (g.cg(), g.ocg());
+        for n in 0..g.n {
+            for o in 0..g.oc {
+                let grp = o / ocg;
+                for oh in 0..g.oh {
+                    for ow in 0..g.ow {
+                        let mut s = 0.0;
+                        for c in 0..cg {
+                            for ki in 0..g.kh {
+                                for kj in 0..g.kw {
+                                    let ih = (oh * g.stride[0] + ki * g.dilation[0]) as isize
+                                        - g.padding[0] as isize;
+                                    let iw = (ow * g.stride[1] + kj * g.dilation[1]) as isize
+                                        - g.padding[1] as isize;
+                                    if ih < 0 || iw < 0 || ih >= g.h as isize || iw >= g.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    s += x[((n * g.c + grp * cg + c) * g.h + ih as usize) * g.w
+                                        + iw as usize]
+                                        * w[((o * cg + c) * g.kh + ki) * g.kw + kj];
+                                }
+                            }
+                        }
+                        out[((n * g.oc + o) * g.oh + oh) * g.ow + ow] = s;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn run(
+        x: [usize; 4],
+        w: [usize; 4],
+        s: [usize; 2],
+        pd: [usize; 2],
+        d: [usize; 2],
+        groups: usize,
+    ) {
+        let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
+        let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
+        let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+        let xv: Vec<f64> = (0..x.iter().product::<usize>())
+            .map(|i| ((i * 7919) % 13) as f64 - 6.0)
+            .collect();
+        let wv: Vec<f64> = (0..w.iter().product::<usize>())
+            .map(|i| ((i * 104729) % 11) as f64 - 5.0)
+            .collect();
+        let mut out = vec![0.0f64; g.n * g.oc * g.p()];
+        let xs = Strided::contiguous(xv.as_ptr() as *mut u8, DType::F64, &x);
+        let ws = Strided::contiguous(wv.as_ptr() as *mut u8, DType::F64, &w);
+        let os = Strided::contiguous(
+            out.as_mut_ptr() as *mut u8,
+            DType::F64,
+            &[g.n, g.oc, oh, ow],
+        );
+        forward(&g, &os, &xs, &ws, None).unwrap();
+        assert_eq!(out, reference(&g, &xv, &wv));
+    }
+
+    #[test]
+    fn forward_matches_reference() {
+        run([2, 4, 7, 6], [6, 4, 3, 3], [1, 1], [1, 1], [1, 1], 1);
+        run([2, 4, 9, 8], [6, 2, 3, 2], [2, 3], [1, 2], [2, 1], 2);
+        run([1, 3, 5, 5], [3, 1, 3, 3], [2, 2], [1, 1], [1, 1], 3);
+        run([2, 4, 5, 5], [8, 4, 1, 1], [1, 1], [0, 0], [1, 1], 1);
+    }
+}
