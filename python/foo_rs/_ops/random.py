@@ -92,10 +92,10 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     sigma = float(sigma)
     if not sigma > 0.0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_g(sigma)} (on foo)")
+    if not self.dtype.is_floating_point:  # before the zero-size return, unlike exponential_
+        raise _not_floating(self, "Cauchy")
     if self.numel() == 0:
         return self
-    if not self.dtype.is_floating_point:
-        raise _not_floating(self, "Cauchy")
     return _draw(_C.cauchy_, self, (float(median), sigma), generator)
 
 
