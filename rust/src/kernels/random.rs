@@ -248,8 +248,19 @@ fn block_values<T: Draw>(ph: &Philox, b: u64, dist: Distribution, wide: bool) ->
     let zero = T::of_int(0);
     match dist {
         Distribution::Integers { from, range } => {
+            // `bits % range`; a power-of-two range (every default range of
+            // the integer dtypes) is a mask, a narrow one a 32-bit division.
+            let pow2 = range.is_power_of_two();
             let draw = |bits: u64| {
-                let r = if range == 0 { bits } else { bits % range };
+                let r = if range == 0 {
+                    bits
+                } else if pow2 {
+                    bits & (range - 1)
+                } else if !wide {
+                    (bits as u32 % range as u32) as u64
+                } else {
+                    bits % range
+                };
                 T::of_int(from.wrapping_add(r as i64))
             };
             if wide {
@@ -298,9 +309,9 @@ fn block_values<T: Draw>(ph: &Philox, b: u64, dist: Distribution, wide: bool) ->
 }
 
 /// Draws elements `start..start + len` of the view, computing each Philox
-/// block once.
+/// block once (`PB` elements a block).
 #[allow(clippy::too_many_arguments)]
-fn fill_range<T: Draw>(
+fn fill_range<T: Draw, const PB: usize>(
     p: usize,
     sizes: &[usize],
     strides: &[isize],
@@ -310,28 +321,33 @@ fn fill_range<T: Draw>(
     start: usize,
     len: usize,
     dist: Distribution,
-    wide: bool,
 ) {
-    let pb = if wide { 2 } else { 4 };
-    let mut cached: Option<(u64, [T; 4])> = None;
-    let mut value = |i: usize| -> T {
-        let b = offset.wrapping_add((i / pb) as u64);
-        match cached {
-            Some((cb, v)) if cb == b => v[i % pb],
-            _ => {
-                let v = block_values::<T>(ph, b, dist, wide);
-                cached = Some((b, v));
-                v[i % pb]
-            }
-        }
-    };
+    let wide = PB == 2;
     if dense {
         // SAFETY: a dense view; [start, start+len) is inside it.
         let out = unsafe { std::slice::from_raw_parts_mut((p as *mut T).add(start), len) };
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = value(start + k);
+        let mut k = 0;
+        while k < len {
+            let i = start + k;
+            let v = block_values::<T>(ph, offset.wrapping_add((i / PB) as u64), dist, wide);
+            let lane = i % PB;
+            let take = (PB - lane).min(len - k);
+            out[k..k + take].copy_from_slice(&v[lane..lane + take]);
+            k += take;
         }
     } else {
+        let mut cached: Option<(u64, [T; 4])> = None;
+        let mut value = |i: usize| -> T {
+            let b = offset.wrapping_add((i / PB) as u64);
+            match cached {
+                Some((cb, v)) if cb == b => v[i % PB],
+                _ => {
+                    let v = block_values::<T>(ph, b, dist, wide);
+                    cached = Some((b, v));
+                    v[i % PB]
+                }
+            }
+        };
         for_each_offset(sizes, strides, start, len, |k, off| {
             // SAFETY: offsets come from the view's sizes and strides.
             unsafe { *(p as *mut T).offset(off) = value(start + k) };
@@ -340,42 +356,40 @@ fn fill_range<T: Draw>(
 }
 
 fn run<T: Draw>(dst: &Strided, seed: u64, offset: u64, dist: Distribution) {
+    if dist.wide(dst.dtype) {
+        run_pb::<T, 2>(dst, seed, offset, dist)
+    } else {
+        run_pb::<T, 4>(dst, seed, offset, dist)
+    }
+}
+
+fn run_pb<T: Draw, const PB: usize>(dst: &Strided, seed: u64, offset: u64, dist: Distribution) {
     let n = dst.numel();
     let ph = Philox::new(seed);
     let dense = dst.is_contiguous();
     let p = dst.ptr as usize;
-    let wide = dist.wide(dst.dtype);
     // Chunks are multiples of 4 elements so no block straddles two threads
     // (it would not change results, only waste work).
     let chunk = GRAIN_SIZE;
-    if n <= chunk {
-        fill_range::<T>(
+    let fill = |start: usize, len: usize| {
+        fill_range::<T, PB>(
             p,
             &dst.sizes,
             &dst.strides,
             dense,
             &ph,
             offset,
-            0,
-            n,
+            start,
+            len,
             dist,
-            wide,
-        );
+        )
+    };
+    if n <= chunk {
+        fill(0, n);
     } else {
         super::parallel::parallel_for(n.div_ceil(chunk), |c| {
             let start = c * chunk;
-            fill_range::<T>(
-                p,
-                &dst.sizes,
-                &dst.strides,
-                dense,
-                &ph,
-                offset,
-                start,
-                chunk.min(n - start),
-                dist,
-                wide,
-            );
+            fill(start, chunk.min(n - start));
         });
     }
 }
