@@ -406,3 +406,36 @@ def test_accepted_like_cpu(case):
 
 def test_exponential_of_infinite_rate_is_zero():
     assert torch.equal(torch.empty(8, device="foo").exponential_(float("inf")).cpu(), torch.zeros(8))
+
+
+def _outcome(f):
+    """("ok", warnings) or (exception type, message), foo's suffix removed."""
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            f()
+        return ("ok", tuple(str(x.message).split(" (Triggered internally")[0] for x in w))
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        return (type(e).__name__, str(e).replace(" (on foo)", ""))
+
+
+def test_random_range_rules_match_cpu_on_a_sweep():
+    """ATen's range arithmetic (update_from/update_to, the dtype bounds, the
+    precision warnings) over 600 seeded (dtype, from, to) triples near every
+    power of two: the same error, message and warnings as CPU."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(600):
+        dt = rng.choice(ALL)
+        e = rng.randint(0, 63)
+        a = max(min(rng.choice([-1, 1]) * rng.randint(0, 2**e), I64_MAX), I64_MIN)
+        mode = rng.randint(0, 2)
+        if mode == 0:
+            b = max(min(a + rng.randint(-3, 2 ** max(e - rng.randint(0, 12), 0)), I64_MAX), I64_MIN)
+            args = (a, b)
+        else:
+            args = (a, None) if mode == 1 else (abs(a),)
+        cpu = _outcome(lambda: torch.empty(3, dtype=dt).random_(*args))
+        foo = _outcome(lambda: torch.empty(3, dtype=dt, device="foo").random_(*args))
+        assert foo == cpu, (dt, args)
