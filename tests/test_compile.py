@@ -222,8 +222,8 @@ def test_fx_graph_cache_serves_foo_graphs():
 def test_random_numbers_come_from_foo_philox():
     """Dropout in a graph compiled by the foo backend draws from foo's Philox
     generator: exactly eager's values for the same seed. The plain inductor
-    backend's fused C++ RNG needs aten::random_.from on foo for its seeds
-    (no native kernel yet): the fallback serves it, or a clear error."""
+    backend's fused C++ RNG draws its seeds with aten::random_.from, which
+    foo runs natively: it works with the fallback off, seeded runs repeat."""
 
     def fn(x):
         return torch.nn.functional.dropout(x, p=0.5, training=True) + 1
@@ -242,15 +242,15 @@ def test_random_numbers_come_from_foo_philox():
 
     torch._dynamo.reset()
     fused = torch.compile(fn, backend="inductor", fullgraph=True)
-    with pytest.raises(NotImplementedError, match="random_.* is not implemented for the foo device"):
-        fused(x)
-    foo_rs.set_fallback_enabled(True)  # the fixture switches it off again
     foo_rs.reset_fallback_stats()
     torch.manual_seed(4)
     c = fused(x)
+    d = fused(x)
     torch.manual_seed(4)
     torch.testing.assert_close(fused(x), c, rtol=0, atol=0)
-    assert set(foo_rs.fallback_stats()) == {"aten::random_.from"}
+    assert not torch.equal(c.cpu(), d.cpu())
+    assert foo_rs.fallback_stats() == {}
+    assert c.device == x.device
     kept = (c != 1).cpu()
     assert 0.4 < kept.float().mean().item() < 0.6
     torch.testing.assert_close(c.cpu()[kept], (2 * x + 1).cpu()[kept])

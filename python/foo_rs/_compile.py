@@ -17,8 +17,8 @@ Decisions that key on the device type:
   call foo's own Philox kernels: compiled values equal eager's for the same
   seed, and nothing random runs outside foo. (Inductor's fused C++ RNG
   path, which the plain "inductor" backend takes, draws its seeds with
-  ``aten::random_.from``, which foo has no kernel for yet: it goes through
-  the CPU fallback, or raises naming foo when the fallback is off.)
+  foo's native ``aten::random_.from`` and the values in the generated C++
+  loops on foo's buffers: it works too, with values that differ from eager's.)
 * Device properties, current device, synchronize: from ``torch.foo``.
 
 ``import foo_rs`` imports this module but not Dynamo: :func:`install`

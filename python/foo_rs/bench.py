@@ -58,6 +58,29 @@ def _elementwise(op: str) -> Callable[[str], Callable[[], object]]:
     return make
 
 
+#: In-place random fills (16M elements): the Philox kernels against CPU's
+#: (which draws serially from mt19937).
+RANDOM_FILLS = {
+    "random_ int64": (torch.int64, lambda t: t.random_()),
+    "random_(0, 1000) int32": (torch.int32, lambda t: t.random_(0, 1000)),
+    "normal_ f32": (torch.float32, lambda t: t.normal_()),
+    "exponential_ f32": (torch.float32, lambda t: t.exponential_()),
+    "geometric_(0.2) f32": (torch.float32, lambda t: t.geometric_(0.2)),
+    "log_normal_ f32": (torch.float32, lambda t: t.log_normal_()),
+    "cauchy_ f64": (torch.float64, lambda t: t.cauchy_()),
+}
+
+
+def _random_fill(name: str) -> Callable[[str], Callable[[], object]]:
+    dtype, fill = RANDOM_FILLS[name]
+
+    def make(device):
+        x = torch.empty(N_BIG, dtype=dtype, device=device)
+        return lambda: fill(x)
+
+    return make
+
+
 def _fresh_alloc(device):
     def step():
         return torch.empty(N_BIG, device=device).fill_(1.0)
@@ -521,6 +544,7 @@ CASES = [
       for op in ["add", "mul", "exp", "gelu", "sigmoid", "relu", "where"]),
     Case("empty+fill 64 MiB (fresh)", "allocator", _fresh_alloc),
     Case("sum 16M f32", "reduction", _elementwise("sum")),
+    *(Case(f"{name} 16M (in place)", "random", _random_fill(name)) for name in RANDOM_FILLS),
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),

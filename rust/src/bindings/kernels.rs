@@ -54,7 +54,7 @@ fn random(
     state: Option<(u64, u64)>,
 ) -> PyResult<u64> {
     let d = strided(dst)?;
-    let blocks = blocks_needed(d.dtype, d.numel());
+    let blocks = blocks_needed(d.dtype, dist, d.numel());
     let (seed, offset) = match state {
         Some(s) => s,
         None => rng::reserve_offset(rng::default_generator(device_index(device)?), blocks),
@@ -103,11 +103,111 @@ fn uniform_(
     )
 }
 
+/// Fills `dst` with exp(N(mean, std)). See `normal_` for `device` and `state`.
+#[pyfunction]
+#[pyo3(signature = (dst, mean, std, device=None, state=None))]
+fn log_normal_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    mean: f64,
+    std: f64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
+    random(
+        py,
+        dst,
+        Distribution::LogNormal { mean, std },
+        device,
+        state,
+    )
+}
+
+/// Fills `dst` with Exp(lambd). See `normal_` for `device` and `state`.
+#[pyfunction]
+#[pyo3(signature = (dst, lambd, device=None, state=None))]
+fn exponential_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    lambd: f64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
+    random(
+        py,
+        dst,
+        Distribution::Exponential { lambda: lambd },
+        device,
+        state,
+    )
+}
+
+/// Fills `dst` with Cauchy(median, sigma). See `normal_` for `device` and `state`.
+#[pyfunction]
+#[pyo3(signature = (dst, median, sigma, device=None, state=None))]
+fn cauchy_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    median: f64,
+    sigma: f64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
+    random(
+        py,
+        dst,
+        Distribution::Cauchy { median, sigma },
+        device,
+        state,
+    )
+}
+
+/// Fills `dst` (floating or integer) with Geometric(p) trial counts. See
+/// `normal_` for `device` and `state`.
+#[pyfunction]
+#[pyo3(signature = (dst, p, device=None, state=None))]
+fn geometric_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    p: f64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
+    random(py, dst, Distribution::Geometric { p }, device, state)
+}
+
+/// Fills `dst` (any dtype) with `from + bits % range` (`range == 0`: every
+/// int64), as `random_` after ATen's range rules. See `normal_` for `device`
+/// and `state`.
+#[pyfunction]
+#[pyo3(signature = (dst, from, range, device=None, state=None))]
+fn random_(
+    py: Python<'_>,
+    dst: TensorDesc,
+    from: i64,
+    range: u64,
+    device: Option<i64>,
+    state: Option<(u64, u64)>,
+) -> PyResult<u64> {
+    random(
+        py,
+        dst,
+        Distribution::Integers { from, range },
+        device,
+        state,
+    )
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_, m)?)?;
     m.add_function(wrap_pyfunction!(fill_, m)?)?;
     m.add_function(wrap_pyfunction!(local_scalar, m)?)?;
     m.add_function(wrap_pyfunction!(normal_, m)?)?;
     m.add_function(wrap_pyfunction!(uniform_, m)?)?;
+    m.add_function(wrap_pyfunction!(log_normal_, m)?)?;
+    m.add_function(wrap_pyfunction!(exponential_, m)?)?;
+    m.add_function(wrap_pyfunction!(cauchy_, m)?)?;
+    m.add_function(wrap_pyfunction!(geometric_, m)?)?;
+    m.add_function(wrap_pyfunction!(random_, m)?)?;
     Ok(())
 }
