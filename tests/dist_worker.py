@@ -532,6 +532,9 @@ def _raises_everywhere(what: str, fn, *needles: str) -> None:
 
 def mismatch() -> None:
     rank, world = init(timeout=10)
+    # the fingerprints travel over the group's own connections to rank 0, not a gloo allgather
+    exchange = dist.group.WORLD._exchange
+    assert exchange is not None and exchange.active, "foo_gloo's fingerprint exchange is not connected"
     # local mismatches: raise on each rank before anything is sent
     out = torch.empty(world * 4, dtype=torch.float64, device="foo")
     try:
