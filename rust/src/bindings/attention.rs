@@ -2,8 +2,7 @@
 //! releases the GIL; outputs are tensors the Python layer allocated.
 
 use super::kernel_err as py_err;
-use super::norm_pool::stream;
-use super::{strided, TensorDesc};
+use super::{stream, strided, TensorDesc};
 use crate::kernels::attention::{self as attn, Dropout, Grads, Sdpa};
 use crate::kernels::Strided;
 use pyo3::prelude::*;

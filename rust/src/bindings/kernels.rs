@@ -1,9 +1,8 @@
 //! Copy, fill, scalar read and random kernels. Every call releases the GIL.
 
-use super::{device_index, strided, KernelErr, TensorDesc};
+use super::{stream, strided, KernelErr, TensorDesc};
 use crate::kernels::random::{blocks_needed, fill_random, Distribution};
 use crate::kernels::{copy, Strided};
-use crate::rng;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
@@ -55,10 +54,7 @@ fn random(
 ) -> PyResult<u64> {
     let d = strided(dst)?;
     let blocks = blocks_needed(d.dtype, dist, d.numel());
-    let (seed, offset) = match state {
-        Some(s) => s,
-        None => rng::reserve_offset(rng::default_generator(device_index(device)?), blocks),
-    };
+    let (seed, offset) = stream(blocks, device, state)?;
     py.detach(|| fill_random(&d, seed, offset, dist))
         .map_err(KernelErr::from)?;
     Ok(blocks)

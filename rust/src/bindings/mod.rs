@@ -175,6 +175,16 @@ pub(crate) fn device_index(device: Option<i64>) -> PyResult<usize> {
 static BUILT_TORCH_MARKER: &str =
     concat!("\0FOO_RS_BUILT_TORCH=", env!("FOO_RS_BUILT_TORCH"), "\0");
 
+/// (seed, first block) for a draw of `blocks`: from `state` (an explicit
+/// generator's (seed, offset), which the caller advances) or `device`'s
+/// default generator.
+fn stream(blocks: u64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResult<(u64, u64)> {
+    Ok(match state {
+        Some(s) => s,
+        None => crate::rng::reserve_default(device_index(device)?, blocks),
+    })
+}
+
 /// Whether this process is a child forked after foo_rs was loaded.
 #[pyfunction]
 fn in_bad_fork() -> bool {

@@ -2,10 +2,9 @@
 //! Outputs are fresh tensors the Python layer allocated (no aliasing with
 //! the inputs).
 
-use super::{device_index, strided, TensorDesc};
+use super::{device_index, stream, strided, TensorDesc};
 use crate::kernels::pool::Window;
 use crate::kernels::{dropout as drop, entry, norm, pool, Strided};
-use crate::rng;
 use pyo3::prelude::*;
 
 use super::kernel_err as py_err;
@@ -281,20 +280,6 @@ fn adaptive_avg_pool2d_backward(
     let (gi, go) = (strided(grad_input)?, strided(grad_output)?);
     py.detach(|| pool::adaptive_avg_pool2d_backward(&gi, &go))
         .map_err(py_err)
-}
-
-/// (seed, first block) for a draw of `blocks`: from `state` (an explicit
-/// generator's (seed, offset), which the caller advances) or `device`'s
-/// default generator.
-pub(super) fn stream(
-    blocks: u64,
-    device: Option<i64>,
-    state: Option<(u64, u64)>,
-) -> PyResult<(u64, u64)> {
-    Ok(match state {
-        Some(s) => s,
-        None => rng::reserve_offset(rng::default_generator(device_index(device)?), blocks),
-    })
 }
 
 /// Fills `dst` with Bernoulli(p) draws (`p_tensor` broadcast when given).

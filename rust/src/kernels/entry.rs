@@ -182,7 +182,7 @@ pub fn dropout(
     device: usize,
 ) -> Result<u64, KernelError> {
     let blocks = drop::blocks_needed(x.numel());
-    let (seed, offset) = crate::rng::reserve_offset(crate::rng::default_generator(device), blocks);
+    let (seed, offset) = crate::rng::reserve_default(device, blocks);
     drop::dropout(out, mask, x, keep, scale, seed, offset)?;
     Ok(blocks)
 }

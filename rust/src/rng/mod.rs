@@ -11,6 +11,6 @@ mod registry;
 pub use philox::{philox4x32_10, uniform_f32, uniform_f64, Philox};
 pub use registry::{
     clone_generator, default_generator, generator_offset, generator_seed, new_generator,
-    random_seed, release_generator, reserve_offset, set_generator_offset, set_generator_seed,
-    DEFAULT_SEED,
+    random_seed, release_generator, reserve_default, reserve_offset, set_generator_offset,
+    set_generator_seed, DEFAULT_SEED,
 };

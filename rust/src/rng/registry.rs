@@ -93,6 +93,12 @@ pub fn reserve_offset(id: u64, blocks: u64) -> (u64, u64) {
     })
 }
 
+/// Takes `blocks` Philox blocks from device `device`'s default generator (the
+/// draw of a kernel called without an explicit generator): `(seed, first block)`.
+pub fn reserve_default(device: usize, blocks: u64) -> (u64, u64) {
+    reserve_offset(default_generator(device), blocks)
+}
+
 /// A non-deterministic seed (time and address entropy), for `seed()`.
 pub fn random_seed() -> u64 {
     use std::collections::hash_map::RandomState;
