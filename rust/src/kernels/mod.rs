@@ -19,6 +19,9 @@ pub mod parallel;
 pub mod pool;
 pub mod random;
 pub mod reduce;
+// The recurrences' entry points are crate-private and called from the PyO3 binding: without
+// the "python" feature (cargo test, cargo bench) they are unused.
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub mod rnn;
 
 use crate::dtype::DType;
