@@ -647,7 +647,7 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
 
 fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
     let (gw, grad, x) = (P(gw as *mut T), P(grad as *mut T), P(x as *mut T));
-    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let (p, hw, cg, ocg, ck) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck());
     let total = g.oc * ck;
     if total == 0 {
         return;
