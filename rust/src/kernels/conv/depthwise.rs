@@ -67,6 +67,7 @@ impl Layout {
     }
 
     /// Copies `src` (`rows x cols`, row-major) into `dst` in this layout.
+    #[inline(always)]
     unsafe fn fill<T: Real>(&self, src: *const T, dst: &mut [T]) {
         for q in 0..self.s {
             let n = if self.cols > q {
@@ -275,20 +276,28 @@ unsafe fn apply<T: Real, const L: usize, const NB: usize>(
 
 /// Work split into tasks of whole planes, run inside the detected level.
 trait Planes: Sync {
+    type T: Real;
+    /// Elements of the per-thread scratch plane.
+    fn scratch(&self) -> usize;
     /// Runs planes `p0..p1` with vectors of `L` lanes, blocks of `NB`.
-    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize);
+    unsafe fn run<const L: usize, const NB: usize>(
+        &self,
+        p0: usize,
+        p1: usize,
+        buf: &mut [Self::T],
+    );
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn run_avx512<K: Planes>(k: &K, p0: usize, p1: usize) {
-    k.run::<16, 64>(p0, p1)
+unsafe fn run_avx512<K: Planes>(k: &K, p0: usize, p1: usize, buf: &mut [K::T]) {
+    k.run::<16, 64>(p0, p1, buf)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn run_avx2<K: Planes>(k: &K, p0: usize, p1: usize) {
-    k.run::<8, 32>(p0, p1)
+unsafe fn run_avx2<K: Planes>(k: &K, p0: usize, p1: usize, buf: &mut [K::T]) {
+    k.run::<8, 32>(p0, p1, buf)
 }
 
 /// Runs `k` over `nplanes` planes on the pool, in the SIMD level's instantiation.
@@ -301,17 +310,21 @@ fn for_planes<K: Planes>(k: &K, nplanes: usize) {
     let level = simd::level();
     parallel::parallel_for(nplanes.div_ceil(per), |t| {
         let (p0, p1) = (t * per, ((t + 1) * per).min(nplanes));
-        // SAFETY: the level was detected on this CPU; `k` writes only the
-        // planes it is given.
-        unsafe {
-            match level {
-                #[cfg(target_arch = "x86_64")]
-                SimdLevel::Avx512 => run_avx512(k, p0, p1),
-                #[cfg(target_arch = "x86_64")]
-                SimdLevel::Avx2 => run_avx2(k, p0, p1),
-                _ => k.run::<4, 16>(p0, p1),
+        // The scratch is taken out here: the thread-local access is not
+        // inlined, and the kernel must be (inside the level's function).
+        with_scratch::<K::T, _>(k.scratch(), |buf| {
+            // SAFETY: the level was detected on this CPU; `k` writes only
+            // the planes it is given.
+            unsafe {
+                match level {
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx512 => run_avx512(k, p0, p1, buf),
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx2 => run_avx2(k, p0, p1, buf),
+                    _ => k.run::<4, 16>(p0, p1, buf),
+                }
             }
-        }
+        })
     });
 }
 
@@ -325,23 +338,25 @@ struct Forward<'a, T> {
 }
 
 impl<T: Real> Planes for Forward<'_, T> {
+    type T = T;
+    fn scratch(&self) -> usize {
+        self.plan.layout.len()
+    }
     #[inline(always)]
-    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize) {
+    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize, buf: &mut [T]) {
         let (g, lay) = (self.g, &self.plan.layout);
-        with_scratch::<T, _>(lay.len(), |buf| {
-            for plane in p0..p1 {
-                let c = plane % g.c;
-                lay.fill(self.x.at(plane * g.hw()), buf);
-                let b = self.bias.map_or(T::ZERO, |b| *b.at(c));
-                apply::<T, L, NB>(
-                    &self.plan,
-                    buf.as_ptr(),
-                    self.w.at(c * g.kp()),
-                    b,
-                    self.out.at(plane * g.p()),
-                );
-            }
-        });
+        for plane in p0..p1 {
+            let c = plane % g.c;
+            lay.fill(self.x.at(plane * g.hw()), buf);
+            let b = self.bias.map_or(T::ZERO, |b| *b.at(c));
+            apply::<T, L, NB>(
+                &self.plan,
+                buf.as_ptr(),
+                self.w.at(c * g.kp()),
+                b,
+                self.out.at(plane * g.p()),
+            );
+        }
     }
 }
 
@@ -354,22 +369,24 @@ struct GradInput<'a, T> {
 }
 
 impl<T: Real> Planes for GradInput<'_, T> {
+    type T = T;
+    fn scratch(&self) -> usize {
+        self.plan.layout.len()
+    }
     #[inline(always)]
-    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize) {
+    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize, buf: &mut [T]) {
         let (g, lay) = (self.g, &self.plan.layout);
-        with_scratch::<T, _>(lay.len(), |buf| {
-            for plane in p0..p1 {
-                let c = plane % g.c;
-                lay.fill(self.grad.at(plane * g.p()), buf);
-                apply::<T, L, NB>(
-                    &self.plan,
-                    buf.as_ptr(),
-                    self.w.at(c * g.kp()),
-                    T::ZERO,
-                    self.gi.at(plane * g.hw()),
-                );
-            }
-        });
+        for plane in p0..p1 {
+            let c = plane % g.c;
+            lay.fill(self.grad.at(plane * g.p()), buf);
+            apply::<T, L, NB>(
+                &self.plan,
+                buf.as_ptr(),
+                self.w.at(c * g.kp()),
+                T::ZERO,
+                self.gi.at(plane * g.hw()),
+            );
+        }
     }
 }
 
@@ -445,11 +462,15 @@ impl<T: Real> GradWeight<'_, T> {
 }
 
 impl<T: Real> Planes for GradWeight<'_, T> {
+    type T = T;
+    fn scratch(&self) -> usize {
+        self.layout.len()
+    }
     #[inline(always)]
-    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize) {
+    unsafe fn run<const L: usize, const NB: usize>(&self, p0: usize, p1: usize, buf: &mut [T]) {
         let (g, lay) = (self.g, &self.layout);
         let kp = g.kp();
-        with_scratch::<T, _>(lay.len(), |buf| {
+        {
             for plane in p0..p1 {
                 let (n, c) = (plane / g.c, plane % g.c);
                 lay.fill(self.x.at(plane * g.hw()), buf);
@@ -470,7 +491,7 @@ impl<T: Real> Planes for GradWeight<'_, T> {
                     }
                 }
             }
-        });
+        }
     }
 }
 
