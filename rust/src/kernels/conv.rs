@@ -372,7 +372,7 @@ pub fn geometry(
         dilation,
         groups,
     };
-    if g.c % groups != 0 || g.oc % groups != 0 || w[1] != g.c / groups {
+    if !g.c.is_multiple_of(groups) || !g.oc.is_multiple_of(groups) || w[1] != g.c / groups {
         return Err(err(format!(
             "foo: conv2d weight {w:?} does not fit input {x:?} with groups={groups}"
         )));
