@@ -6,8 +6,8 @@
 //!   `C/G * KH * KW x T` im2col tile in a per-thread buffer, never the full
 //!   column matrix) and multiplies it with the gemm crate.
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
-//! - Depthwise (one input and one output channel per group): a direct loop
-//!   whose inner loop runs along an output row (contiguous for stride 1).
+//! - Depthwise (one input and one output channel per group): direct SIMD
+//!   loops over zero-padded, phase-split copies of each plane (depthwise.rs).
 //!
 //! Gradients: w.r.t. the input, `W^T @ grad` per tile of positions and a
 //! col2im accumulation, tasks over (sample, group, channel block) so that
@@ -21,6 +21,8 @@
 
 // Loops over rows and lanes index on purpose.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+
+mod depthwise;
 
 use super::parallel;
 use super::{KernelError, Strided};
@@ -96,24 +98,6 @@ impl Conv2d {
         let hi = (hi as usize).min(self.ow).max(lo);
         (lo, hi)
     }
-}
-
-/// Per kernel column `kj`: the valid output columns `lo..hi` and the input
-/// column of `lo` (computed once per call: the divisions in `valid_cols`
-/// would otherwise dominate the depthwise loops on small planes).
-fn depthwise_cols(g: &Conv2d) -> Vec<(usize, usize, usize)> {
-    (0..g.kw)
-        .map(|kj| {
-            let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
-            let (lo, hi) = g.valid_cols(woff);
-            let start = if lo < hi {
-                (lo as isize * g.stride[1] as isize + woff) as usize
-            } else {
-                0
-            };
-            (lo, hi, start)
-        })
-        .collect()
 }
 
 /// The float types the kernels compute in.
@@ -388,7 +372,7 @@ pub fn geometry(
         dilation,
         groups,
     };
-    if g.c % groups != 0 || g.oc % groups != 0 || w[1] != g.c / groups {
+    if !g.c.is_multiple_of(groups) || !g.oc.is_multiple_of(groups) || w[1] != g.c / groups {
         return Err(err(format!(
             "foo: conv2d weight {w:?} does not fit input {x:?} with groups={groups}"
         )));
@@ -450,22 +434,7 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
         return;
     }
     if g.depthwise() {
-        let cols = depthwise_cols(g);
-        parallel::parallel_for(g.n * g.c, |task| {
-            let c = task % g.c;
-            let b = bias.map_or(T::ZERO, |b| unsafe { *b.at(c) });
-            // SAFETY: task owns output plane `task`.
-            unsafe {
-                depthwise_forward(
-                    g,
-                    &cols,
-                    out.at(task * p),
-                    x.at(task * hw),
-                    w.at(c * g.kp()),
-                    b,
-                )
-            }
-        });
+        depthwise::forward(g, out, x, w, bias);
         return;
     }
     let t = g.tile(ck);
@@ -538,45 +507,6 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
     });
 }
 
-unsafe fn depthwise_forward<T: Real>(
-    g: &Conv2d,
-    cols: &[(usize, usize, usize)],
-    out: *mut T,
-    x: *const T,
-    w: *const T,
-    bias: T,
-) {
-    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
-    let o = std::slice::from_raw_parts_mut(out, g.p());
-    o.fill(bias);
-    for oh in 0..g.oh {
-        let orow = &mut o[oh * g.ow..(oh + 1) * g.ow];
-        for ki in 0..g.kh {
-            let ih = oh as isize * sh + (ki * g.dilation[0]) as isize - g.padding[0] as isize;
-            if ih < 0 || ih >= g.h as isize {
-                continue;
-            }
-            let xrow = x.add(ih as usize * g.w);
-            for (kj, &(lo, hi, start)) in cols.iter().enumerate() {
-                let wv = *w.add(ki * g.kw + kj);
-                if lo >= hi {
-                    continue;
-                }
-                if sw == 1 {
-                    let s = std::slice::from_raw_parts(xrow.add(start), hi - lo);
-                    for (d, &v) in orow[lo..hi].iter_mut().zip(s) {
-                        *d += wv * v;
-                    }
-                } else {
-                    for (i, d) in orow[lo..hi].iter_mut().enumerate() {
-                        *d += wv * *xrow.add(start + i * sw);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Gradients of `grad = conv2d(x, w)`: w.r.t. the input into `gi`, the
 /// weight into `gw` (needs `x`), the bias into `gb` (each when given).
 pub fn backward(
@@ -643,14 +573,7 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
         return;
     }
     if g.depthwise() {
-        let cols = depthwise_cols(g);
-        parallel::parallel_for(g.n * g.c, |task| {
-            let c = task % g.c;
-            // SAFETY: task owns input-gradient plane `task`.
-            unsafe {
-                depthwise_grad_input(g, &cols, gi.at(task * hw), grad.at(task * p), w.at(c * kp))
-            }
-        });
+        depthwise::grad_input(g, gi, grad, w);
         return;
     }
     // Channel blocks per (sample, group): enough tasks for a small batch.
@@ -722,46 +645,9 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
     });
 }
 
-unsafe fn depthwise_grad_input<T: Real>(
-    g: &Conv2d,
-    cols: &[(usize, usize, usize)],
-    gi: *mut T,
-    grad: *const T,
-    w: *const T,
-) {
-    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
-    let d = std::slice::from_raw_parts_mut(gi, g.hw());
-    d.fill(T::ZERO);
-    for oh in 0..g.oh {
-        let grow = std::slice::from_raw_parts(grad.add(oh * g.ow), g.ow);
-        for ki in 0..g.kh {
-            let ih = oh as isize * sh + (ki * g.dilation[0]) as isize - g.padding[0] as isize;
-            if ih < 0 || ih >= g.h as isize {
-                continue;
-            }
-            let drow = &mut d[ih as usize * g.w..(ih as usize + 1) * g.w];
-            for (kj, &(lo, hi, start)) in cols.iter().enumerate() {
-                let wv = *w.add(ki * g.kw + kj);
-                if lo >= hi {
-                    continue;
-                }
-                if sw == 1 {
-                    for (o, &v) in drow[start..start + hi - lo].iter_mut().zip(&grow[lo..hi]) {
-                        *o += wv * v;
-                    }
-                } else {
-                    for (i, &v) in grow[lo..hi].iter().enumerate() {
-                        drow[start + i * sw] += wv * v;
-                    }
-                }
-            }
-        }
-    }
-}
-
 fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
     let (gw, grad, x) = (P(gw as *mut T), P(grad as *mut T), P(x as *mut T));
-    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let (p, hw, cg, ocg, ck) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck());
     let total = g.oc * ck;
     if total == 0 {
         return;
@@ -772,10 +658,7 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         return;
     }
     if g.depthwise() {
-        parallel::parallel_for(g.c, |c| {
-            // SAFETY: task owns weight-gradient row `c`.
-            unsafe { depthwise_grad_weight(g, gw.at(c * kp), grad, x, c) }
-        });
+        depthwise::grad_weight(g, gw, grad, x);
         return;
     }
     // Blocks of the C/G*KH*KW columns of each group's weight gradient.
@@ -851,58 +734,6 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
             });
         }
     });
-}
-
-unsafe fn depthwise_grad_weight<T: Real>(g: &Conv2d, gw: *mut T, grad: P<T>, x: P<T>, c: usize) {
-    let (sh, sw) = (g.stride[0] as isize, g.stride[1]);
-    let (p, hw) = (g.p(), g.hw());
-    let gw = std::slice::from_raw_parts_mut(gw, g.kp());
-    for n in 0..g.n {
-        let gp = grad.at((n * g.c + c) * p);
-        let xp = x.at((n * g.c + c) * hw);
-        for ki in 0..g.kh {
-            for kj in 0..g.kw {
-                let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
-                let (lo, hi) = g.valid_cols(woff);
-                if lo >= hi {
-                    continue;
-                }
-                let start = (lo as isize * sw as isize + woff) as usize;
-                let mut acc = T::ZERO;
-                for oh in 0..g.oh {
-                    let ih =
-                        oh as isize * sh + (ki * g.dilation[0]) as isize - g.padding[0] as isize;
-                    if ih < 0 || ih >= g.h as isize {
-                        continue;
-                    }
-                    let grow = std::slice::from_raw_parts(gp.add(oh * g.ow + lo), hi - lo);
-                    let xrow = xp.add(ih as usize * g.w + start);
-                    let mut lanes = [T::ZERO; 8];
-                    if sw == 1 {
-                        let xs = std::slice::from_raw_parts(xrow, hi - lo);
-                        let mut ci = grow.chunks_exact(8).zip(xs.chunks_exact(8));
-                        for (a, b) in &mut ci {
-                            for l in 0..8 {
-                                lanes[l] += a[l] * b[l];
-                            }
-                        }
-                        let done = (hi - lo) / 8 * 8;
-                        for i in done..hi - lo {
-                            lanes[0] += grow[i] * xs[i];
-                        }
-                    } else {
-                        for (i, &v) in grow.iter().enumerate() {
-                            lanes[i % 8] += v * *xrow.add(i * sw);
-                        }
-                    }
-                    let s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-                        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-                    acc += s;
-                }
-                gw[ki * g.kw + kj] += acc;
-            }
-        }
-    }
 }
 
 fn grad_bias_t<T: Real>(g: &Conv2d, gb: *mut u8, grad: *mut u8) {
@@ -996,6 +827,175 @@ mod tests {
         );
         forward(&g, &os, &xs, &ws, None).unwrap();
         assert_eq!(out, reference(&g, &xv, &wv));
+    }
+
+    /// Direct reference gradients w.r.t. the input and the weight.
+    fn reference_grads(g: &Conv2d, x: &[f64], w: &[f64], grad: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut gi = vec![0.0; g.n * g.c * g.hw()];
+        let mut gw = vec![0.0; g.oc * g.ck()];
+        let (cg, ocg) = (g.cg(), g.ocg());
+        for n in 0..g.n {
+            for o in 0..g.oc {
+                let grp = o / ocg;
+                for oh in 0..g.oh {
+                    for ow in 0..g.ow {
+                        let gv = grad[((n * g.oc + o) * g.oh + oh) * g.ow + ow];
+                        for c in 0..cg {
+                            for ki in 0..g.kh {
+                                for kj in 0..g.kw {
+                                    let ih = (oh * g.stride[0] + ki * g.dilation[0]) as isize
+                                        - g.padding[0] as isize;
+                                    let iw = (ow * g.stride[1] + kj * g.dilation[1]) as isize
+                                        - g.padding[1] as isize;
+                                    if ih < 0 || iw < 0 || ih >= g.h as isize || iw >= g.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    let xi = ((n * g.c + grp * cg + c) * g.h + ih as usize) * g.w
+                                        + iw as usize;
+                                    let wi = ((o * cg + c) * g.kh + ki) * g.kw + kj;
+                                    gi[xi] += gv * w[wi];
+                                    gw[wi] += gv * x[xi];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (gi, gw)
+    }
+
+    /// Small integers: every sum is exact, in any order, in f32 and f64.
+    fn ints(n: usize, mul: usize, m: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i * mul) % m) as f64 - (m / 2) as f64)
+            .collect()
+    }
+
+    /// Forward and both gradients of a depthwise convolution, in `T`, at
+    /// SIMD level `level` and `threads` threads.
+    fn depthwise_run<T: Real + From<f32> + Into<f64>>(
+        g: &Conv2d,
+        xv: &[f64],
+        wv: &[f64],
+        gv: &[f64],
+        dt: DType,
+        threads: usize,
+    ) -> [Vec<f64>; 3] {
+        let cast = |v: &[f64]| -> Vec<T> { v.iter().map(|&a| T::from(a as f32)).collect() };
+        let (x, w, grad) = (cast(xv), cast(wv), cast(gv));
+        let mut out = vec![T::ZERO; g.n * g.oc * g.p()];
+        let mut gi = vec![T::ZERO; g.n * g.c * g.hw()];
+        let mut gw = vec![T::ONE; g.oc * g.ck()];
+        let xs = Strided::contiguous(x.as_ptr() as *mut u8, dt, &[g.n, g.c, g.h, g.w]);
+        let ws = Strided::contiguous(w.as_ptr() as *mut u8, dt, &[g.oc, 1, g.kh, g.kw]);
+        let gs = Strided::contiguous(grad.as_ptr() as *mut u8, dt, &[g.n, g.oc, g.oh, g.ow]);
+        let os = Strided::contiguous(out.as_mut_ptr() as *mut u8, dt, &[g.n, g.oc, g.oh, g.ow]);
+        let gis = Strided::contiguous(gi.as_mut_ptr() as *mut u8, dt, &[g.n, g.c, g.h, g.w]);
+        let gws = Strided::contiguous(gw.as_mut_ptr() as *mut u8, dt, &[g.oc, 1, g.kh, g.kw]);
+        parallel::with_threads(threads, || {
+            forward(g, &os, &xs, &ws, None).unwrap();
+            backward(g, &gs, Some(&xs), &ws, Some(&gis), Some(&gws), None).unwrap();
+        });
+        let back = |v: Vec<T>| v.into_iter().map(Into::into).collect();
+        [back(out), back(gi), back(gw)]
+    }
+
+    /// The SIMD depthwise paths (every level this CPU has, 1 and 3 threads,
+    /// f32 and f64) against the direct reference: odd widths, borders wider
+    /// than the plane, strides 1-3, dilation, asymmetric padding, planes
+    /// narrower and wider than a vector.
+    #[test]
+    fn depthwise_matches_reference_at_every_level() {
+        use crate::kernels::elementwise::simd::{self, SimdLevel};
+        let cases: &[([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 2])] = &[
+            // (x, kernel, stride, padding, dilation)
+            ([2, 3, 7, 7], [5, 5], [1, 1], [2, 2], [1, 1]),
+            ([1, 2, 14, 13], [3, 3], [1, 1], [1, 1], [1, 1]),
+            ([2, 2, 13, 37], [3, 3], [2, 2], [1, 1], [1, 1]),
+            ([1, 3, 12, 50], [5, 5], [2, 2], [2, 2], [1, 1]),
+            ([1, 2, 9, 21], [3, 3], [1, 1], [2, 2], [2, 2]),
+            ([1, 2, 11, 19], [3, 5], [2, 1], [0, 3], [1, 2]),
+            ([1, 1, 10, 40], [3, 3], [3, 3], [1, 1], [1, 1]),
+            ([1, 2, 4, 5], [5, 5], [1, 2], [4, 4], [1, 1]),
+            ([1, 2, 6, 66], [1, 7], [1, 1], [0, 3], [1, 1]),
+            ([3, 2, 5, 3], [3, 3], [2, 2], [1, 1], [1, 1]),
+        ];
+        let start = simd::level();
+        let mut levels = vec![SimdLevel::Portable];
+        for l in [SimdLevel::Avx2, SimdLevel::Avx512] {
+            if simd::detected() >= l {
+                levels.push(l);
+            }
+        }
+        for &(x, k, s, pd, d) in cases {
+            let oh = (x[2] + 2 * pd[0] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
+            let ow = (x[3] + 2 * pd[1] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
+            let w = [x[1], 1, k[0], k[1]];
+            let g = geometry(&x, &w, [oh, ow], s, pd, d, x[1]).unwrap();
+            let xv = ints(x.iter().product(), 7919, 13);
+            let wv = ints(w.iter().product(), 104729, 11);
+            let gv = ints(g.n * g.oc * g.p(), 613, 9);
+            let fwd = reference(&g, &xv, &wv);
+            let (gi, gw) = reference_grads(&g, &xv, &wv, &gv);
+            for &level in &levels {
+                simd::set_level(level);
+                for threads in [1, 3] {
+                    let what = format!("{x:?} k{k:?} s{s:?} p{pd:?} d{d:?} {level:?} {threads}t");
+                    let r = depthwise_run::<f64>(&g, &xv, &wv, &gv, DType::F64, threads);
+                    assert_eq!(r, [fwd.clone(), gi.clone(), gw.clone()], "f64 {what}");
+                    let r = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, threads);
+                    assert_eq!(r, [fwd.clone(), gi.clone(), gw.clone()], "f32 {what}");
+                }
+            }
+        }
+        simd::set_level(start);
+    }
+
+    /// Non-integer values: every level and thread count gives the same bits,
+    /// and a non-finite input outside every window changes nothing.
+    #[test]
+    fn depthwise_bits_do_not_depend_on_level_or_threads() {
+        use crate::kernels::elementwise::simd::{self, SimdLevel};
+        // W = 112, 3 wide, stride 2, no column padding: 55 output columns,
+        // and input column 111 is in no window (but sits in the padded
+        // rows the vector loops read past the last output column).
+        let x = [2, 3, 9, 112];
+        let (k, s, pd) = ([3, 3], [2, 2], [1, 0]);
+        let (oh, ow) = ((x[2] + 2 - 3) / 2 + 1, (x[3] - 3) / 2 + 1);
+        let w = [x[1], 1, k[0], k[1]];
+        let g = geometry(&x, &w, [oh, ow], s, pd, [1, 1], x[1]).unwrap();
+        let frac = |n: usize, m: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| ((i * m) % 1000) as f64 / 317.0 - 1.3)
+                .collect()
+        };
+        let mut xv = frac(x.iter().product(), 7919);
+        for row in xv.chunks_mut(x[3]) {
+            row[x[3] - 1] = f64::INFINITY;
+        }
+        let wv = frac(w.iter().product(), 104729);
+        let gv = frac(g.n * g.oc * g.p(), 613);
+        let start = simd::level();
+        simd::set_level(SimdLevel::Portable);
+        let base = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, 1);
+        for level in [SimdLevel::Avx2, SimdLevel::Avx512] {
+            simd::set_level(level);
+            for threads in [1, 2, 5] {
+                let r = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, threads);
+                assert_eq!(r, base, "{level:?} {threads} threads");
+            }
+        }
+        simd::set_level(start);
+        // Close to the f64 reference (f32 rounding only).
+        let fwd = reference(&g, &xv, &wv);
+        let (gi, gw) = reference_grads(&g, &xv, &wv, &gv);
+        for (got, want) in base.iter().zip([fwd, gi, gw]) {
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
     }
 
     #[test]
