@@ -111,13 +111,13 @@ fn reduce_benches(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     for &(n, name) in &[(1usize << 20, "1M"), (1 << 24, "16M")] {
         let x = f32s(n, 7);
-        let out = vec![0f32; 1];
+        let mut out = [0f32; 1];
         g.throughput(Throughput::Bytes((n * 4) as u64));
         g.bench_function(BenchmarkId::from_parameter(name), |bench| {
             bench.iter(|| {
                 reduce_op(
                     ReduceOp::Sum,
-                    &Strided::contiguous(out.as_ptr() as *mut u8, DType::F32, &[1]),
+                    &Strided::contiguous(out.as_mut_ptr() as *mut u8, DType::F32, &[1]),
                     None,
                     &Strided::contiguous(x.as_ptr() as *mut u8, DType::F32, &[n]),
                 )

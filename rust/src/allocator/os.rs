@@ -71,7 +71,7 @@ mod imp {
     }
 
     pub(super) fn map(size: usize, huge_pages: bool) -> Option<*mut u8> {
-        if !huge_pages || size % HUGE_PAGE != 0 {
+        if !huge_pages || !size.is_multiple_of(HUGE_PAGE) {
             // mmap is page-aligned, which is more than MIN_SEGMENT_ALIGN.
             return map_anonymous(size);
         }

@@ -184,6 +184,7 @@ fn window(
 }
 
 #[pyfunction]
+#[allow(clippy::too_many_arguments)] // the Python call's arguments, one by one
 fn max_pool2d(
     py: Python<'_>,
     out: TensorDesc,

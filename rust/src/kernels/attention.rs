@@ -182,7 +182,7 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
         s: k[2],
         d: q[3],
         dv: v[3],
-        group: if k[1] == 0 { 1 } else { q[1] / k[1] },
+        group: q[1].checked_div(k[1]).unwrap_or(1),
         bq: tiles().0,
         bk: tiles().1,
     };

@@ -909,8 +909,9 @@ mod tests {
     #[test]
     fn depthwise_matches_reference_at_every_level() {
         use crate::kernels::elementwise::simd::{self, SimdLevel};
-        let cases: &[([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 2])] = &[
-            // (x, kernel, stride, padding, dilation)
+        /// (x, kernel, stride, padding, dilation)
+        type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 2]);
+        let cases: &[Case] = &[
             ([2, 3, 7, 7], [5, 5], [1, 1], [2, 2], [1, 1]),
             ([1, 2, 14, 13], [3, 3], [1, 1], [1, 1], [1, 1]),
             ([2, 2, 13, 37], [3, 3], [2, 2], [1, 1], [1, 1]),

@@ -50,6 +50,8 @@ fn draw(mask: &mut [u8], seed: u64, offset: u64, p: impl Fn(usize) -> f64 + Sync
         let (len, base) = (mask.len(), Ptr(mask.as_mut_ptr()));
         super::parallel::parallel_for(len.div_ceil(GRAIN_SIZE), |c| {
             let (s, e) = (c * GRAIN_SIZE, ((c + 1) * GRAIN_SIZE).min(len));
+            #[allow(clippy::redundant_locals)]
+            // capture the Send wrapper, not its raw-pointer field
             let base = base;
             // SAFETY: tasks fill disjoint chunks of the mask.
             fill(s, unsafe {
@@ -188,6 +190,8 @@ fn apply(
             let (len, base) = (o.len(), Ptr(o.as_mut_ptr()));
             super::parallel::parallel_for(len.div_ceil(GRAIN_SIZE), |c| {
                 let (s, e) = (c * GRAIN_SIZE, ((c + 1) * GRAIN_SIZE).min(len));
+                #[allow(clippy::redundant_locals)]
+                // capture the Send wrapper, not its raw-pointer field
                 let base = base;
                 // SAFETY: tasks write disjoint chunks of the output.
                 body(

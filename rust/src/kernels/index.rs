@@ -782,32 +782,33 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
             sizes[dim] = n;
             let sub = Strided::new(ptr, out.dtype, sizes, out.strides.clone());
             let last = sub.sizes.len() - 1;
-            if t.dtype == sub.dtype && !t.is_contiguous()
-                || t.dtype == sub.dtype && !sub.is_contiguous()
+            if t.dtype == sub.dtype
+                && (!t.is_contiguous() || !sub.is_contiguous())
+                && t.strides[last] == 1
+                && sub.strides[last] == 1
+                && sub.sizes[last] > 1
             {
-                if t.strides[last] == 1 && sub.strides[last] == 1 && sub.sizes[last] > 1 {
-                    // Rows contiguous in both: one memcpy per row.
-                    let row = sub.sizes[last] * es as usize;
-                    let outer = &sub.sizes[..last];
-                    let m: usize = outer.iter().product();
-                    let (dp, sp) = (sub.ptr as usize, t.ptr as usize);
-                    walk(
-                        outer,
-                        &[sub.strides[..last].to_vec(), t.strides[..last].to_vec()],
-                        0,
-                        m,
-                        |o| unsafe {
-                            // SAFETY: rows of the two views; out does not overlap the inputs.
-                            std::ptr::copy_nonoverlapping(
-                                (sp as isize + o[1] * es) as *const u8,
-                                (dp as isize + o[0] * es) as *mut u8,
-                                row,
-                            );
-                        },
-                    );
-                    off += n;
-                    continue;
-                }
+                // Rows contiguous in both: one memcpy per row.
+                let row = sub.sizes[last] * es as usize;
+                let outer = &sub.sizes[..last];
+                let m: usize = outer.iter().product();
+                let (dp, sp) = (sub.ptr as usize, t.ptr as usize);
+                walk(
+                    outer,
+                    &[sub.strides[..last].to_vec(), t.strides[..last].to_vec()],
+                    0,
+                    m,
+                    |o| unsafe {
+                        // SAFETY: rows of the two views; out does not overlap the inputs.
+                        std::ptr::copy_nonoverlapping(
+                            (sp as isize + o[1] * es) as *const u8,
+                            (dp as isize + o[0] * es) as *mut u8,
+                            row,
+                        );
+                    },
+                );
+                off += n;
+                continue;
             }
             copy::copy(&sub, t)?;
         }

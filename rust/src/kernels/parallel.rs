@@ -186,11 +186,11 @@ impl Pool {
             let mut spins = 0u32;
             let e = loop {
                 let e = self.epoch.load(Acquire);
-                if e != seen && e % 2 == 0 {
+                if e != seen && e.is_multiple_of(2) {
                     break e;
                 }
                 spins = spins.wrapping_add(1);
-                if (spins % 256 == 0 || spins > 2048) && start.elapsed() >= spin_time() {
+                if (spins.is_multiple_of(256) || spins > 2048) && start.elapsed() >= spin_time() {
                     let mut sleepers = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
                     *sleepers += 1;
                     while self.epoch.load(Acquire) == seen || self.epoch.load(Acquire) % 2 == 1 {
@@ -289,7 +289,7 @@ pub fn parallel_for(ntasks: usize, f: impl Fn(usize) + Sync) {
     let mut spins = 0u32;
     while p.remaining.load(Acquire) != 0 {
         spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 && start.elapsed() > Duration::from_micros(50) {
+        if spins.is_multiple_of(1024) && start.elapsed() > Duration::from_micros(50) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -244,10 +244,10 @@ unsafe fn block_avx2<F: Fn(usize, usize)>(f: &F, j0: usize, w: usize) {
 fn blocked_weights<T: Copy>(w: *const T, gates: usize, hidden: usize) -> Vec<T> {
     let gh = gates * hidden;
     let mut out: Vec<T> = Vec::with_capacity(gh * hidden);
-    // SAFETY: `w` holds `gh * hidden` elements (the caller's contract); every
-    // element of `out` is written below before it is read.
+    // SAFETY: `w` holds `gh * hidden` elements (the caller's contract); the
+    // loops write every element of `out`'s capacity (each (k, col) once: the
+    // blocks' columns partition 0..gh), and the length is set after them.
     unsafe {
-        out.set_len(gh * hidden);
         let o = out.as_mut_ptr();
         let mut j0 = 0;
         while j0 < hidden {
@@ -263,6 +263,7 @@ fn blocked_weights<T: Copy>(w: *const T, gates: usize, hidden: usize) -> Vec<T> 
             }
             j0 += bw;
         }
+        out.set_len(gh * hidden);
     }
     out
 }

@@ -575,7 +575,7 @@ fn threads_allocate_and_free_concurrently() {
                 let mut live: Vec<(*mut u8, usize, u8)> = Vec::new();
                 for i in 0..3000 {
                     let r = next(&mut rng);
-                    if live.len() < 64 && (r % 3 != 0 || live.is_empty()) {
+                    if live.len() < 64 && (!r.is_multiple_of(3) || live.is_empty()) {
                         let n = match r % 10 {
                             0 => 1 + (r >> 8) as usize % (24 * MIB),
                             1..=3 => 1 + (r >> 8) as usize % (2 * MIB),
