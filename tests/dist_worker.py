@@ -595,5 +595,28 @@ def mismatch() -> None:
     raise AssertionError("all_reduce of mismatched sizes returned")
 
 
+def mismatch_file_store() -> None:
+    """A group on a FileStore (no TCP address to meet at): the fingerprint check falls back to a
+    gloo allgather on every rank and still catches ranks that disagree; the group works after."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(
+        init_method=f"file://{os.environ['FOO_DIST_TMP']}/store", rank=rank, world_size=world,
+        timeout=timedelta(seconds=10),
+    )
+    exchange = dist.group.WORLD._exchange
+    assert exchange is not None and not exchange.active, "a FileStore group has no address for the exchange"
+    _raises_everywhere(
+        "shape",
+        lambda: dist.all_reduce(torch.ones(4 + rank, device="foo")),
+        "rank 0: all_reduce SUM float32[4]",
+        "rank 1: all_reduce SUM float32[5]",
+    )
+    t = torch.full((4,), float(rank + 1), device="foo")
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [3.0] * 4, t.cpu()
+    say("OK", rank)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()

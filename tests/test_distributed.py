@@ -257,6 +257,14 @@ def test_mismatched_collectives_raise_on_every_rank():
         assert max(cases.values()) < 5, cases  # at once, not at the group's 10 s timeout
 
 
+def test_mismatch_check_without_a_tcp_store(tmp_path):
+    """On a FileStore group the exchange cannot connect; the check uses a gloo allgather instead."""
+    results = run_pair("mismatch_file_store", timeout=40, FOO_DIST_TMP=str(tmp_path))
+    assert_ok(results)
+    for _, out, _ in results:
+        assert "MISMATCH shape" in out, out[-3000:]
+
+
 def test_torch_detail_checks_still_apply():
     """With foo_gloo's check off, TORCH_DISTRIBUTED_DEBUG=DETAIL's collective checks (torch's,
     as for its own backends) catch ranks that disagree."""

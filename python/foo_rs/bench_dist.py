@@ -5,7 +5,8 @@
 Starts 2 local ranks (subprocesses, never fork). Part 1: all_reduce (SUM, float32) of one
 element (latency) and 1-256 MiB: CPU tensors on torch's gloo alone, foo tensors on foo_gloo
 (gloo on CPU views of foo memory) with and without its cross-rank fingerprint check,
-alternately in the same processes; medians and bus bandwidth (size * 2 * (n - 1) / n / time).
+alternately in the same processes; each sample times up to 16 back-to-back calls (as nccl-tests
+does); medians and bus bandwidth (size * 2 * (n - 1) / n / time).
 Part 2: DDP step time of a small MLP on foo, 1 process then 2 processes (check on, then off),
 the same per-rank batch (weak scaling: the same step time would be perfect), threads split
 between processes.
@@ -58,18 +59,25 @@ def _launch(world: int, args: list[str]) -> list[str]:
     return out.splitlines()
 
 
-def _timed_allreduce(tensor: torch.Tensor, group: object, repeats: int) -> list[float]:
+def _timed_allreduce(tensor: torch.Tensor, group: object, iters: int) -> float:
+    """Seconds per all_reduce over ``iters`` back-to-back calls, started in step by a barrier.
+
+    Back to back, as nccl-tests measures bus bandwidth and as DDP issues its buckets: each call
+    pays what a collective costs in a stream of them (foo_gloo's fingerprint check included)."""
     import torch.distributed as dist
 
-    out = []
-    for _ in range(repeats):
-        # in step on the measured group itself: a barrier on another group would leave this
-        # group's gloo threads asleep, and waking them is a large part of a 1 MiB all_reduce here
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
+    # the barrier runs on the measured group itself: a barrier on another group would leave this
+    # group's gloo threads asleep, and waking them is a large part of a 1 MiB all_reduce here
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    for _ in range(iters):
         dist.all_reduce(tensor, group=group)
-        out.append(time.perf_counter() - t0)
-    return out
+    return (time.perf_counter() - t0) / iters
+
+
+def _iters(numel: int) -> int:
+    """Back-to-back calls per sample: 16 for the smallest sizes, fewer as a call grows past 1 MiB."""
+    return max(1, min(16, (16 * MiB) // max(1, numel * 4)))
 
 
 def _worker_allreduce(sizes: list[int], repeats: int) -> None:
@@ -95,7 +103,7 @@ def _worker_allreduce(sizes: list[int], repeats: int) -> None:
             order = cases if i % 2 == 0 else cases[::-1]  # no order bias
             for label, _, group, check in order:
                 foo_group.check_collectives = check
-                times[label] += _timed_allreduce(tensors[label], group, 1)
+                times[label].append(_timed_allreduce(tensors[label], group, _iters(numel)))
         foo_group.check_collectives = True
         # the slower rank decides a collective's time: take the maximum over ranks
         med = torch.tensor([statistics.median(times[label]) for label, _, _, _ in cases], dtype=torch.float64)
@@ -171,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m foo_rs.bench_dist " + " ".join(sys.argv[1:] if argv is None else argv)
     print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}; `{command.strip()}`")
     print(
-        f"\nall_reduce SUM float32, 2 ranks on localhost, median of {a.repeats} (max over ranks). CPU tensors: "
+        f"\nall_reduce SUM float32, 2 ranks on localhost, median of {a.repeats} samples of up to 16 back-to-back "
+        "calls (max over ranks). CPU tensors: "
         "torch's gloo alone (new_group(backend='cpu:gloo')); foo tensors: foo_gloo (init_process_group('gloo')), "
         "with and without its cross-rank fingerprint check\n"
     )
