@@ -29,39 +29,9 @@ pub const TILE: usize = 64;
 /// Leaves of the loss sums' pairwise tree.
 pub const LOSS_BLOCK: usize = 4096;
 
-/// `exp` for float32, vectorizable: Cephes' `expf` (range reduction by
-/// ln 2 in two parts, degree-6 polynomial), about 1 ulp. Results below the
-/// smallest normal flush to zero; NaN propagates.
-#[inline(always)]
-pub fn exp_f32(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const C1: f32 = 0.693_359_4;
-    const C2: f32 = -2.121_944_4e-4;
-    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
-    const HI: f32 = 88.376_26;
-    const LO: f32 = -87.336_55;
-    let xc = x.clamp(LO, HI);
-    let t = xc * LOG2E + MAGIC;
-    let n = t - MAGIC;
-    let r = (xc - n * C1) - n * C2;
-    let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 0.166_666_65;
-    p = p * r + 0.5;
-    let y = p * (r * r) + r + 1.0;
-    let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
-    let scale = f32::from_bits(((ni + 127) << 23) as u32);
-    let v = y * scale;
-    let v = if x < LO { 0.0 } else { v };
-    let v = if x > 88.722_84 { f32::INFINITY } else { v };
-    if x.is_nan() {
-        x
-    } else {
-        v
-    }
-}
+/// `exp` for float32: the one vectorizable implementation, shared with the elementwise kernels
+/// (about 1 ulp; subnormal results kept, as torch CPU's vectorized `exp` keeps them).
+pub use super::elementwise::math::exp_f32;
 
 /// A compute type of the softmax kernels.
 pub trait Real: AccF {
