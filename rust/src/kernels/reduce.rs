@@ -1325,48 +1325,18 @@ fn outer_leaf<R: Reducer, const W: usize>(
 // SIMD level
 // ---------------------------------------------------------------------------
 
-static SIMD: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(255);
-
-/// 2: AVX-512 (F, BW, VL, DQ), 1: AVX2 + FMA + F16C, 0: baseline. Set
-/// `FOO_RS_REDUCE_SIMD` to 0/1/2 to cap it (tests compare the levels).
+/// The SIMD level the reduction, nn and attention kernels use, as 2 (AVX-512 F/BW/VL/DQ),
+/// 1 (AVX2 + FMA + F16C) or 0 (baseline): the crate's one level
+/// ([`crate::kernels::elementwise::simd::level`], capped by `FOO_RS_SIMD`).
+#[inline]
 pub fn crate_simd_level() -> u8 {
-    let v = SIMD.load(std::sync::atomic::Ordering::Relaxed);
-    if v != 255 {
-        return v;
-    }
-    #[allow(unused_mut)]
-    let mut level = 0u8;
-    #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-        {
-            level = 1;
-            if is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx512dq")
-            {
-                level = 2;
-            }
-        }
-    }
-    if let Some(cap) = std::env::var("FOO_RS_REDUCE_SIMD")
-        .ok()
-        .and_then(|s| s.parse::<u8>().ok())
-    {
-        level = level.min(cap);
-    }
-    SIMD.store(level, std::sync::atomic::Ordering::Relaxed);
-    level
+    crate::kernels::elementwise::simd::level() as u8
 }
 
-/// Caps the SIMD level of the reduction and nn kernels (for tests).
+/// Caps the crate's SIMD level (2, 1 or 0; for tests).
 pub fn set_simd_level(level: u8) {
-    SIMD.store(255, std::sync::atomic::Ordering::Relaxed);
-    let detected = crate_simd_level();
-    SIMD.store(detected.min(level), std::sync::atomic::Ordering::Relaxed);
+    use crate::kernels::elementwise::simd;
+    simd::set_level(simd::SimdLevel::from_u8(level));
 }
 
 // ---------------------------------------------------------------------------

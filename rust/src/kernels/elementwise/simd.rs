@@ -35,7 +35,7 @@ impl SimdLevel {
         }
     }
 
-    fn from_u8(v: u8) -> SimdLevel {
+    pub(crate) fn from_u8(v: u8) -> SimdLevel {
         match v {
             2 => SimdLevel::Avx512,
             1 => SimdLevel::Avx2,
