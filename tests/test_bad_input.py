@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 os.environ.setdefault("FOO_RS_DEVICE_COUNT", "2")
 
@@ -617,9 +617,9 @@ def case_oom_under_memory_fraction():
         raises(lambda: torch.empty(64 << 20, dtype=torch.uint8, device="foo"), torch.OutOfMemoryError, _OOM_MSG)
         x = torch.ones(4, device="foo")
         # inside ops: the output allocation fails (native or through the fallback)
-        raises(lambda: x[:1].expand(16 << 20).contiguous(), torch.OutOfMemoryError, _OOM_MSG)
-        raises(lambda: x[:1].expand(16 << 20) + 1, torch.OutOfMemoryError, _OOM_MSG)
-        raises(lambda: x.repeat(4 << 20), torch.OutOfMemoryError, _OOM_MSG)
+        raises(lambda: x[:1].expand(16 << 20).contiguous(), torch.OutOfMemoryError, _OOM_MSG)  # noqa: F821  (x is deleted below, after the calls)
+        raises(lambda: x[:1].expand(16 << 20) + 1, torch.OutOfMemoryError, _OOM_MSG)  # noqa: F821  (x is deleted below, after the calls)
+        raises(lambda: x.repeat(4 << 20), torch.OutOfMemoryError, _OOM_MSG)  # noqa: F821  (x is deleted below, after the calls)
         small = torch.ones(1024, device="foo")  # still fits
         assert small.sum().item() == 1024
         del x, small

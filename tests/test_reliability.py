@@ -100,7 +100,7 @@ def test_fallback_and_views_do_not_leak():
 def test_serialization_does_not_leak(tmp_path):
     baseline = _memory()
     path = tmp_path / "t.pt"
-    for i in range(50):
+    for _ in range(50):
         t = torch.randn(256, device="foo:1")
         torch.save({"t": t, "view": t[10:20]}, path)
         back = torch.load(path)
@@ -144,7 +144,7 @@ def test_threads_match_sequential():
         try:
             barrier.wait()
             for _ in range(3):
-                results[i] = _work(i)
+                results[i] = _work(i)  # noqa: F821  (deleted below, after the threads joined)
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 

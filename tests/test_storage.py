@@ -5,7 +5,7 @@ import io
 import pytest
 import torch
 
-import foo_rs
+import foo_rs  # noqa: F401  (registers the foo device)
 from foo_testing import FOO_DTYPES, make_tensor
 
 

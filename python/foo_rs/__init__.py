@@ -14,7 +14,7 @@ from . import _torch_check
 _torch_check.check()  # before loading the native module: an ImportError, not a loader error
 
 from . import _C  # noqa: E402
-from ._dtypes import SUPPORTED_DTYPES, UNSUPPORTED_DTYPES
+from ._dtypes import SUPPORTED_DTYPES, UNSUPPORTED_DTYPES  # noqa: E402
 
 torch.utils.rename_privateuse1_backend("foo")
 

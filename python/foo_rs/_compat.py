@@ -9,7 +9,8 @@ a new torch that changes the behaviour again is followed as well.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NoReturn
+from typing import NoReturn
+from collections.abc import Callable
 
 import torch
 

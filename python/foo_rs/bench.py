@@ -18,7 +18,7 @@ import statistics
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -56,7 +56,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 __all__ = [
     "DTYPES",
@@ -448,7 +449,7 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
                 return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}"}
             try:
                 with foo_rs.fallback_disabled():
-                    foo_cpu = tree_map(lambda x: back_to_cpu(x, cpu_ok), foo_out)
+                    foo_cpu = tree_map(lambda x: back_to_cpu(x, cpu_ok), foo_out)  # noqa: B023  (called here)
                     foo_in = [t.cpu() for t in tensors_of((finp, fargs, fkwargs))]
             except NotImplementedError as e:
                 if _FALLBACK_OFF_MSG in str(e):

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import foo_rs
+import foo_rs  # noqa: F401  (registers the foo device)
 from foo_rs import conformance
 
 HERE = Path(__file__).resolve().parent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

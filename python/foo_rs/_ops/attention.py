@@ -159,7 +159,7 @@ def sdpa_overrideable_backward(grad_out, query, key, value, attn_bias, grad_inpu
     check_same_device(op, grad_out, query, key, value, attn_bias, out, logsumexp)
     q, k, v = _as_4d(op, query, key, value)
     b, hq, seq_q, d = q.shape
-    hk, seq_k, dv = k.shape[1], k.shape[2], v.shape[3]
+    hk, seq_k = k.shape[1], k.shape[2]
     bias = _bias_4d(op, attn_bias, (b, hq, seq_q, seq_k))
     want_q, want_k, want_v, want_bias = (bool(x) for x in grad_input_mask)
     gq = torch.empty_like(query) if want_q else None

@@ -17,7 +17,8 @@ exception foo must raise. Value-dependent refusals are part of the key.
 from __future__ import annotations
 
 import warnings
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 import torch
 from torch.utils._pytree import tree_map

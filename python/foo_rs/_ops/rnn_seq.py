@@ -41,7 +41,6 @@ raises instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
@@ -230,7 +229,7 @@ class _WholeSequence(torch.autograd.Function):
         dcn = dcn.contiguous() if lstm else None
         dh0 = torch.empty_like(h0)
         dc0 = torch.empty_like(c0) if lstm else None
-        dparams: list[Optional[torch.Tensor]] = [None] * nparams
+        dparams: list[torch.Tensor | None] = [None] * nparams
         d_out = dout.contiguous()
         for layer in reversed(range(cfg.layers)):
             layer_in, y, mask, per_dir = saved[layer]

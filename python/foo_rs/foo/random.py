@@ -6,7 +6,8 @@ A state is a CPU ByteTensor of 16 bytes: seed then offset, little-endian u64s
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import torch
 
