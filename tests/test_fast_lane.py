@@ -326,7 +326,33 @@ NATIVE_CASES = {
                                                                       dilation=2),
     "max_pool2d_backward": lambda t: _grad(lambda x: torch.nn.functional.max_pool2d(x, 2), t(_f((2, 3, 6, 6))),
                                            t(_f((2, 3, 3, 3), seed=1))),
+    # dropout's backward (the mask native_dropout saved), lerp, addcmul, addcdiv
+    "dropout_backward": lambda t: torch.ops.aten.native_dropout_backward(
+        t(_f((3, 5))), t(_f((3, 5), seed=1)) > 0, 1.25),
+    "lerp_scalar_inplace": lambda t: t(_f((3, 4))).lerp_(t(_f((3, 4), seed=1)), 0.3),
+    "lerp_tensor_broadcast": lambda t: torch.lerp(t(_f((3, 4))), t(_f((4,), seed=1)), t(_f((3, 1), seed=2))),
+    "lerp_out_float64": lambda t: torch.lerp(t(_f((5,), torch.float64)), t(_f((5,), torch.float64, 1)), 0.8,
+                                             out=t(torch.empty(0, dtype=torch.float64))),
+    "addcmul_int64": lambda t: torch.addcmul(t(_f((5,), torch.int64)), t(_f((5,), torch.int64, 1)),
+                                             t(_f((5,), torch.int64, 2)), value=3),
+    "addcmul_inplace_strided": lambda t: t(_f((4, 3))).t().addcmul_(t(_f((3, 4), seed=1)), t(_f((4,), seed=2)),
+                                                                   value=0.5),
+    "addcdiv_bf16_out": lambda t: torch.addcdiv(t(_f((3, 4), torch.bfloat16)), t(_f((3, 4), torch.bfloat16, 1)),
+                                                t(torch.full((4,), 1.5, dtype=torch.bfloat16)), value=-2,
+                                                out=t(torch.empty(3, 4, dtype=torch.bfloat16))),
+    # the foreach path of torch.optim (AdamW's default on foo): per-parameter ops, all native
+    "adamw_foreach_step": lambda t: _adamw_steps(t),
 }
+
+
+def _adamw_steps(t):
+    params = [t(_f((4, 3))).requires_grad_(), t(_f((3,), seed=1)).requires_grad_()]
+    opt = torch.optim.AdamW(params, lr=0.1, weight_decay=0.01, foreach=True)
+    for step in range(2):
+        for i, p in enumerate(params):
+            p.grad = t(_f(p.shape, seed=10 * step + i + 2))
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in params])
 
 
 def _grad(f, x, g):

@@ -74,6 +74,9 @@
 #include <ATen/ops/mm_meta.h>
 #include <ATen/ops/mul_meta.h>
 #include <ATen/ops/ne_meta.h>
+#include <ATen/ops/addcdiv_meta.h>
+#include <ATen/ops/addcmul_meta.h>
+#include <ATen/ops/lerp_meta.h>
 #include <ATen/ops/nll_loss_backward_meta.h>
 #include <ATen/ops/nll_loss_forward_meta.h>
 #include <ATen/ops/neg_meta.h>
@@ -152,6 +155,8 @@ int32_t foo_rs_embedding_backward(const FooView* out, const FooView* grad, const
                                   uint8_t scale_grad_by_freq, FooStatus* st);
 int32_t foo_rs_dropout(const FooView* out, const FooView* mask, const FooView* x, double keep, double scale,
                        int64_t device, FooStatus* st);
+int32_t foo_rs_dropout_backward(const FooView* out, const FooView* grad, const FooView* mask, double scale,
+                                FooStatus* st);
 int32_t foo_rs_max_pool2d(const FooView* out, const FooView* indices, const FooView* x, const int64_t* win,
                           FooStatus* st);
 int32_t foo_rs_max_pool2d_backward(const FooView* grad_input, const FooView* grad_output, const FooView* indices,
@@ -607,6 +612,40 @@ struct DivMode : Plain {
     }
     return 1;
   }
+};
+
+// lerp (a Scalar weight or a tensor one), addcmul and addcdiv (a Scalar value): what the foreach
+// paths of torch.optim's Adam/AdamW call per parameter.
+struct LerpS : Plain {
+  using Meta = at::meta::structured_lerp_Scalar;
+  static constexpr const char* rust = "lerp";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out")
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& weight) {
+    return param_of(weight, &p[0]) ? 1 : -1;
+  }
+};
+struct LerpT : Plain {
+  using Meta = at::meta::structured_lerp_Tensor;
+  static constexpr const char* rust = "lerp";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out")
+};
+struct AddcBase : Plain {
+  static constexpr Gate gate = Gate::Numeric;
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::Scalar& value) {
+    return param_of(value, &p[0]) ? 1 : -1;
+  }
+};
+struct Addcmul : AddcBase {
+  using Meta = at::meta::structured_addcmul;
+  static constexpr const char* rust = "addcmul";
+  FOO_NAMES("addcmul", "addcmul_", "addcmul.out")
+};
+struct Addcdiv : AddcBase {
+  using Meta = at::meta::structured_addcdiv;
+  static constexpr const char* rust = "addcdiv";
+  FOO_NAMES("addcdiv", "addcdiv_", "addcdiv.out")
 };
 
 // Unary ops whose one parameter is a Scalar.
@@ -1585,6 +1624,29 @@ Tensor2 native_dropout(const at::Tensor& input, double p, std::optional<bool> tr
   return Slow<kDropout, Tensor2(const at::Tensor&, double, std::optional<bool>)>::call(input, p, train);
 }
 
+constexpr char kDropoutBack[] = "native_dropout_backward";
+
+// dropout's backward, grad * mask * scale, for a float gradient and a bool mask of its shape (what
+// native_dropout saved); other dtypes and broadcasting go to the Python kernel (CPU's expression).
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  at::Tensor result;
+  if (is_foo(grad) && is_foo(mask) && grad.device() == mask.device() &&
+      mask.scalar_type() == c10::ScalarType::Bool && c10::isFloatingType(grad.scalar_type()) &&
+      grad.sizes() == mask.sizes() && named([&] {
+        const at::Tensor g = grad.contiguous();
+        const at::Tensor m = mask.contiguous();
+        at::Tensor out = create_out(g.sizes(), {}, g.options());
+        FooView vo, vg, vm;
+        if (!view_of(out, &vo) || !view_of(g, &vg) || !view_of(m, &vm)) return false;
+        FooStatus st{};
+        if (!done(foo_rs_dropout_backward(&vo, &vg, &vm, scale, &st), st)) return false;
+        result = std::move(out);
+        return true;
+      }))
+    return result;
+  return Slow<kDropoutBack, at::Tensor(const at::Tensor&, const at::Tensor&, double)>::call(grad, mask, scale);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -1643,7 +1705,8 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kMaxPool, max_pool2d_with_indices) FOO_REG(kMaxPoolOut, max_pool2d_with_indices_out)
     FOO_REG(kMaxPoolBack, max_pool2d_with_indices_backward)
     FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)
-    FOO_REG(kDropout, native_dropout)
+    FOO_REG(kDropout, native_dropout) FOO_REG(kDropoutBack, native_dropout_backward)
+    FOO_REG3(LerpS, T, S) FOO_REG3(LerpT, T, T) FOO_REG3(Addcmul, T, T, S) FOO_REG3(Addcdiv, T, T, S)
 };
 #undef FOO_REG3
 #undef FOO_REG

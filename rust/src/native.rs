@@ -551,6 +551,25 @@ pub unsafe extern "C" fn foo_rs_dropout(
     })
 }
 
+/// The backward of dropout, `out = grad * mask * scale` ([`drop::dropout_backward`]: contiguous
+/// operands of one shape, a bool mask).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_dropout_backward(
+    out: *const FooView,
+    grad: *const FooView,
+    mask: *const FooView,
+    scale: f64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, g, m) = (strided_of(out)?, strided_of(grad)?, strided_of(mask)?);
+        crate::kernels::dropout::dropout_backward(&o, &g, &m, scale)
+    })
+}
+
 /// 2-d max pooling of a 4-d input into `out` and `indices`; `win` holds
 /// kernel, stride, padding and dilation as (h, w) pairs: 8 values.
 ///
