@@ -27,9 +27,10 @@
 // Tile loops index several buffers in step on purpose (they vectorize).
 #![allow(clippy::needless_range_loop)]
 
+use super::elementwise::simd::dispatch as simd_dispatch;
 use super::nn::Real;
 use super::parallel;
-use super::reduce::{crate_simd_level, AccF, FloatElem};
+use super::reduce::{AccF, FloatElem};
 use super::{KernelError, Strided};
 use crate::dtype::DType;
 use crate::rng::{uniform_f32, Philox};
@@ -639,34 +640,6 @@ fn run(tasks: usize, work: usize, f: impl Fn(usize) + Sync) {
     } else {
         (0..tasks).for_each(f);
     }
-}
-
-/// Runs `body` compiled for the best instruction set of this CPU (the
-/// softmax loops and `exp` vectorize; gemm dispatches on its own).
-#[inline(always)]
-fn simd_dispatch(body: impl FnOnce()) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-        unsafe fn v4(body: impl FnOnce()) {
-            body()
-        }
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn v3(body: impl FnOnce()) {
-            body()
-        }
-        let level = crate_simd_level();
-        // SAFETY: the level was detected on this CPU.
-        unsafe {
-            if level >= 2 {
-                return v4(body);
-            }
-            if level == 1 {
-                return v3(body);
-            }
-        }
-    }
-    body()
 }
 
 fn context(a: &Sdpa, g: Geo) -> Ctx {

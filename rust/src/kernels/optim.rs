@@ -9,6 +9,7 @@
 //! unscaled gradient is written back when a grad scale is given. Elements
 //! are independent, so results do not depend on the thread count.
 
+use super::elementwise::simd;
 use super::norm::{dispatch_float, ld, st};
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
@@ -263,6 +264,29 @@ fn adam_chunks<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
             (true, Some(x)) => unsafe { part::<T>(x, s, n) },
             _ => &mut empty,
         };
+        // at the CPU's SIMD width (sqrt and division vectorize; results are the same at every level)
+        simd::dispatch(|| adam_loop::<T, SCALE, AMS, WD>(ps, gs, ms, vs, xs, k, small, coeff));
+    });
+}
+
+/// One chunk of Adam: the loop `adam_chunks` compiles once per SIMD level.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn adam_loop<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
+    ps: &mut [T],
+    gs: &mut [T],
+    ms: &mut [T],
+    vs: &mut [T],
+    xs: &mut [T],
+    k: &AdamConsts<T::M>,
+    small: bool,
+    coeff: T::M,
+) {
+    let n = ps.len();
+    // equal lengths, so the loop's bounds checks go
+    let (gs, ms, vs) = (&mut gs[..n], &mut ms[..n], &mut vs[..n]);
+    let xs = if AMS { &mut xs[..n] } else { xs };
+    {
         for i in 0..n {
             let mut grad = gs[i].up();
             if SCALE {
@@ -293,7 +317,7 @@ fn adam_chunks<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
             let denom = second.sqrt() / k.bc2_sqrt + k.eps;
             ps[i] = T::down(param - k.step_size * ea / denom);
         }
-    });
+    }
 }
 
 /// The hyper-parameters of one SGD step.

@@ -107,6 +107,34 @@ pub fn set_level(want: SimdLevel) -> SimdLevel {
     l
 }
 
+/// Runs `body` compiled for the level in use ([`level`]): inside an AVX-512 or an AVX2 + FMA +
+/// F16C `#[target_feature]` function, or as it is. A loop written once in `body` (inlined
+/// into each copy) vectorizes at each width; as for the elementwise loops, no level changes
+/// results unless `body` asks for fused multiply-adds itself.
+#[inline(always)]
+pub fn dispatch(body: impl FnOnce()) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+        unsafe fn v4(body: impl FnOnce()) {
+            body()
+        }
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn v3(body: impl FnOnce()) {
+            body()
+        }
+        // SAFETY: the level is capped to what this CPU supports.
+        unsafe {
+            match level() {
+                SimdLevel::Avx512 => return v4(body),
+                SimdLevel::Avx2 => return v3(body),
+                SimdLevel::Portable => {}
+            }
+        }
+    }
+    body()
+}
+
 /// Whether `[p, p + n*sp)` and `[q, q + n*sq)` share a byte.
 #[inline(always)]
 fn overlaps<P, Q>(p: *const P, q: *const Q, n: usize) -> bool {
