@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import math
-from collections import Counter
 
 import pytest
 import torch

@@ -1621,11 +1621,13 @@ bool sdpa_float(c10::ScalarType t) {
 }
 
 // Whether a mask/bias of `bias`'s shape broadcasts to `full` (trailing dims
-// 1 or equal, no more dims than `full`).
-bool broadcasts_to(at::IntArrayRef bias, at::IntArrayRef full) {
+// 1 or equal, no more dims than `full`). Sizes may be symbolic (the choice
+// runs on fake tensors when torch.compile traces).
+template <class Sizes, class Full>
+bool broadcasts_to(Sizes bias, const Full& full) {
   if (bias.size() > full.size()) return false;
   for (size_t i = 1; i <= bias.size(); ++i) {
-    const int64_t m = bias[bias.size() - i];
+    const auto& m = bias[bias.size() - i];
     if (m != 1 && m != full[full.size() - i]) return false;
   }
   return true;
@@ -1645,19 +1647,19 @@ bool sdp_fused_supported(const at::Tensor& q, const at::Tensor& k, const at::Ten
   if ((nd != 3 && nd != 4) || k.dim() != nd || v.dim() != nd) return false;
   if (!sdpa_float(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
     return false;
-  if (nd == 4 && (k.size(0) != q.size(0) || v.size(0) != q.size(0))) return false;
-  if (k.size(-1) != q.size(-1) || k.size(-2) != v.size(-2)) return false;
-  const int64_t hq = q.size(-3), hk = k.size(-3);
-  if (v.size(-3) != hk || hk == 0) return false;
+  if (nd == 4 && (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0))) return false;
+  if (k.sym_size(-1) != q.sym_size(-1) || k.sym_size(-2) != v.sym_size(-2)) return false;
+  const c10::SymInt hq = q.sym_size(-3), hk = k.sym_size(-3);
+  if (v.sym_size(-3) != hk || hk == 0) return false;
   if (hq != hk && !(enable_gqa && hq % hk == 0)) return false;
   if (!(dropout_p >= 0.0 && dropout_p < 1.0)) return false;
   if (mask.has_value() && mask->defined()) {
     const at::Tensor& m = *mask;
     if (is_causal || m.device() != q.device()) return false;
     if (m.scalar_type() != c10::ScalarType::Bool && m.scalar_type() != q.scalar_type()) return false;
-    c10::SmallVector<int64_t, 4> full(q.sizes().begin(), q.sizes().end() - 1);
-    full.push_back(k.size(-2));
-    if (!broadcasts_to(m.sizes(), full)) return false;
+    c10::SmallVector<c10::SymInt, 4> full(q.sym_sizes().begin(), q.sym_sizes().end() - 1);
+    full.push_back(k.sym_size(-2));
+    if (!broadcasts_to(m.sym_sizes(), full)) return false;
   }
   return true;
 }

@@ -623,7 +623,12 @@ pub unsafe extern "C" fn foo_rs_sdpa_forward(
 ) -> i32 {
     run(st, false, || {
         let (o, l) = (strided_of(out)?, strided_of(lse)?);
-        let (q, k, v, b) = (strided_of(q)?, strided_of(k)?, strided_of(v)?, opt_strided(bias)?);
+        let (q, k, v, b) = (
+            strided_of(q)?,
+            strided_of(k)?,
+            strided_of(v)?,
+            opt_strided(bias)?,
+        );
         let a = entry::SdpaArgs {
             q: &q,
             k: &k,
@@ -676,7 +681,12 @@ pub unsafe extern "C" fn foo_rs_sdpa_backward(
             strided_of(lse)?,
             strided_of(work)?,
         );
-        let (q, k, v, b) = (strided_of(q)?, strided_of(k)?, strided_of(v)?, opt_strided(bias)?);
+        let (q, k, v, b) = (
+            strided_of(q)?,
+            strided_of(k)?,
+            strided_of(v)?,
+            opt_strided(bias)?,
+        );
         let a = entry::SdpaArgs {
             q: &q,
             k: &k,
@@ -697,7 +707,8 @@ pub unsafe extern "C" fn foo_rs_sdpa_backward(
 }
 
 /// Elements of the attention backward's scratch for `[b, hq, l, d]` queries
-/// and `[b, hk, s, _]` keys.
+/// and `[b, hk, s, _]` keys (0 after a panic: the backward then refuses the
+/// scratch with an error).
 #[no_mangle]
 pub extern "C" fn foo_rs_sdpa_backward_work(
     b: usize,
@@ -707,5 +718,6 @@ pub extern "C" fn foo_rs_sdpa_backward_work(
     s: usize,
     d: usize,
 ) -> usize {
-    crate::kernels::attention::backward_work(b, hq, hk, l, s, d)
+    std::panic::catch_unwind(|| crate::kernels::attention::backward_work(b, hq, hk, l, s, d))
+        .unwrap_or(0)
 }
