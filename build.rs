@@ -53,7 +53,6 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=rust/glue/foo_glue.cpp");
     println!("cargo:rerun-if-changed=rust/glue/native.cpp");
-    println!("cargo:rerun-if-changed=rust/glue/attention.cpp");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo:rerun-if-env-changed=FOO_RS_PYTHON");
     if env::var_os("CARGO_FEATURE_PYTHON").is_none() {
@@ -115,7 +114,6 @@ for p in ce.include_paths():
         .cpp(true)
         .file("rust/glue/foo_glue.cpp")
         .file("rust/glue/native.cpp")
-        .file("rust/glue/attention.cpp")
         .std(std)
         .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi)
         // torch's release builds compile its headers' inline code with NDEBUG

@@ -25,13 +25,16 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/DispatchStub.h>
 #include <ATen/native/layer_norm.h>
+#include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
@@ -100,7 +103,9 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -161,6 +166,15 @@ int32_t foo_rs_max_pool2d(const FooView* out, const FooView* indices, const FooV
                           FooStatus* st);
 int32_t foo_rs_max_pool2d_backward(const FooView* grad_input, const FooView* grad_output, const FooView* indices,
                                    FooStatus* st);
+int32_t foo_rs_sdpa_forward(const FooView* out, const FooView* lse, const FooView* q, const FooView* k,
+                            const FooView* v, const FooView* bias, uint8_t causal, double scale, double dropout_p,
+                            int64_t device, uint64_t* philox, FooStatus* st);
+int32_t foo_rs_sdpa_backward(const FooView* grad_q, const FooView* grad_k, const FooView* grad_v,
+                             const FooView* grad_bias, const FooView* grad_out, const FooView* q, const FooView* k,
+                             const FooView* v, const FooView* bias, const FooView* out, const FooView* lse,
+                             const FooView* work, uint8_t causal, double scale, double dropout_p, uint64_t seed,
+                             uint64_t offset, FooStatus* st);
+size_t foo_rs_sdpa_backward_work(size_t b, size_t hq, size_t hk, size_t l, size_t s, size_t d);
 }
 
 namespace foo_rs {
@@ -1647,6 +1661,306 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return Slow<kDropoutBack, at::Tensor(const at::Tensor&, const at::Tensor&, double)>::call(grad, mask, scale);
 }
 
+// ---- Scaled dot-product attention ---------------------------------------------
+//
+// ATen's scaled_dot_product_attention asks `_fused_sdp_choice_stub` (a
+// DispatchStub keyed on the device type, registered for PrivateUse1 at the
+// end of this file) which backend runs; `aten::_fused_sdp_choice` on foo
+// answers the same (sdp_choice below: the rule lives here, once). On
+// OVERRIDEABLE, ATen calls `_scaled_dot_product_fused_attention_overrideable`,
+// whose foo kernel below allocates the outputs and runs the fused Rust kernel
+// (rust/src/kernels/attention.rs). The Python kernels
+// (foo_rs/_ops/attention.py) are the slow path: calls the Rust kernel does not
+// take directly, whose errors they raise naming foo.
+
+constexpr char kSdpChoice[] = "_fused_sdp_choice";
+constexpr char kSdpa[] = "_scaled_dot_product_fused_attention_overrideable";
+constexpr char kSdpaBack[] = "_scaled_dot_product_fused_attention_overrideable_backward";
+
+bool sdpa_float(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::Double || t == c10::ScalarType::Half ||
+         t == c10::ScalarType::BFloat16;
+}
+
+// Whether a mask/bias of `bias`'s shape broadcasts to `full` (trailing dims
+// 1 or equal, no more dims than `full`). Sizes may be symbolic (the choice
+// runs on fake tensors when torch.compile traces).
+template <class Sizes, class Full>
+bool broadcasts_to(Sizes bias, const Full& full) {
+  if (bias.size() > full.size()) return false;
+  for (size_t i = 1; i <= bias.size(); ++i) {
+    const auto& m = bias[bias.size() - i];
+    if (m != 1 && m != full[full.size() - i]) return false;
+  }
+  return true;
+}
+
+// Whether foo's fused kernel computes this SDPA call: query, key and value
+// on foo, 3-d or 4-d, one float dtype, matching batch and head dims
+// (grouped-query heads with enable_gqa), dropout in [0, 1), and a bool or
+// query-dtype mask on the query's device broadcasting to the weights (not
+// with is_causal). Anything else goes to the math composite, which raises
+// CPU's error for bad input.
+bool sdp_fused_supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal, bool enable_gqa) {
+  for (const at::Tensor* t : {&q, &k, &v})
+    if (!is_foo(*t) || t->is_nested()) return false;
+  const int64_t nd = q.dim();
+  if ((nd != 3 && nd != 4) || k.dim() != nd || v.dim() != nd) return false;
+  if (!sdpa_float(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
+    return false;
+  if (nd == 4 && (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0))) return false;
+  if (k.sym_size(-1) != q.sym_size(-1) || k.sym_size(-2) != v.sym_size(-2)) return false;
+  const c10::SymInt hq = q.sym_size(-3), hk = k.sym_size(-3);
+  if (v.sym_size(-3) != hk || hk == 0) return false;
+  if (hq != hk && !(enable_gqa && hq % hk == 0)) return false;
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0)) return false;
+  if (mask.has_value() && mask->defined()) {
+    const at::Tensor& m = *mask;
+    if (is_causal || m.device() != q.device()) return false;
+    if (m.scalar_type() != c10::ScalarType::Bool && m.scalar_type() != q.scalar_type()) return false;
+    c10::SmallVector<c10::SymInt, 4> full(q.sym_sizes().begin(), q.sym_sizes().end() - 1);
+    full.push_back(k.sym_size(-2));
+    if (!broadcasts_to(m.sym_sizes(), full)) return false;
+  }
+  return true;
+}
+
+int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                   const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                   std::optional<double> /*scale*/, bool enable_gqa) {
+  const auto& ctx = at::globalContext();
+  if (ctx.userEnabledOverrideableSDP() &&
+      sdp_fused_supported(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa))
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  return static_cast<int64_t>(ctx.userEnabledMathSDP() ? at::SDPBackend::math : at::SDPBackend::error);
+}
+
+// A 3-d or 4-d tensor as a 4-d view (a leading 1 for 3-d), or `bias`
+// broadcast to `full` (stride 0 along broadcast dims).
+struct View4 {
+  std::array<int64_t, 4> sizes{}, strides{};
+  FooView v{};
+  const FooView* p = nullptr;  // null for an undefined tensor
+
+  bool of(const at::Tensor& t) {
+    p = nullptr;
+    if (!t.defined()) return true;
+    const int64_t nd = t.dim();
+    if ((nd != 3 && nd != 4) || !view_of(t, &v)) return false;
+    const int64_t lead = 4 - nd;
+    sizes[0] = 1;
+    strides[0] = 0;
+    for (int64_t i = 0; i < nd; ++i) {
+      sizes[lead + i] = t.size(i);
+      strides[lead + i] = t.stride(i);
+    }
+    if (lead == 1) strides[0] = sizes[1] * strides[1];
+    return set();
+  }
+  bool broadcast(const at::Tensor& t, at::IntArrayRef full) {
+    p = nullptr;
+    if (!t.defined()) return true;
+    if (!broadcasts_to(t.sizes(), full) || !view_of(t, &v)) return false;
+    const int64_t lead = 4 - t.dim();
+    for (int64_t i = 0; i < 4; ++i) {
+      sizes[i] = full[i];
+      strides[i] = (i < lead || t.size(i - lead) != full[i]) ? 0 : t.stride(i - lead);
+    }
+    return set();
+  }
+
+ private:
+  bool set() {
+    v.ndim = 4;
+    v.sizes = sizes.data();
+    v.strides = strides.data();
+    p = &v;
+    return true;
+  }
+};
+
+// A tensor like `t`, as torch.empty_like gives it (its strides when dense).
+at::Tensor empty_like_foo(const at::Tensor& t) {
+  if (t.is_non_overlapping_and_dense()) return create_out(t.sizes(), t.strides(), t.options());
+  return at::empty_like(t);
+}
+
+// The attention output of `shape` in the query's layout (as ATen's flash
+// meta functions make it).
+at::Tensor like_query(const at::Tensor& query, at::IntArrayRef shape) {
+  if (shape == query.sizes()) {
+    if (query.is_non_overlapping_and_dense()) return create_out(shape, query.strides(), query.options());
+    return at::empty_like(query.transpose(1, 2)).transpose(1, 2);
+  }
+  // Dims ordered by the query's strides, largest first (ties keep order).
+  const int64_t nd = query.dim();
+  c10::SmallVector<int64_t, 4> order(nd);
+  for (int64_t i = 0; i < nd; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return query.stride(a) > query.stride(b); });
+  c10::SmallVector<int64_t, 4> strides(nd);
+  int64_t step = 1;
+  for (int64_t j = nd - 1; j >= 0; --j) {
+    strides[order[j]] = step;
+    step *= std::max<int64_t>(shape[order[j]], 1);
+  }
+  return create_out(shape, strides, query.options());
+}
+
+// Same foo device for every defined tensor.
+bool one_foo_device(std::initializer_list<const at::Tensor*> ts) {
+  const at::Tensor* first = nullptr;
+  for (const at::Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (!is_foo(*t)) return false;
+    if (first == nullptr) first = t;
+    if (t->device() != first->device()) return false;
+  }
+  return true;
+}
+
+// Query, key, value (and out, grad_out) of one float dtype and rank 3 or 4,
+// a bool or query-dtype bias on the same foo device: what the Rust kernel
+// takes directly. Anything else is the Python kernel's (it raises foo's errors).
+bool sdpa_direct(const at::Tensor& q, const at::Tensor& bias, std::initializer_list<const at::Tensor*> same) {
+  const auto dt = q.scalar_type();
+  if (!sdpa_float(dt) || (q.dim() != 3 && q.dim() != 4)) return false;
+  for (const at::Tensor* t : same)
+    if (t->scalar_type() != dt || t->dim() != q.dim()) return false;
+  return !bias.defined() || bias.scalar_type() == c10::ScalarType::Bool || bias.scalar_type() == dt;
+}
+
+double sdpa_scale(std::optional<double> scale, int64_t d) {
+  if (scale.has_value()) return *scale;
+  return d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : INFINITY;
+}
+
+int64_t sdpa_device(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
+
+// A 0-d CPU int64 tensor holding `v`'s bits (the Philox seed and offset, as
+// the op's schema returns them).
+at::Tensor philox_tensor(uint64_t v) {
+  at::Tensor t = at::detail::empty_cpu({}, c10::ScalarType::Long, std::nullopt, std::nullopt, std::nullopt,
+                                       std::nullopt);
+  *t.data_ptr<int64_t>() = static_cast<int64_t>(v);
+  return t;
+}
+
+// The bits of a Philox seed/offset tensor (0 if absent); false if it is not
+// a one-element CPU int64 tensor.
+bool philox_value(const at::Tensor& t, uint64_t* v) {
+  *v = 0;
+  if (!t.defined() || t.numel() == 0) return true;
+  if (t.device().type() != c10::DeviceType::CPU || t.scalar_type() != c10::ScalarType::Long || t.numel() != 1)
+    return false;
+  *v = static_cast<uint64_t>(*t.data_ptr<int64_t>());
+  return true;
+}
+
+void zero_fill(const at::Tensor& t) {
+  if (t.numel() > 0) std::memset(t.data_ptr(), 0, t.numel() * t.element_size());
+}
+
+using SdpaOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+                           at::Tensor, at::Tensor>;
+using Tensor4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+SdpaOut sdpa_forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                     const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                     bool return_debug_mask, std::optional<double> scale) {
+  const at::Tensor& bias = value_or_undefined(attn_bias);
+  SdpaOut result;
+  // The debug mask of a dropout call is drawn by the Python kernel.
+  if (!(return_debug_mask && dropout_p > 0.0) && one_foo_device({&query, &key, &value, &bias}) &&
+      sdpa_direct(query, bias, {&key, &value}) && named([&] {
+        View4 q4, k4, v4, b4;
+        if (!q4.of(query) || !k4.of(key) || !v4.of(value)) return false;
+        const int64_t b = q4.sizes[0], hq = q4.sizes[1], l = q4.sizes[2], d = q4.sizes[3];
+        const int64_t s = k4.sizes[2], dv = v4.sizes[3];
+        const std::array<int64_t, 4> full{b, hq, l, s};
+        if (!b4.broadcast(bias, full)) return false;
+        c10::SmallVector<int64_t, 4> oshape(query.sizes().begin(), query.sizes().end());
+        oshape.back() = dv;
+        at::Tensor out = like_query(query, oshape);
+        at::Tensor lse = create_out({b, hq, l}, {}, query.options().dtype(c10::ScalarType::Float));
+        View4 o4;
+        FooView vl;
+        if (!o4.of(out) || !view_of(lse, &vl)) return false;
+        uint64_t philox[2] = {0, 0};
+        FooStatus st{};
+        if (!done(foo_rs_sdpa_forward(o4.p, &vl, q4.p, k4.p, v4.p, b4.p, is_causal ? 1 : 0, sdpa_scale(scale, d),
+                                      dropout_p, sdpa_device(query), philox, &st),
+                  st))
+          return false;
+        at::Tensor debug = create_out({0}, {}, query.options());
+        result = SdpaOut(std::move(out), std::move(lse), at::Tensor(), at::Tensor(), c10::SymInt(l), c10::SymInt(s),
+                         philox_tensor(philox[0]), philox_tensor(philox[1]), std::move(debug));
+        return true;
+      }))
+    return result;
+  return Slow<kSdpa, SdpaOut(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                             const std::optional<at::Tensor>&, double, bool, bool, std::optional<double>)>::
+      call(query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale);
+}
+
+Tensor4 sdpa_backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+                      const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
+                      const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cum_seq_q,
+                      const at::Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
+                      bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+                      std::optional<double> scale) {
+  Tensor4 result;
+  uint64_t seed = 0, offset = 0;
+  if (one_foo_device({&grad_out, &query, &key, &value, &attn_bias, &out, &logsumexp}) &&
+      sdpa_direct(query, attn_bias, {&key, &value, &grad_out, &out}) &&
+      logsumexp.scalar_type() == c10::ScalarType::Float && philox_value(philox_seed, &seed) &&
+      philox_value(philox_offset, &offset) && named([&] {
+        View4 q4, k4, v4, b4, g4, o4;
+        if (!q4.of(query) || !k4.of(key) || !v4.of(value) || !g4.of(grad_out) || !o4.of(out)) return false;
+        const int64_t b = q4.sizes[0], hq = q4.sizes[1], l = q4.sizes[2], d = q4.sizes[3];
+        const int64_t hk = k4.sizes[1], s = k4.sizes[2];
+        const std::array<int64_t, 4> full{b, hq, l, s};
+        if (!b4.broadcast(attn_bias, full)) return false;
+        at::Tensor gq, gk, gv, gbias;
+        if (grad_input_mask[0]) gq = empty_like_foo(query);
+        if (grad_input_mask[1]) gk = empty_like_foo(key);
+        if (grad_input_mask[2]) gv = empty_like_foo(value);
+        if (grad_input_mask[3] && attn_bias.defined()) {
+          // Zeros: causal tiles the kernel skips have no gradient.
+          gbias = create_out(full, {}, attn_bias.options());
+          zero_fill(gbias);
+        }
+        const auto acc =
+            query.scalar_type() == c10::ScalarType::Double ? c10::ScalarType::Double : c10::ScalarType::Float;
+        const size_t n = foo_rs_sdpa_backward_work(b, hq, hk, l, s, d);
+        at::Tensor work = create_out({static_cast<int64_t>(n)}, {}, query.options().dtype(acc));
+        zero_fill(work);
+        const at::Tensor lse = logsumexp.contiguous();
+        View4 gq4, gk4, gv4, gb4;
+        FooView vl, vw;
+        if (!gq4.of(gq) || !gk4.of(gk) || !gv4.of(gv) || !gb4.of(gbias) || !view_of(lse, &vl) || !view_of(work, &vw))
+          return false;
+        FooStatus st{};
+        if (!done(foo_rs_sdpa_backward(gq4.p, gk4.p, gv4.p, gb4.p, g4.p, q4.p, k4.p, v4.p, b4.p, o4.p, &vl, &vw,
+                                       is_causal ? 1 : 0, sdpa_scale(scale, d), dropout_p, seed, offset, &st),
+                  st))
+          return false;
+        if (gbias.defined() && gbias.sizes() != attn_bias.sizes()) gbias = gbias.sum_to_size(attn_bias.sizes());
+        result = Tensor4(std::move(gq), std::move(gk), std::move(gv), std::move(gbias));
+        return true;
+      }))
+    return result;
+  return Slow<kSdpaBack,
+              Tensor4(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                      std::array<bool, 4>, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                      c10::SymInt, c10::SymInt, double, bool, const at::Tensor&, const at::Tensor&,
+                      std::optional<double>)>::call(grad_out, query, key, value, attn_bias, grad_input_mask, out,
+                                                    logsumexp, cum_seq_q, cum_seq_k, std::move(max_q),
+                                                    std::move(max_k), dropout_p, is_causal, philox_seed,
+                                                    philox_offset, scale);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -1707,6 +2021,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)
     FOO_REG(kDropout, native_dropout) FOO_REG(kDropoutBack, native_dropout_backward)
     FOO_REG3(LerpS, T, S) FOO_REG3(LerpT, T, T) FOO_REG3(Addcmul, T, T, S) FOO_REG3(Addcdiv, T, T, S)
+    FOO_REG(kSdpChoice, sdp_choice) FOO_REG(kSdpa, sdpa_forward) FOO_REG(kSdpaBack, sdpa_backward)
 };
 #undef FOO_REG3
 #undef FOO_REG
@@ -1715,6 +2030,11 @@ const NativeOp kNativeOps[] = {
 }  // namespace
 }  // namespace native
 }  // namespace foo_rs
+
+// SDPA's backend choice on foo, without the dispatcher (see sdp_choice).
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &foo_rs::native::sdp_choice);
+}  // namespace at::native
 
 // The aten overloads the native path has C++ kernels for, comma-separated.
 extern "C" const char* foo_glue_fast_ops() {

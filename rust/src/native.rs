@@ -619,3 +619,124 @@ pub unsafe extern "C" fn foo_rs_max_pool2d_backward(
         crate::kernels::pool::max_pool2d_backward(&gi, &go, &i)
     })
 }
+
+/// Attention forward ([`entry::sdpa_forward`]) over 4-d views; `bias` may
+/// be null. Writes the dropout's Philox (seed, offset) to `philox[0..2]`.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `philox` points at 2 writable values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_sdpa_forward(
+    out: *const FooView,
+    lse: *const FooView,
+    q: *const FooView,
+    k: *const FooView,
+    v: *const FooView,
+    bias: *const FooView,
+    causal: u8,
+    scale: f64,
+    dropout_p: f64,
+    device: i64,
+    philox: *mut u64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, l) = (strided_of(out)?, strided_of(lse)?);
+        let (q, k, v, b) = (
+            strided_of(q)?,
+            strided_of(k)?,
+            strided_of(v)?,
+            opt_strided(bias)?,
+        );
+        let a = entry::SdpaArgs {
+            q: &q,
+            k: &k,
+            v: &v,
+            bias: b.as_ref(),
+            causal: causal != 0,
+            scale,
+            dropout_p,
+        };
+        let (seed, offset) = entry::sdpa_forward(&a, &o, &l, dim_of(device)?)?;
+        let philox = std::slice::from_raw_parts_mut(philox, 2);
+        philox[0] = seed;
+        philox[1] = offset;
+        Ok(())
+    })
+}
+
+/// Attention backward ([`entry::sdpa_backward`]); any of the gradients and
+/// `bias` may be null; `work` is zeroed, [`foo_rs_sdpa_backward_work`] elements.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_sdpa_backward(
+    grad_q: *const FooView,
+    grad_k: *const FooView,
+    grad_v: *const FooView,
+    grad_bias: *const FooView,
+    grad_out: *const FooView,
+    q: *const FooView,
+    k: *const FooView,
+    v: *const FooView,
+    bias: *const FooView,
+    out: *const FooView,
+    lse: *const FooView,
+    work: *const FooView,
+    causal: u8,
+    scale: f64,
+    dropout_p: f64,
+    seed: u64,
+    offset: u64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (gq, gk) = (opt_strided(grad_q)?, opt_strided(grad_k)?);
+        let (gv, gb) = (opt_strided(grad_v)?, opt_strided(grad_bias)?);
+        let (go, o, l, w) = (
+            strided_of(grad_out)?,
+            strided_of(out)?,
+            strided_of(lse)?,
+            strided_of(work)?,
+        );
+        let (q, k, v, b) = (
+            strided_of(q)?,
+            strided_of(k)?,
+            strided_of(v)?,
+            opt_strided(bias)?,
+        );
+        let a = entry::SdpaArgs {
+            q: &q,
+            k: &k,
+            v: &v,
+            bias: b.as_ref(),
+            causal: causal != 0,
+            scale,
+            dropout_p,
+        };
+        let grads = crate::kernels::attention::Grads {
+            q: gq.as_ref(),
+            k: gk.as_ref(),
+            v: gv.as_ref(),
+            bias: gb.as_ref(),
+        };
+        entry::sdpa_backward(&a, &go, &o, &l, &grads, &w, seed, offset)
+    })
+}
+
+/// Elements of the attention backward's scratch for `[b, hq, l, d]` queries
+/// and `[b, hk, s, _]` keys (0 after a panic: the backward then refuses the
+/// scratch with an error).
+#[no_mangle]
+pub extern "C" fn foo_rs_sdpa_backward_work(
+    b: usize,
+    hq: usize,
+    hk: usize,
+    l: usize,
+    s: usize,
+    d: usize,
+) -> usize {
+    std::panic::catch_unwind(|| crate::kernels::attention::backward_work(b, hq, hk, l, s, d))
+        .unwrap_or(0)
+}

@@ -12,7 +12,7 @@ from .. import _C
 from .._dtypes import DTYPE_CODE
 
 __all__ = ["impl", "desc", "DTYPE_CODE", "_C", "check_same_device", "registered_ops", "dtype_code", "fast_lane_ops",
-           "FAST_LANE", "python_kernel_calls"]
+           "FAST_LANE", "python_kernel_calls", "native_only"]
 
 _lib = torch.library.Library("aten", "IMPL")
 _registered: set[str] = set()
@@ -61,6 +61,15 @@ def impl(*aten_names: str, dispatch_key: str = "PrivateUse1") -> Callable:
         return fn
 
     return register
+
+
+def native_only(*aten_names: str) -> None:
+    """Registers the C++ kernel (rust/glue/native.cpp) of each aten overload
+    that has no Python form (its rule lives in C++ alone; registered with the
+    fast lane off too)."""
+    for name in aten_names:
+        _C.register_fast(name)
+        _registered.add(name)
 
 
 def fast_lane_ops() -> frozenset[str]:

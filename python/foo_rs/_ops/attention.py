@@ -1,14 +1,18 @@
 """Scaled dot-product attention on foo's fused Rust kernel (the OVERRIDEABLE
-SDPA backend): ``_fused_sdp_choice``,
-``_scaled_dot_product_fused_attention_overrideable`` and its backward.
+SDPA backend): ``_scaled_dot_product_fused_attention_overrideable`` and its
+backward.
 
 ``F.scaled_dot_product_attention`` asks ATen's ``_fused_sdp_choice_stub``,
-which the glue (rust/glue/attention.cpp) points at the ``_fused_sdp_choice``
-kernel below: OVERRIDEABLE for foo inputs the fused kernel covers, MATH
-otherwise (the math composite then raises CPU's errors for bad input). The
-fused kernel is tiled with an online softmax (rust/src/kernels/attention.rs):
-memory linear in the sequence lengths, causal, float and bool masks,
-dropout from foo's Philox generator, grouped-query heads.
+which the glue (rust/glue/native.cpp, ``sdp_choice``) answers in C++:
+OVERRIDEABLE for foo inputs the fused kernel covers, MATH otherwise (the math
+composite then raises CPU's errors for bad input). Both ops have C++ kernels
+on the native path (allocation in C++, compute in Rust, no Python per call);
+the Python kernels below are their slow path: calls the C++ kernels do not
+take directly (a debug mask of dropout, mixed devices or dtypes, bad ranks),
+whose errors they raise naming foo. The fused kernel is tiled with an online
+softmax (rust/src/kernels/attention.rs): memory linear in the sequence
+lengths, causal, float and bool masks, dropout from foo's Philox generator,
+grouped-query heads.
 """
 
 from __future__ import annotations
@@ -16,65 +20,17 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.nn.attention import SDPBackend
 
-from ._registry import _C, check_same_device, desc, impl
+from ._registry import _C, check_same_device, desc, impl, native_only
 
-__all__ = ["fused_supported"]
+__all__: list[str] = []
 
-_OVERRIDEABLE = int(getattr(SDPBackend.OVERRIDEABLE, "value", SDPBackend.OVERRIDEABLE))
-_MATH = int(getattr(SDPBackend.MATH, "value", SDPBackend.MATH))
-_ERROR = int(getattr(SDPBackend.ERROR, "value", SDPBackend.ERROR))
 _FLOAT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _OP = "_scaled_dot_product_fused_attention_overrideable"
 
-
-def _enabled(name: str) -> bool:
-    getter = getattr(torch._C, name, None)
-    return True if getter is None else bool(getter())
-
-
-def fused_supported(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False) -> bool:
-    """Whether foo's fused kernel computes this SDPA call (else: math)."""
-    qkv = (query, key, value)
-    if any(t.device.type != "foo" or t.is_nested for t in qkv):
-        return False
-    if query.dim() not in (3, 4) or key.dim() != query.dim() or value.dim() != query.dim():
-        return False
-    if query.dtype not in _FLOAT or key.dtype != query.dtype or value.dtype != query.dtype:
-        return False
-    if query.shape[:-3] != key.shape[:-3] or key.shape[:-3] != value.shape[:-3]:
-        return False
-    if key.shape[-1] != query.shape[-1] or key.shape[-2] != value.shape[-2]:
-        return False
-    hq, hk = query.shape[-3], key.shape[-3]
-    if value.shape[-3] != hk or hk == 0:
-        return False
-    if hq != hk and not (enable_gqa and hq % hk == 0):
-        return False
-    if not 0.0 <= dropout_p < 1.0:
-        return False
-    if attn_mask is not None:
-        if is_causal or attn_mask.device != query.device:
-            return False
-        if attn_mask.dtype != torch.bool and attn_mask.dtype != query.dtype:
-            return False
-        full = (*query.shape[:-1], key.shape[-2])
-        if attn_mask.dim() > len(full) or any(
-            m not in (1, f) for m, f in zip(reversed(attn_mask.shape), reversed(full))
-        ):
-            return False
-    return True
-
-
-@impl("_fused_sdp_choice")
-def fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
-                     enable_gqa=False):
-    if _enabled("_get_overrideable_sdp_enabled") and fused_supported(
-        query, key, value, attn_mask, dropout_p, is_causal, enable_gqa
-    ):
-        return _OVERRIDEABLE
-    return _MATH if _enabled("_get_math_sdp_enabled") else _ERROR
+# Which backend SDPA runs on foo is C++'s rule alone (rust/glue/native.cpp's
+# sdp_choice, also what ATen's _fused_sdp_choice_stub asks): no Python form.
+native_only("_fused_sdp_choice")
 
 
 def _as_4d(op, query, key, value):

@@ -2,8 +2,9 @@
 //! releases the GIL; outputs are tensors the Python layer allocated.
 
 use super::kernel_err as py_err;
-use super::{stream, strided, TensorDesc};
-use crate::kernels::attention::{self as attn, Dropout, Grads, Sdpa};
+use super::{device_index, strided, TensorDesc};
+use crate::kernels::attention::{self as attn, Grads};
+use crate::kernels::entry::{self, SdpaArgs};
 use crate::kernels::Strided;
 use pyo3::prelude::*;
 
@@ -38,27 +39,18 @@ fn sdpa_forward(
         strided(v)?,
         opt(bias)?,
     );
-    let (seed, offset) = if dropout_p > 0.0 && q.ndim() == 4 && k.ndim() == 4 {
-        let blocks = attn::blocks_needed(q.sizes[0], q.sizes[1], q.sizes[2], k.sizes[2]);
-        stream(blocks, device, None)?
-    } else {
-        (0, 0)
-    };
-    let a = Sdpa {
+    let device = device_index(device)?;
+    let a = SdpaArgs {
         q: &q,
         k: &k,
         v: &v,
         bias: b.as_ref(),
         causal,
         scale,
-        dropout: Some(Dropout {
-            p: dropout_p,
-            seed,
-            offset,
-        }),
+        dropout_p,
     };
-    py.detach(|| attn::forward(&a, &o, &l)).map_err(py_err)?;
-    Ok((seed, offset))
+    py.detach(|| entry::sdpa_forward(&a, &o, &l, device))
+        .map_err(py_err)
 }
 
 /// Backward of [`sdpa_forward`]: writes the gradients given (any may be
@@ -94,18 +86,14 @@ fn sdpa_backward(
         opt(bias)?,
     );
     let (o, l, w) = (strided(out)?, strided(lse)?, strided(work)?);
-    let a = Sdpa {
+    let a = SdpaArgs {
         q: &q,
         k: &k,
         v: &v,
         bias: b.as_ref(),
         causal,
         scale,
-        dropout: Some(Dropout {
-            p: dropout_p,
-            seed,
-            offset,
-        }),
+        dropout_p,
     };
     let grads = Grads {
         q: gq.as_ref(),
@@ -113,7 +101,7 @@ fn sdpa_backward(
         v: gv.as_ref(),
         bias: gb.as_ref(),
     };
-    py.detach(|| attn::backward(&a, &go, &o, &l, &grads, &w))
+    py.detach(|| entry::sdpa_backward(&a, &go, &o, &l, &grads, &w, seed, offset))
         .map_err(py_err)
 }
 
@@ -121,7 +109,7 @@ fn sdpa_backward(
 /// `[b, hk, s, _]` keys (in the compute type: float64 for float64, else float32).
 #[pyfunction]
 fn sdpa_backward_work(b: usize, hq: usize, hk: usize, l: usize, s: usize, d: usize) -> usize {
-    (attn::backward_chunks(b, hk, s) * d + 2) * b * hq * l
+    attn::backward_work(b, hq, hk, l, s, d)
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

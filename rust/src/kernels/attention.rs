@@ -89,6 +89,12 @@ pub fn backward_chunks(b: usize, hk: usize, s: usize) -> usize {
     tiles.min(want)
 }
 
+/// Elements of the backward's scratch (see [`backward`]) for `[b, hq, l, d]`
+/// queries and `[b, hk, s, _]` keys.
+pub fn backward_work(b: usize, hq: usize, hk: usize, l: usize, s: usize, d: usize) -> usize {
+    (backward_chunks(b, hk, s) * d + 2) * b * hq * l
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Geo {
     b: usize,
