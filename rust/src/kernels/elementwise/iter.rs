@@ -156,10 +156,11 @@ impl Default for OpPlan {
     }
 }
 
-struct Plan<'k> {
+struct Plan<'k, 'p> {
     /// Innermost dimension first; at least one dimension.
     sizes: Dims<usize>,
-    ops: [OpPlan; MAX_OPERANDS],
+    /// The `nops` operands (borrowed: a plan is built on every call).
+    ops: &'p [OpPlan],
     nops: usize,
     nout: usize,
     via: DType,
@@ -168,7 +169,7 @@ struct Plan<'k> {
 
 // SAFETY: the plan holds raw pointers into tensors the caller keeps alive for
 // the call; tasks write disjoint output elements.
-unsafe impl Sync for Plan<'_> {}
+unsafe impl Sync for Plan<'_, '_> {}
 
 fn shape_str(s: &[usize]) -> String {
     format!("{s:?}")
@@ -534,7 +535,7 @@ pub(crate) fn run_via(
     }
     let plan = Plan {
         sizes,
-        ops,
+        ops: &ops[..nops],
         nops,
         nout,
         via: via_dt,
@@ -575,7 +576,8 @@ fn run_flat(
             }
             Operand::Scalar(v) if n <= BLOCK && nscalars < FLAT_SCALARS => {
                 // SAFETY: block `nscalars` holds BLOCK elements of up to 8 bytes.
-                let buf = unsafe { (blocks.as_mut_ptr() as *mut [u64; BLOCK]).add(nscalars) } as *mut u8;
+                let buf =
+                    unsafe { (blocks.as_mut_ptr() as *mut [u64; BLOCK]).add(nscalars) } as *mut u8;
                 // SAFETY: `n <= BLOCK` elements of `kd` fit the block.
                 unsafe { fill_const(buf, cast::scalar_bits(*v, *kd), kd.size(), n) };
                 iptr[k] = buf;
@@ -606,7 +608,11 @@ fn run_flat(
     }
     let (nout, nin) = (outs.len(), ins.len());
     // Tiny work runs inline, without asking the pool anything.
-    let threads = if n <= GRAIN_SIZE { 1 } else { parallel::num_threads() };
+    let threads = if n <= GRAIN_SIZE {
+        1
+    } else {
+        parallel::num_threads()
+    };
     if threads <= 1 {
         return Some(kernel(n, &optr[..nout], &iptr[..nin]));
     }
@@ -734,9 +740,13 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
     sizes
 }
 
-impl Plan<'_> {
+impl Plan<'_, '_> {
     fn execute(&self, numel: usize) -> Result<(), KernelError> {
-        let threads = if numel <= GRAIN_SIZE { 1 } else { parallel::num_threads() };
+        let threads = if numel <= GRAIN_SIZE {
+            1
+        } else {
+            parallel::num_threads()
+        };
         if threads <= 1 {
             // SAFETY: the range covers valid elements of every operand.
             return unsafe { self.range(0, numel) };
