@@ -131,6 +131,8 @@ struct FooOperand {
   FooParam scalar;
 };
 struct FooStatus {
+  // Rust writes both only on an error: a status costs no 516-byte clear per call.
+  FooStatus() : kind(0) { msg[0] = '\0'; }
   int32_t kind;  // 0 RuntimeError, 1 NotImplementedError, 2 IndexError, 3 ValueError, 4 TypeError
   char msg[512];
 };
@@ -446,10 +448,12 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
     if (!fits(ct, ps[k])) return false;
   const auto shape = it.shape();
   const int64_t nd = it.ndim();
-  std::array<FooOperand, kMaxOperands> ops{};
+  // Filled below for the n operands used (not cleared: this runs every call).
+  std::array<FooOperand, kMaxOperands> ops;
   std::array<c10::SmallVector<int64_t, 6>, kMaxOperands> strides;
   for (int i = 0; i < n; ++i) {
     FooOperand& o = ops[i];
+    o.is_scalar = 0;
     const auto dt = it.dtype(i);
     if (i > 0 && it.is_cpu_scalar(i)) {
       o.is_scalar = 1;

@@ -23,6 +23,9 @@ pub const OK: i32 = 0;
 pub const ERROR: i32 = 1;
 pub const SLOW: i32 = 2;
 
+/// Most parameters an elementwise op takes on the native path.
+const MAX_PARAMS: usize = 4;
+
 /// A tensor as the glue passes it: `sizes` and `strides` (in elements)
 /// point at `ndim` values each; `dtype` is a [`DType`] code.
 #[repr(C)]
@@ -116,18 +119,6 @@ unsafe fn param(p: &FooParam) -> Result<Param, KernelError> {
     })
 }
 
-/// # Safety
-/// `ps` points at `n` valid [`FooParam`]s (or `n` is 0).
-unsafe fn params(ps: *const FooParam, n: usize) -> Result<Vec<Param>, KernelError> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    std::slice::from_raw_parts(ps, n)
-        .iter()
-        .map(|p| param(p))
-        .collect()
-}
-
 fn number(p: Param) -> Result<Scalar, KernelError> {
     match p {
         Param::Number(s) => Ok(s),
@@ -199,24 +190,31 @@ pub unsafe extern "C" fn foo_rs_ew(
         let ct = DType::from_code(ct).ok_or_else(|| invalid("foo: unknown compute dtype"))?;
         let ops = std::slice::from_raw_parts(ops, n);
         let out = strided_of(&ops[0].view)?;
-        // Tensor inputs are kept alive here; operands borrow them.
-        let mut views: Vec<Option<Strided>> = Vec::with_capacity(n - 1);
-        let mut nums: Vec<Scalar> = Vec::with_capacity(n - 1);
-        for op in &ops[1..] {
+        // Tensor inputs are kept alive here; operands borrow them. Fixed
+        // arrays, not vectors: no allocation per call for the bookkeeping.
+        let mut views: [Option<Strided>; 3] = [None, None, None];
+        let mut nums = [Scalar::Int(0); 3];
+        for (k, op) in ops[1..].iter().enumerate() {
             if op.is_scalar != 0 {
-                views.push(None);
-                nums.push(number(param(&op.scalar)?)?);
+                nums[k] = number(param(&op.scalar)?)?;
             } else {
-                views.push(Some(strided_of(&op.view)?));
-                nums.push(Scalar::Int(0));
+                views[k] = Some(strided_of(&op.view)?);
             }
         }
         let operand = |i: usize| match &views[i] {
             Some(t) => Operand::Tensor(t),
             None => Operand::Scalar(nums[i]),
         };
-        let items = params(ps, np)?;
-        let p = Params::new(name, &items);
+        if np > MAX_PARAMS {
+            return Err(invalid("foo: too many op parameters"));
+        }
+        let mut items: [Param; MAX_PARAMS] = std::array::from_fn(|_| Param::None);
+        if np > 0 {
+            for (slot, p) in items.iter_mut().zip(std::slice::from_raw_parts(ps, np)) {
+                *slot = param(p)?;
+            }
+        }
+        let p = Params::new(name, &items[..np]);
         match n - 1 {
             1 if name == "identity" => ew::identity(&out, operand(0)),
             1 => ew::unary(&spec::unary(name, &p)?, &out, operand(0), ct),

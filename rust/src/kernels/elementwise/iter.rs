@@ -156,10 +156,11 @@ impl Default for OpPlan {
     }
 }
 
-struct Plan<'k> {
+struct Plan<'k, 'p> {
     /// Innermost dimension first; at least one dimension.
     sizes: Dims<usize>,
-    ops: [OpPlan; MAX_OPERANDS],
+    /// The `nops` operands (borrowed: a plan is built on every call).
+    ops: &'p [OpPlan],
     nops: usize,
     nout: usize,
     via: DType,
@@ -168,7 +169,7 @@ struct Plan<'k> {
 
 // SAFETY: the plan holds raw pointers into tensors the caller keeps alive for
 // the call; tasks write disjoint output elements.
-unsafe impl Sync for Plan<'_> {}
+unsafe impl Sync for Plan<'_, '_> {}
 
 fn shape_str(s: &[usize]) -> String {
     format!("{s:?}")
@@ -534,7 +535,7 @@ pub(crate) fn run_via(
     }
     let plan = Plan {
         sizes,
-        ops,
+        ops: &ops[..nops],
         nops,
         nout,
         via: via_dt,
@@ -543,8 +544,12 @@ pub(crate) fn run_via(
     plan.execute(numel)
 }
 
+/// Scalar inputs [`run_flat`] takes: each is expanded into a stack block.
+const FLAT_SCALARS: usize = 2;
+
 /// The common case without planning: every operand is a contiguous tensor
-/// of the output's shape, already in its kernel dtype. `None` if not.
+/// of the output's shape, already in its kernel dtype, or (for at most
+/// `BLOCK` elements) a scalar. `None` if not.
 fn run_flat(
     outs: &[(&Strided, DType)],
     ins: &[(Operand, DType)],
@@ -558,14 +563,29 @@ fn run_flat(
     {
         return None;
     }
+    let n: usize = shape.iter().product();
     let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
+    let mut is_tensor = [false; MAX_OPERANDS];
+    let mut blocks = std::mem::MaybeUninit::<[[u64; BLOCK]; FLAT_SCALARS]>::uninit();
+    let mut nscalars = 0;
     for (k, (i, kd)) in ins.iter().enumerate() {
         match i {
-            Operand::Tensor(t) if plain(t, *kd) => iptr[k] = t.ptr,
+            Operand::Tensor(t) if plain(t, *kd) => {
+                iptr[k] = t.ptr;
+                is_tensor[k] = true;
+            }
+            Operand::Scalar(v) if n <= BLOCK && nscalars < FLAT_SCALARS => {
+                // SAFETY: block `nscalars` holds BLOCK elements of up to 8 bytes.
+                let buf =
+                    unsafe { (blocks.as_mut_ptr() as *mut [u64; BLOCK]).add(nscalars) } as *mut u8;
+                // SAFETY: `n <= BLOCK` elements of `kd` fit the block.
+                unsafe { fill_const(buf, cast::scalar_bits(*v, *kd), kd.size(), n) };
+                iptr[k] = buf;
+                nscalars += 1;
+            }
             _ => return None,
         }
     }
-    let n: usize = shape.iter().product();
     if n == 0 {
         return Some(Ok(()));
     }
@@ -573,6 +593,9 @@ fn run_flat(
     for (o, _) in outs {
         let (olo, ohi) = (o.ptr as usize, o.ptr as usize + n * o.dtype.size());
         for (k, (_, kd)) in ins.iter().enumerate() {
+            if !is_tensor[k] {
+                continue;
+            }
             let (lo, hi) = (iptr[k] as usize, iptr[k] as usize + n * kd.size());
             if lo < ohi && olo < hi && (lo != olo || kd.size() != o.dtype.size()) {
                 return Some(Err(KernelError::InvalidArgument(PARTIAL_OVERLAP.into())));
@@ -584,8 +607,13 @@ fn run_flat(
         optr[k] = o.ptr;
     }
     let (nout, nin) = (outs.len(), ins.len());
-    let threads = parallel::num_threads();
-    if n <= GRAIN_SIZE || threads <= 1 {
+    // Tiny work runs inline, without asking the pool anything.
+    let threads = if n <= GRAIN_SIZE {
+        1
+    } else {
+        parallel::num_threads()
+    };
+    if threads <= 1 {
         return Some(kernel(n, &optr[..nout], &iptr[..nin]));
     }
     let osz: [usize; MAX_OPERANDS] = std::array::from_fn(|k| outs.get(k).map_or(0, |o| o.1.size()));
@@ -712,10 +740,14 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
     sizes
 }
 
-impl Plan<'_> {
+impl Plan<'_, '_> {
     fn execute(&self, numel: usize) -> Result<(), KernelError> {
-        let threads = parallel::num_threads();
-        if numel <= GRAIN_SIZE || threads <= 1 {
+        let threads = if numel <= GRAIN_SIZE {
+            1
+        } else {
+            parallel::num_threads()
+        };
+        if threads <= 1 {
             // SAFETY: the range covers valid elements of every operand.
             return unsafe { self.range(0, numel) };
         }
@@ -988,14 +1020,14 @@ fn round_through(p: *mut f32, n: usize, dt: DType) {
     }
 }
 
+/// Writes `n` copies of the `es`-byte value `bits` at `dst` (one loop per
+/// width, so the compiler vectorizes it; a memset for zero).
 unsafe fn fill_const(dst: *mut u8, bits: u64, es: usize, n: usize) {
-    for i in 0..n {
-        match es {
-            1 => dst.add(i).write(bits as u8),
-            2 => (dst as *mut u16).add(i).write(bits as u16),
-            4 => (dst as *mut u32).add(i).write(bits as u32),
-            _ => (dst as *mut u64).add(i).write(bits),
-        }
+    match es {
+        1 => std::slice::from_raw_parts_mut(dst, n).fill(bits as u8),
+        2 => std::slice::from_raw_parts_mut(dst as *mut u16, n).fill(bits as u16),
+        4 => std::slice::from_raw_parts_mut(dst as *mut u32, n).fill(bits as u32),
+        _ => std::slice::from_raw_parts_mut(dst as *mut u64, n).fill(bits),
     }
 }
 
