@@ -161,6 +161,31 @@ def test_inference_runs_generated_cpp_on_foo_buffers():
     assert "= empty_strided_cpu(" not in code
 
 
+def test_attention_stays_one_fused_call():
+    """SDPA under Inductor is foo's fused attention kernel, forward and backward, as an extern call
+    (as CPU's flash kernel is on CPU): not a traced bmm/softmax composite. The backend choice runs
+    in C++ on the fake tensors Dynamo traces with."""
+    from torch._inductor.utils import run_and_get_code
+
+    def attend(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    fq, fk, fv = (t.to("foo").requires_grad_() for t in (q, k, v))
+    compiled = torch.compile(attend, fullgraph=True)
+    out, codes = run_and_get_code(lambda: compiled(fq, fk, fv).sum().backward())
+    code = "\n".join(codes)
+    assert "_scaled_dot_product_fused_attention_overrideable.default" in code
+    assert "_scaled_dot_product_fused_attention_overrideable_backward.default" in code
+    assert "bmm" not in code
+    cq, ck, cv = (t.clone().requires_grad_() for t in (q, k, v))
+    attend(cq, ck, cv).sum().backward()
+    for got, want in ((fq, cq), (fk, ck), (fv, cv)):
+        torch.testing.assert_close(got.grad.cpu(), want.grad, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(compiled(fq, fk, fv).detach().cpu(), attend(q, k, v), rtol=RTOL, atol=ATOL)
+
+
 def test_dynamic_shapes_compile_once():
     counter = torch._dynamo.testing.CompileCounterWithBackend("foo")
     torch.manual_seed(0)

@@ -79,7 +79,7 @@ def broadcastable(draw, shape):
     return tuple(1 if draw(st.booleans()) else n for n in shape[drop:])
 
 
-def run_both(fn, *args):
+def run_both(fn, *args, tol=None):
     foo_args = [a.to("foo") if isinstance(a, torch.Tensor) else a for a in args]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -93,7 +93,7 @@ def run_both(fn, *args):
     assert got.device.type == "foo"
     assert got.dtype == expected.dtype
     assert got.shape == expected.shape
-    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True, **(tol or {}))
     for a, fa in zip(args, foo_args):
         if isinstance(a, torch.Tensor):
             torch.testing.assert_close(fa.cpu(), a, equal_nan=True)
@@ -133,7 +133,12 @@ def test_inplace_matches_cpu(data, op):
         "clamp_min_": lambda x, y: x.clamp_min_(y),
         "lerp_": lambda x, y: x.lerp_(y, 0.25),
     }
-    run_both(fns[op], a, b)
+    # float16 `x - alpha * y`: CPU's scalar loop (tensors shorter than a vector, and tails) rounds
+    # alpha * y to float16 before the subtraction, its vector loop does not (one fused rounding),
+    # so CPU's own results differ by up to 2 ulps with the length (sub(a[:2], b[:2], alpha=3) vs
+    # the same elements of a 64-element sub). foo rounds once everywhere; allow CPU's 2 ulps.
+    tol = {"rtol": 2 * 2**-10, "atol": 1e-5} if op == "sub_" and a.dtype == torch.float16 else None
+    run_both(fns[op], a, b, tol=tol)
 
 
 @SETTINGS
