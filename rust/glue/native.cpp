@@ -596,18 +596,27 @@ FOO_CMP(Ge, ge)
 #undef FOO_CMP
 
 // Ops with parameters.
-struct AddBase : Plain {
-  static constexpr Gate gate = Gate::Numeric;
-  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& alpha) {
-    return param_of(alpha, &p[0]) ? 1 : -1;
+
+// Ops whose one parameter is their last schema argument, a Scalar (add's alpha, lerp's weight,
+// addcmul's value, clamp_min's bound ...), after one to three tensors: the rule, once.
+template <Gate G>
+struct ScalarLast : Plain {
+  static constexpr Gate gate = G;
+  static int params(FooParam* p, const at::Tensor&, const c10::Scalar& s) { return one(p, s); }
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& s) { return one(p, s); }
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::Scalar& s) {
+    return one(p, s);
   }
+
+ private:
+  static int one(FooParam* p, const c10::Scalar& s) { return param_of(s, &p[0]) ? 1 : -1; }
 };
-struct Add : AddBase {
+struct Add : ScalarLast<Gate::Numeric> {
   using Meta = at::meta::structured_add_Tensor;
   static constexpr const char* rust = "add";
   FOO_NAMES("add.Tensor", "add_.Tensor", "add.out")
 };
-struct Sub : AddBase {
+struct Sub : ScalarLast<Gate::Numeric> {
   using Meta = at::meta::structured_sub_Tensor;
   static constexpr const char* rust = "sub";
   FOO_NAMES("sub.Tensor", "sub_.Tensor", "sub.out")
@@ -634,14 +643,10 @@ struct DivMode : Plain {
 
 // lerp (a Scalar weight or a tensor one), addcmul and addcdiv (a Scalar value): what the foreach
 // paths of torch.optim's Adam/AdamW call per parameter.
-struct LerpS : Plain {
+struct LerpS : ScalarLast<Gate::Float> {
   using Meta = at::meta::structured_lerp_Scalar;
   static constexpr const char* rust = "lerp";
-  static constexpr Gate gate = Gate::Float;
   FOO_NAMES("lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out")
-  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& weight) {
-    return param_of(weight, &p[0]) ? 1 : -1;
-  }
 };
 struct LerpT : Plain {
   using Meta = at::meta::structured_lerp_Tensor;
@@ -649,18 +654,12 @@ struct LerpT : Plain {
   static constexpr Gate gate = Gate::Float;
   FOO_NAMES("lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out")
 };
-struct AddcBase : Plain {
-  static constexpr Gate gate = Gate::Numeric;
-  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::Scalar& value) {
-    return param_of(value, &p[0]) ? 1 : -1;
-  }
-};
-struct Addcmul : AddcBase {
+struct Addcmul : ScalarLast<Gate::Numeric> {
   using Meta = at::meta::structured_addcmul;
   static constexpr const char* rust = "addcmul";
   FOO_NAMES("addcmul", "addcmul_", "addcmul.out")
 };
-struct Addcdiv : AddcBase {
+struct Addcdiv : ScalarLast<Gate::Numeric> {
   using Meta = at::meta::structured_addcdiv;
   static constexpr const char* rust = "addcdiv";
   FOO_NAMES("addcdiv", "addcdiv_", "addcdiv.out")
@@ -668,14 +667,10 @@ struct Addcdiv : AddcBase {
 
 // Unary ops whose one parameter is a Scalar.
 #define FOO_EW_SCALAR(Name, MetaT, rust_name, gate_v, f, i, o)                     \
-  struct Name : Plain {                                                            \
+  struct Name : ScalarLast<gate_v> {                                               \
     using Meta = at::meta::MetaT;                                                  \
     static constexpr const char* rust = rust_name;                                 \
-    static constexpr Gate gate = gate_v;                                           \
     FOO_NAMES(f, i, o)                                                             \
-    static int params(FooParam* p, const at::Tensor&, const c10::Scalar& s) {      \
-      return param_of(s, &p[0]) ? 1 : -1;                                          \
-    }                                                                              \
   };
 FOO_EW_SCALAR(PowTS, structured_pow_Tensor_Scalar, "pow_scalar", Gate::Float, "pow.Tensor_Scalar",
               "pow_.Scalar", "pow.Tensor_Scalar_out")
