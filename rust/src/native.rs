@@ -12,6 +12,7 @@
 //! the op's Python kernel (which knows CPU's exact error for it).
 
 use crate::dtype::DType;
+use crate::kernels::attention::{Dropout, Sdpa};
 use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
@@ -646,16 +647,16 @@ pub unsafe extern "C" fn foo_rs_sdpa_forward(
             strided_of(v)?,
             opt_strided(bias)?,
         );
-        let a = entry::SdpaArgs {
+        let a = Sdpa {
             q: &q,
             k: &k,
             v: &v,
             bias: b.as_ref(),
             causal: causal != 0,
             scale,
-            dropout_p,
+            dropout: Some(Dropout::with_p(dropout_p)),
         };
-        let (seed, offset) = entry::sdpa_forward(&a, &o, &l, dim_of(device)?)?;
+        let (seed, offset) = entry::sdpa_forward(a, &o, &l, dim_of(device)?)?;
         let philox = std::slice::from_raw_parts_mut(philox, 2);
         philox[0] = seed;
         philox[1] = offset;
@@ -704,14 +705,18 @@ pub unsafe extern "C" fn foo_rs_sdpa_backward(
             strided_of(v)?,
             opt_strided(bias)?,
         );
-        let a = entry::SdpaArgs {
+        let a = Sdpa {
             q: &q,
             k: &k,
             v: &v,
             bias: b.as_ref(),
             causal: causal != 0,
             scale,
-            dropout_p,
+            dropout: Some(Dropout {
+                p: dropout_p,
+                seed,
+                offset,
+            }),
         };
         let grads = crate::kernels::attention::Grads {
             q: gq.as_ref(),
@@ -719,7 +724,7 @@ pub unsafe extern "C" fn foo_rs_sdpa_backward(
             v: gv.as_ref(),
             bias: gb.as_ref(),
         };
-        entry::sdpa_backward(&a, &go, &o, &l, &grads, &w, seed, offset)
+        entry::sdpa_backward(&a, &go, &o, &l, &grads, &w)
     })
 }
 

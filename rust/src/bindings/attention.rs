@@ -4,7 +4,8 @@
 use super::kernel_err as py_err;
 use super::{device_index, strided, TensorDesc};
 use crate::kernels::attention::{self as attn, Grads};
-use crate::kernels::entry::{self, SdpaArgs};
+use crate::kernels::attention::{Dropout, Sdpa};
+use crate::kernels::entry;
 use crate::kernels::Strided;
 use pyo3::prelude::*;
 
@@ -40,16 +41,16 @@ fn sdpa_forward(
         opt(bias)?,
     );
     let device = device_index(device)?;
-    let a = SdpaArgs {
+    let a = Sdpa {
         q: &q,
         k: &k,
         v: &v,
         bias: b.as_ref(),
         causal,
         scale,
-        dropout_p,
+        dropout: Some(Dropout::with_p(dropout_p)),
     };
-    py.detach(|| entry::sdpa_forward(&a, &o, &l, device))
+    py.detach(|| entry::sdpa_forward(a, &o, &l, device))
         .map_err(py_err)
 }
 
@@ -86,14 +87,18 @@ fn sdpa_backward(
         opt(bias)?,
     );
     let (o, l, w) = (strided(out)?, strided(lse)?, strided(work)?);
-    let a = SdpaArgs {
+    let a = Sdpa {
         q: &q,
         k: &k,
         v: &v,
         bias: b.as_ref(),
         causal,
         scale,
-        dropout_p,
+        dropout: Some(Dropout {
+            p: dropout_p,
+            seed,
+            offset,
+        }),
     };
     let grads = Grads {
         q: gq.as_ref(),
@@ -101,7 +106,7 @@ fn sdpa_backward(
         v: gv.as_ref(),
         bias: gb.as_ref(),
     };
-    py.detach(|| entry::sdpa_backward(&a, &go, &o, &l, &grads, &w, seed, offset))
+    py.detach(|| entry::sdpa_backward(&a, &go, &o, &l, &grads, &w))
         .map_err(py_err)
 }
 

@@ -65,6 +65,18 @@ pub struct Dropout {
     pub offset: u64,
 }
 
+impl Dropout {
+    /// Dropout with probability `p` whose Philox stream is not drawn yet
+    /// (the forward entry reserves it: [`super::entry::sdpa_forward`]).
+    pub fn with_p(p: f64) -> Dropout {
+        Dropout {
+            p,
+            seed: 0,
+            offset: 0,
+        }
+    }
+}
+
 /// The inputs and options of one attention call.
 pub struct Sdpa<'a> {
     pub q: &'a Strided,

@@ -3,7 +3,7 @@
 //! needs (a scratch output when `out` aliases an input or must be
 //! contiguous), so those rules live here once.
 
-use super::attention::{self as attn, Dropout, Grads, Sdpa};
+use super::attention::{self as attn, Grads, Sdpa};
 use super::dropout as drop;
 use super::index::{self as ix, IndexArg, IndexError};
 use super::linalg::{self, Coef};
@@ -188,68 +188,39 @@ pub fn dropout(
     Ok(blocks)
 }
 
-/// The operands and options of one attention call (4-d views, as
-/// [`attn::forward`] takes them).
-pub struct SdpaArgs<'a> {
-    pub q: &'a Strided,
-    pub k: &'a Strided,
-    pub v: &'a Strided,
-    pub bias: Option<&'a Strided>,
-    pub causal: bool,
-    pub scale: f64,
-    pub dropout_p: f64,
-}
-
-impl SdpaArgs<'_> {
-    fn kernel(&self, seed: u64, offset: u64) -> Sdpa<'_> {
-        Sdpa {
-            q: self.q,
-            k: self.k,
-            v: self.v,
-            bias: self.bias,
-            causal: self.causal,
-            scale: self.scale,
-            dropout: Some(Dropout {
-                p: self.dropout_p,
-                seed,
-                offset,
-            }),
-        }
-    }
-}
-
-/// Attention forward into `out` and `lse`. With dropout it reserves the
-/// Philox blocks of the `[B, Hq, L, S]` weights on device `device`'s default
-/// generator and returns the (seed, offset) the backward needs; (0, 0) without.
+/// Attention forward into `out` and `lse`. With dropout (`a.dropout`'s `p`
+/// above 0; its seed and offset are ignored) it reserves the Philox blocks of
+/// the `[B, Hq, L, S]` weights on device `device`'s default generator and
+/// returns the (seed, offset) the backward needs; (0, 0) without.
 pub fn sdpa_forward(
-    a: &SdpaArgs,
+    mut a: Sdpa,
     out: &Strided,
     lse: &Strided,
     device: usize,
 ) -> Result<(u64, u64), KernelError> {
-    let (seed, offset) = if a.dropout_p > 0.0 && a.q.ndim() == 4 && a.k.ndim() == 4 {
-        let blocks = attn::blocks_needed(a.q.sizes[0], a.q.sizes[1], a.q.sizes[2], a.k.sizes[2]);
-        crate::rng::reserve_default(device, blocks)
-    } else {
-        (0, 0)
-    };
-    attn::forward(&a.kernel(seed, offset), out, lse)?;
-    Ok((seed, offset))
+    let mut drawn = (0, 0);
+    if let Some(d) = a.dropout.as_mut() {
+        if d.p > 0.0 && a.q.ndim() == 4 && a.k.ndim() == 4 {
+            let blocks =
+                attn::blocks_needed(a.q.sizes[0], a.q.sizes[1], a.q.sizes[2], a.k.sizes[2]);
+            drawn = crate::rng::reserve_default(device, blocks);
+        }
+        (d.seed, d.offset) = drawn;
+    }
+    attn::forward(&a, out, lse)?;
+    Ok(drawn)
 }
 
 /// Attention backward: the gradients `grads` asks for, from the forward's
-/// `out`, `lse` and dropout `(seed, offset)`; `work` is a zeroed scratch of
-/// [`attn::backward_work`] elements.
-#[allow(clippy::too_many_arguments)]
+/// `out`, `lse` and `a.dropout` with the forward's (seed, offset); `work` is
+/// a zeroed scratch of [`attn::backward_work`] elements.
 pub fn sdpa_backward(
-    a: &SdpaArgs,
+    a: &Sdpa,
     grad_out: &Strided,
     out: &Strided,
     lse: &Strided,
     grads: &Grads,
     work: &Strided,
-    seed: u64,
-    offset: u64,
 ) -> Result<(), KernelError> {
-    attn::backward(&a.kernel(seed, offset), grad_out, out, lse, grads, work)
+    attn::backward(a, grad_out, out, lse, grads, work)
 }
