@@ -17,7 +17,7 @@ use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
 use crate::kernels::reduce::ReduceOp;
-use crate::kernels::{entry, ErrorKind, KernelError, Strided};
+use crate::kernels::{entry, ErrorKind, KernelError, Sizes, Strided, Strides};
 use std::ffi::{c_char, c_void, CStr};
 
 pub const OK: i32 = 0;
@@ -81,8 +81,9 @@ unsafe fn strided_of(v: *const FooView) -> Result<Strided, KernelError> {
     let dtype = DType::from_code(v.dtype)
         .ok_or_else(|| invalid(format!("foo: unknown dtype code {}", v.dtype)))?;
     let nd = usize::try_from(v.ndim).map_err(|_| invalid("foo: negative rank"))?;
+    // Inline arrays for up to INLINE_DIMS dimensions: no heap allocation on the per-call path.
     let (sizes, strides) = if nd == 0 {
-        (Vec::new(), Vec::new())
+        (Sizes::new(), Strides::new())
     } else {
         let (s, st) = (
             std::slice::from_raw_parts(v.sizes, nd),
@@ -91,7 +92,7 @@ unsafe fn strided_of(v: *const FooView) -> Result<Strided, KernelError> {
         let sizes = s
             .iter()
             .map(|&x| usize::try_from(x).map_err(|_| invalid("foo: negative size")))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Sizes, _>>()?;
         (sizes, st.iter().map(|&x| x as isize).collect())
     };
     Ok(Strided::new(v.ptr as *mut u8, dtype, sizes, strides))

@@ -32,7 +32,7 @@ fn mat(
     dense: bool,
 ) -> PyResult<(*mut u8, usize)> {
     // The shape first: the strides are only read for a 2-d view.
-    let ok_shape = d.sizes == [rows, cols] && d.strides.len() == 2;
+    let ok_shape = d.sizes[..] == [rows, cols] && d.strides.len() == 2;
     let cs_ok = ok_shape && (cols <= 1 || d.strides[1] == 1);
     let rs = if rows <= 1 || !ok_shape {
         cols

@@ -206,7 +206,7 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
         bk: tiles().1,
     };
     if let Some(bias) = a.bias {
-        if bias.sizes != [g.b, g.hq, g.l, g.s] {
+        if bias.sizes[..] != [g.b, g.hq, g.l, g.s] {
             return Err(bad(format!(
                 "attn_mask of shape {:?} does not match [{}, {}, {}, {}]",
                 bias.sizes, g.b, g.hq, g.l, g.s
@@ -231,7 +231,7 @@ fn check_inputs(a: &Sdpa) -> Result<Geo, KernelError> {
 }
 
 fn check_out(name: &str, t: &Strided, sizes: &[usize], dtype: DType) -> Result<(), KernelError> {
-    if t.sizes != sizes || t.dtype != dtype {
+    if t.sizes[..] != *sizes || t.dtype != dtype {
         return Err(bad(format!(
             "{name} must be {} of shape {sizes:?}, got {} of shape {:?}",
             dtype.name(),
@@ -763,7 +763,7 @@ pub fn backward(
         check_out("grad_value", t, &a.v.sizes, a.q.dtype)?;
     }
     if let Some(t) = grads.bias {
-        if t.sizes != [g.b, g.hq, g.l, g.s] || !t.dtype.is_floating() {
+        if t.sizes[..] != [g.b, g.hq, g.l, g.s] || !t.dtype.is_floating() {
             return Err(bad(format!(
                 "grad_attn_bias must be floating point of shape [{}, {}, {}, {}]",
                 g.b, g.hq, g.l, g.s

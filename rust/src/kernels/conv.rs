@@ -313,7 +313,7 @@ fn err(msg: String) -> KernelError {
 }
 
 fn check(t: &Strided, name: &str, sizes: &[usize], dtype: DType) -> Result<(), KernelError> {
-    if t.sizes != sizes {
+    if t.sizes[..] != *sizes {
         return Err(KernelError::ShapeMismatch(format!(
             "foo: conv2d expected {name} of size {sizes:?}, got {:?}",
             t.sizes

@@ -9,7 +9,7 @@
 //! duplicate indices accumulate in a fixed order.
 
 use super::copy::{self, Scalar};
-use super::{KernelError, Strided};
+use super::{KernelError, Strided, Strides};
 use crate::dispatch_dtype;
 use crate::dtype::DType;
 use half::{bf16, f16};
@@ -45,9 +45,9 @@ impl From<KernelError> for IndexError {
 /// Calls `f(offsets)` for each linear index in `start..start+len` of a
 /// row-major walk over `sizes`, with `offsets[k]` the element offset of that
 /// multi-index under `strides[k]`.
-pub fn walk(
+pub fn walk<S: std::ops::Deref<Target = [isize]>>(
     sizes: &[usize],
-    strides: &[Vec<isize>],
+    strides: &[S],
     start: usize,
     len: usize,
     mut f: impl FnMut(&[isize]),
@@ -118,14 +118,14 @@ unsafe fn read_index(p: *const u8, dtype: DType, off: isize) -> i64 {
 }
 
 fn check_shapes(shape: &[usize], data: &Strided, args: &[IndexArg]) -> Result<(), KernelError> {
-    if data.sizes != shape || data.strides.len() != shape.len() {
+    if data.sizes[..] != *shape || data.strides.len() != shape.len() {
         return Err(KernelError::ShapeMismatch(format!(
             "foo index: data view {:?} does not match plan shape {:?}",
             data.sizes, shape
         )));
     }
     for a in args {
-        if a.idx.sizes != shape || a.idx.strides.len() != shape.len() {
+        if a.idx.sizes[..] != *shape || a.idx.strides.len() != shape.len() {
             return Err(KernelError::ShapeMismatch(format!(
                 "foo index: index view {:?} does not match plan shape {:?}",
                 a.idx.sizes, shape
@@ -176,7 +176,7 @@ pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(
     Ok(())
 }
 
-fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> Vec<Vec<isize>> {
+fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> Vec<Strides> {
     let mut v = vec![data.strides.clone()];
     if let Some(e) = extra {
         v.push(e.strides.clone());
@@ -258,7 +258,7 @@ unsafe fn gather_range<T: Copy>(
     out: &Strided,
     data: &Strided,
     args: &[IndexArg],
-    strides: &[Vec<isize>],
+    strides: &[Strides],
     start: usize,
     len: usize,
 ) {
@@ -343,7 +343,7 @@ impl RowPlan {
         out: &Strided,
         data: &Strided,
         args: &[IndexArg],
-        strides: &[Vec<isize>],
+        strides: &[Strides],
     ) -> Option<RowPlan> {
         let nd = out.sizes.len();
         let unindexed = |d: usize| {
@@ -623,7 +623,7 @@ unsafe fn scatter_typed<T: Arith>(
         Some(s) => all_strides(dst, Some(s), args),
         None => {
             let mut v = all_strides(dst, None, args);
-            v.insert(1, vec![0; shape.len()]);
+            v.insert(1, Strides::from_elem(0, shape.len()));
             v
         }
     };

@@ -139,7 +139,7 @@ fn check_3d(
         )));
     }
     let n = b.sizes[2];
-    if out.sizes != [bn, m, n] {
+    if out.sizes[..] != [bn, m, n] {
         return Err(shape_err(format!(
             "foo: output of shape {:?} for a product of shape [{bn}, {m}, {n}]",
             out.sizes

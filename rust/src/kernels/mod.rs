@@ -19,13 +19,23 @@ pub mod parallel;
 pub mod pool;
 pub mod random;
 pub mod reduce;
+pub mod sort;
 // The recurrences' entry points are crate-private and called from the PyO3 binding: without
 // the "python" feature (cargo test, cargo bench) they are unused.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub mod rnn;
 
 use crate::dtype::DType;
+use smallvec::SmallVec;
 use std::fmt;
+
+/// Dimensions a view keeps inline, without a heap allocation (more spill to
+/// the heap): building a view is per-call work on every op's path.
+pub const INLINE_DIMS: usize = 6;
+/// Sizes of a view.
+pub type Sizes = SmallVec<[usize; INLINE_DIMS]>;
+/// Strides of a view, in elements.
+pub type Strides = SmallVec<[isize; INLINE_DIMS]>;
 
 /// Number of elements below which a kernel stays on the calling thread
 /// (ATen's `GRAIN_SIZE`).
@@ -40,8 +50,8 @@ pub const GRAIN_SIZE: usize = 32768;
 pub struct Strided {
     pub ptr: *mut u8,
     pub dtype: DType,
-    pub sizes: Vec<usize>,
-    pub strides: Vec<isize>,
+    pub sizes: Sizes,
+    pub strides: Strides,
 }
 
 // SAFETY: a `Strided` is a description of memory; kernels that read or write
@@ -50,12 +60,17 @@ unsafe impl Send for Strided {}
 unsafe impl Sync for Strided {}
 
 impl Strided {
-    pub fn new(ptr: *mut u8, dtype: DType, sizes: Vec<usize>, strides: Vec<isize>) -> Strided {
+    pub fn new(
+        ptr: *mut u8,
+        dtype: DType,
+        sizes: impl Into<Sizes>,
+        strides: impl Into<Strides>,
+    ) -> Strided {
         Strided {
             ptr,
             dtype,
-            sizes,
-            strides,
+            sizes: sizes.into(),
+            strides: strides.into(),
         }
     }
 
@@ -64,8 +79,8 @@ impl Strided {
         Strided {
             ptr,
             dtype,
-            sizes: sizes.to_vec(),
-            strides: contiguous_strides(sizes),
+            sizes: Sizes::from_slice(sizes),
+            strides: contiguous_strides(sizes).into(),
         }
     }
 

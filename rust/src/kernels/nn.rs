@@ -18,7 +18,7 @@
 use super::copy::{self, Scalar};
 use super::parallel;
 use super::reduce::{crate_simd_level, par_min, AccF, FloatElem, Walker3};
-use super::{KernelError, Strided, GRAIN_SIZE};
+use super::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
 
@@ -176,12 +176,17 @@ fn run_softmax(
         return Ok(());
     }
     let (dim, shape) = if out.ndim() == 0 {
-        (0, vec![1])
+        (0, Sizes::from_slice(&[1]))
     } else {
         (dim, out.sizes.clone())
     };
     let g = geometry(
-        &Strided::new(out.ptr, out.dtype, shape.clone(), vec![0; shape.len()]),
+        &Strided::new(
+            out.ptr,
+            out.dtype,
+            shape.clone(),
+            Strides::from_elem(0, shape.len()),
+        ),
         dim,
     );
     let (o, a, b) = (P(out.ptr as usize), P(a.ptr as usize), P(b.ptr as usize));
@@ -1013,7 +1018,7 @@ fn mse_fwd<T: FloatElem>(
         rnd::<T>(d * d)
     };
     if reduction == REDUCTION_NONE {
-        if out.sizes != shape {
+        if out.sizes[..] != *shape {
             return Err(KernelError::ShapeMismatch(format!(
                 "foo: mse_loss output {:?} for shape {:?}",
                 out.sizes, shape

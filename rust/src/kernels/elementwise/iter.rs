@@ -22,7 +22,7 @@
 use super::cast::{self, Scalar};
 use crate::dtype::DType;
 use crate::kernels::parallel;
-use crate::kernels::{KernelError, Strided, GRAIN_SIZE};
+use crate::kernels::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE, INLINE_DIMS};
 
 /// An input of an elementwise op.
 #[derive(Clone, Copy, Debug)]
@@ -73,62 +73,9 @@ enum Mode {
     Staged,
 }
 
-/// Dimensions kept inline (no allocation) up to this rank.
-const INLINE_DIMS: usize = 10;
-
-/// A small vector of per-dimension values; spills to the heap only for
-/// tensors of more than `INLINE_DIMS` dimensions.
-#[derive(Clone, Debug)]
-enum Dims<T: Copy + Default> {
-    Inline(usize, [T; INLINE_DIMS]),
-    Heap(Vec<T>),
-}
-
-impl<T: Copy + Default> Dims<T> {
-    fn from_slice(s: &[T]) -> Dims<T> {
-        if s.len() <= INLINE_DIMS {
-            let mut a = [T::default(); INLINE_DIMS];
-            a[..s.len()].copy_from_slice(s);
-            Dims::Inline(s.len(), a)
-        } else {
-            Dims::Heap(s.to_vec())
-        }
-    }
-
-    fn filled(n: usize, v: T) -> Dims<T> {
-        if n <= INLINE_DIMS {
-            Dims::Inline(n, [v; INLINE_DIMS])
-        } else {
-            Dims::Heap(vec![v; n])
-        }
-    }
-
-    fn truncate(&mut self, n: usize) {
-        match self {
-            Dims::Inline(len, _) => *len = (*len).min(n),
-            Dims::Heap(v) => v.truncate(n),
-        }
-    }
-}
-
-impl<T: Copy + Default> std::ops::Deref for Dims<T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        match self {
-            Dims::Inline(n, a) => &a[..*n],
-            Dims::Heap(v) => v,
-        }
-    }
-}
-
-impl<T: Copy + Default> std::ops::DerefMut for Dims<T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            Dims::Inline(n, a) => &mut a[..*n],
-            Dims::Heap(v) => v,
-        }
-    }
-}
+/// Per-dimension values of a plan, inline up to the rank a view keeps
+/// inline (no allocation on the per-call path).
+type Dims<T> = smallvec::SmallVec<[T; INLINE_DIMS]>;
 
 #[derive(Clone, Debug)]
 struct OpPlan {
@@ -151,7 +98,7 @@ impl Default for OpPlan {
             mode: Mode::Const,
             konst: 0,
             round: false,
-            strides: Dims::filled(0, 0),
+            strides: Dims::from_elem(0, 0),
         }
     }
 }
@@ -268,7 +215,7 @@ fn broadcast_strides(t: &Strided, shape: &[usize]) -> Result<Dims<isize>, Kernel
             return Err(bad());
         }
     }
-    let mut st = Dims::filled(nd, 0isize);
+    let mut st = Dims::from_elem(0isize, nd);
     for i in 0..nd.min(t.sizes.len()) {
         let d = nd - 1 - i;
         let td = t.sizes.len() - 1 - i;
@@ -368,8 +315,8 @@ pub fn output_strides(shape: &[usize], inputs: &[(&[usize], &[isize])]) -> Vec<i
             let t = Strided {
                 ptr: std::ptr::null_mut(),
                 dtype: DType::U8,
-                sizes: shape.to_vec(),
-                strides: st.to_vec(),
+                sizes: Sizes::from_slice(shape),
+                strides: Strides::from_slice(st),
             };
             is_non_overlapping_and_dense(&t)
         };
@@ -382,8 +329,8 @@ pub fn output_strides(shape: &[usize], inputs: &[(&[usize], &[isize])]) -> Vec<i
         let t = Strided {
             ptr: std::ptr::null_mut(),
             dtype: DType::U8,
-            sizes: sizes.to_vec(),
-            strides: strides.to_vec(),
+            sizes: Sizes::from_slice(sizes),
+            strides: Strides::from_slice(strides),
         };
         match broadcast_strides(&t, shape) {
             Ok(st) => ops.push(OpPlan {
@@ -481,7 +428,7 @@ pub(crate) fn run_via(
                 mode: Mode::Const,
                 konst: cast::scalar_bits(*s, *kd),
                 round: false,
-                strides: Dims::filled(nd, 0),
+                strides: Dims::from_elem(0, nd),
             },
         };
     }
@@ -646,7 +593,7 @@ fn split(n: usize, threads: usize) -> (usize, usize) {
 fn permutation(shape: &[usize], ops: &[OpPlan]) -> Dims<usize> {
     let nd = shape.len();
     // perm[k] = original dim at position k, innermost first.
-    let mut perm = Dims::filled(nd, 0usize);
+    let mut perm = Dims::from_elem(0usize, nd);
     for (k, p) in perm.iter_mut().enumerate() {
         *p = nd - 1 - k;
     }
@@ -693,12 +640,12 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
     let nd = shape.len();
     if nd == 0 {
         for op in ops.iter_mut() {
-            op.strides = Dims::filled(1, 0);
+            op.strides = Dims::from_elem(0, 1);
         }
-        return Dims::filled(1, 1);
+        return Dims::from_elem(1, 1);
     }
     let perm = permutation(shape, ops);
-    let mut sizes = Dims::filled(nd, 0usize);
+    let mut sizes = Dims::from_elem(0usize, nd);
     for (k, &d) in perm.iter().enumerate() {
         sizes[k] = shape[d];
     }
@@ -804,7 +751,7 @@ impl Plan<'_, '_> {
     ) -> Result<(), KernelError> {
         let nd = self.sizes.len();
         let nops = self.nops;
-        let mut idx = Dims::filled(nd, 0usize);
+        let mut idx = Dims::from_elem(0usize, nd);
         let mut rem = s;
         for d in 0..nd {
             idx[d] = rem % self.sizes[d];
@@ -969,7 +916,7 @@ impl Plan<'_, '_> {
         mut f: impl FnMut(*mut u8, isize, usize, usize),
     ) {
         let nd = self.sizes.len();
-        let mut idx = Dims::filled(nd, 0usize);
+        let mut idx = Dims::from_elem(0usize, nd);
         let mut rem = start;
         for d in 0..nd {
             idx[d] = rem % self.sizes[d];
