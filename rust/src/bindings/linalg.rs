@@ -171,6 +171,31 @@ fn scan(py: Python<'_>, prod: bool, out: TensorDesc, inp: TensorDesc, dim: usize
     .map_err(|e| py_err(e, false))
 }
 
+/// The first `k` elements of every line of `inp` along `dim`, in order
+/// (`k` = the line's length: a stable sort), into `values` and their
+/// positions into `indices` (int64). Outputs that overlap `inp` are
+/// computed into scratch buffers first.
+#[pyfunction]
+fn sort(
+    py: Python<'_>,
+    values: TensorDesc,
+    indices: TensorDesc,
+    inp: TensorDesc,
+    dim: usize,
+    k: usize,
+    descending: bool,
+) -> PyResult<()> {
+    let (v, x, i) = (strided(values)?, strided(indices)?, strided(inp)?);
+    py.detach(|| {
+        with_out(&v, &[Some(&i)], false, false, |v| {
+            with_out(&x, &[Some(&i), Some(v)], false, false, |x| {
+                crate::kernels::sort::sort(v, x, &i, dim, k, descending)
+            })
+        })
+    })
+    .map_err(|e| py_err(e, false))
+}
+
 /// `out = (log_)softmax(inp, dim)`; `inp` contiguous.
 #[pyfunction]
 fn softmax(
@@ -322,6 +347,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dot, m)?)?;
     m.add_function(wrap_pyfunction!(reduce, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(softmax, m)?)?;
     m.add_function(wrap_pyfunction!(softmax_backward, m)?)?;
     m.add_function(wrap_pyfunction!(nll_loss_forward, m)?)?;
