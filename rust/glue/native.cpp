@@ -164,6 +164,7 @@ int32_t foo_rs_embedding_backward(const FooView* out, const FooView* grad, const
                                   uint8_t scale_grad_by_freq, FooStatus* st);
 int32_t foo_rs_dropout(const FooView* out, const FooView* mask, const FooView* x, double keep, double scale,
                        int64_t device, FooStatus* st);
+int32_t foo_rs_bernoulli(const FooView* dst, double p, int64_t device, FooStatus* st);
 int32_t foo_rs_dropout_backward(const FooView* out, const FooView* grad, const FooView* mask, double scale,
                                 FooStatus* st);
 int32_t foo_rs_max_pool2d(const FooView* out, const FooView* indices, const FooView* x, const int64_t* win,
@@ -1684,6 +1685,23 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return Slow<kDropoutBack, at::Tensor(const at::Tensor&, const at::Tensor&, double)>::call(grad, mask, scale);
 }
 
+constexpr char kBernoulli[] = "bernoulli_.float";
+
+// self.bernoulli_(p) from the device's default generator (what in-place
+// dropout calls; the same Philox stream as the Python kernel). An explicit
+// generator and p outside [0, 1] go to the Python kernel.
+at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  if (is_foo(self) && !gen.has_value() && p >= 0.0 && p <= 1.0 && named([&] {
+        FooView v;
+        if (!view_of(self, &v)) return false;
+        FooStatus st{};
+        return done(foo_rs_bernoulli(&v, p, self.device().index() < 0 ? 0 : self.device().index(), &st), st);
+      }))
+    return self;
+  return Slow<kBernoulli, at::Tensor&(at::Tensor&, double, std::optional<at::Generator>)>::call(self, p,
+                                                                                                 std::move(gen));
+}
+
 // ---- Scaled dot-product attention ---------------------------------------------
 //
 // ATen's scaled_dot_product_attention asks `_fused_sdp_choice_stub` (a
@@ -2246,7 +2264,7 @@ at::MemoryFormat bn_format(const at::Tensor& t) {
 
 // Per-channel vectors: absent, or C elements of the input's dtype on its device.
 bool bn_vectors_ok(const at::Tensor& input, std::initializer_list<const at::Tensor*> ts) {
-  if (!same_float(input.scalar_type(), ts)) return false;
+  if (!same_float(input.scalar_type(), {&input}) || !same_float(input.scalar_type(), ts)) return false;
   for (const at::Tensor* t : ts)
     if (t->defined() && (t->device() != input.device() || t->dim() != 1 || t->numel() != input.size(1))) return false;
   return true;
@@ -2258,7 +2276,7 @@ bool batch_norm_native(const at::Tensor& input, const at::Tensor& weight, const 
                        double eps, Tensor3* result) {
   if (!is_foo(input) || input.dim() < 2 || input.numel() == 0 ||
       running_mean.defined() != running_var.defined() || (!training && !running_mean.defined()) ||
-      !bn_vectors_ok(input, {&input, &weight, &bias, &running_mean, &running_var}))
+      !bn_vectors_ok(input, {&weight, &bias, &running_mean, &running_var}))
     return false;
   return named([&] {
     c10::DeviceGuard guard(input.device());
@@ -2345,7 +2363,8 @@ bool batch_norm_backward_native(const at::Tensor& grad_out, const at::Tensor& in
       grad_out.device() != input.device() || grad_out.scalar_type() != input.scalar_type() ||
       (train ? !(save_mean.defined() && save_invstd.defined())
              : !(running_mean.defined() && running_var.defined())) ||
-      !bn_vectors_ok(input, {&input, &weight, &running_mean, &running_var, &save_mean, &save_invstd}))
+      !bn_vectors_ok(input, {&weight}) ||
+      !(train ? bn_vectors_ok(input, {&save_mean, &save_invstd}) : bn_vectors_ok(input, {&running_mean, &running_var})))
     return false;
   return named([&] {
     c10::DeviceGuard guard(input.device());
@@ -2373,8 +2392,10 @@ bool batch_norm_backward_native(const at::Tensor& grad_out, const at::Tensor& in
           !view_or_null(save_invstd, &vsi, &psi))
         return false;
       FooStatus st{};
-      if (!done(foo_rs_batch_norm_backward(gi.defined() ? &vgi.v : nullptr, pgw, pgb, &vdy.v, &vx.v, pw, prm, prv,
-                                           train ? psm : nullptr, train ? psi : nullptr, train ? 1 : 0, eps, &st),
+      // Only the statistics the mode reads (evaluation's saved ones are empty).
+      if (!done(foo_rs_batch_norm_backward(gi.defined() ? &vgi.v : nullptr, pgw, pgb, &vdy.v, &vx.v, pw,
+                                           train ? nullptr : prm, train ? nullptr : prv, train ? psm : nullptr,
+                                           train ? psi : nullptr, train ? 1 : 0, eps, &st),
                 st))
         return false;
     }
@@ -2472,6 +2493,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kMaxPoolBack, max_pool2d_with_indices_backward)
     FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)
     FOO_REG(kDropout, native_dropout) FOO_REG(kDropoutBack, native_dropout_backward)
+    FOO_REG(kBernoulli, bernoulli_float_)
     FOO_REG3(LerpS, T, S) FOO_REG3(LerpT, T, T) FOO_REG3(Addcmul, T, T, S) FOO_REG3(Addcdiv, T, T, S)
     FOO_REG(kSdpChoice, sdp_choice) FOO_REG(kSdpa, sdpa_forward) FOO_REG(kSdpaBack, sdpa_backward)
     FOO_REG3(Hardswish) FOO_REG2(HardsigmoidBackward, T) FOO_REG2(HardswishBackward, T)

@@ -732,6 +732,22 @@ pub unsafe extern "C" fn foo_rs_dropout(
     })
 }
 
+/// `dst.bernoulli_(p)` ([`entry::bernoulli`]) from device `device`'s generator.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_bernoulli(
+    dst: *const FooView,
+    p: f64,
+    device: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::bernoulli(&strided_of(dst)?, p, dim_of(device)?).map(|_| ())
+    })
+}
+
 /// The backward of dropout, `out = grad * mask * scale` ([`drop::dropout_backward`]: contiguous
 /// operands of one shape, a bool mask).
 ///

@@ -258,6 +258,15 @@ pub fn dropout(
     Ok(blocks)
 }
 
+/// Fills `dst` (any dtype) with Bernoulli(`p`) draws from device `device`'s
+/// default generator; returns the Philox blocks used.
+pub fn bernoulli(dst: &Strided, p: f64, device: usize) -> Result<u64, KernelError> {
+    let blocks = drop::blocks_needed(dst.numel());
+    let (seed, offset) = crate::rng::reserve_default(device, blocks);
+    drop::bernoulli(dst, p, None, seed, offset)?;
+    Ok(blocks)
+}
+
 /// The operands and options of one attention call (4-d views, as
 /// [`attn::forward`] takes them).
 pub struct SdpaArgs<'a> {
