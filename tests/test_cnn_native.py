@@ -230,3 +230,21 @@ def test_cnn_training_step_runs_no_python(no_fallback):
     torch.testing.assert_close(floss.cpu(), step(x, y), rtol=1e-4, atol=1e-4)
     for (name, p), q in zip(fmodel.state_dict().items(), model.state_dict().values()):
         torch.testing.assert_close(p.cpu(), q, rtol=1e-4, atol=1e-4, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_inplace_dropout_draws_natively_from_the_generator(no_fallback):
+    """bernoulli_(p) (in-place dropout, mobilenet_v3's classifier) runs no Python
+    kernel and draws exactly what the Python kernel draws after the same seed."""
+    x = torch.empty(3, 50, device="foo")
+    torch.manual_seed(7)
+    torch.ops.foo_slow.bernoulli__float(x, 0.3)
+    python = x.cpu()
+    torch.manual_seed(7)
+    before = foo_rs.python_kernel_calls()
+    x.bernoulli_(0.3)
+    y = F.dropout(torch.ones(4, 40, device="foo"), 0.5, training=True, inplace=True)
+    ran = foo_rs.python_kernel_calls() - before
+    assert not ran, f"ran Python kernels: {dict(ran)}"
+    torch.testing.assert_close(x.cpu(), python)
+    assert set(python.unique().tolist()) == {0.0, 1.0}
+    assert set(y.cpu().unique().tolist()) == {0.0, 2.0}
