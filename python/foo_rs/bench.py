@@ -193,6 +193,15 @@ PER_OP = {
     "max_pool2d": lambda t: (lambda a=t(1, 2, 4, 4): lambda: torch.nn.functional.max_pool2d(a, 2))(),
     "sdpa": lambda t: (lambda q=t(1, 2, 4, 8): lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))(),
     "copy_": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a.copy_(b))(),
+    "conv2d": lambda t: (lambda x=t(1, 4, 8, 8), w=t(8, 4, 3, 3), b=t(8):
+                         lambda: torch.nn.functional.conv2d(x, w, b, padding=1))(),
+    "conv2d backward": lambda t: (lambda x=t(1, 4, 8, 8), w=t(8, 4, 3, 3), g=t(1, 8, 8, 8):
+                                  lambda: torch.ops.aten.convolution_backward(
+                                      g, x, w, [8], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                      [True, True, True]))(),
+    "batch_norm train": lambda t: (lambda x=t(2, 8, 4, 4), rm=t(8), rv=t(8).abs(), w=t(8), b=t(8):
+                                   lambda: torch.nn.functional.batch_norm(x, rm, rv, w, b, True))(),
+    "hardswish": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.hardswish(a))(),
     "zero_": lambda t: (lambda a=t(4, 8): lambda: a.zero_())(),
 }
 PER_OP_INNER = 200
@@ -507,19 +516,19 @@ def _conv(shape, backward: bool):
     return make
 
 
-def _vision_step(kind: str, size: int):
-    """A torchvision training step (random init, batch 8, size x size input,
-    cross-entropy, SGD with momentum)."""
+def _vision_step(kind: str, size: int, batch: int = 8, classes: int = 1000):
+    """A torchvision training step (random init, `batch` x 3 x size x size
+    input, cross-entropy, SGD with momentum)."""
 
     def make(device):
         import torchvision
 
         torch.manual_seed(0)
-        model = getattr(torchvision.models, kind)(num_classes=1000).to(device)
+        model = getattr(torchvision.models, kind)(num_classes=classes).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         g = torch.Generator().manual_seed(1)
-        x = torch.randn(8, 3, size, size, generator=g).to(device)
-        y = torch.randint(0, 1000, (8,), generator=g).to(device)
+        x = torch.randn(batch, 3, size, size, generator=g).to(device)
+        y = torch.randint(0, classes, (batch,), generator=g).to(device)
 
         def step():
             opt.zero_grad(set_to_none=True)
@@ -563,7 +572,11 @@ CASES = [
     *(Case(_conv_name(shape, bwd), "conv", _conv(shape, bwd)) for shape in CONV_SHAPES for bwd in (False, True)),
     *([Case("resnet18 training step, batch 8x3x224x224 (torchvision)", "conv", _vision_step("resnet18", 224)),
        Case("mobilenet_v3_small training step, batch 8x3x224x224 (torchvision)", "conv",
-            _vision_step("mobilenet_v3_small", 224))]
+            _vision_step("mobilenet_v3_small", 224)),
+       # Small inputs: the per-call cost of every conv / batch norm layer dominates.
+       Case("resnet18 training step, batch 4x3x64x64 (torchvision)", "conv", _vision_step("resnet18", 64, 4, 10)),
+       Case("mobilenet_v3_small training step, batch 4x3x64x64 (torchvision)", "conv",
+            _vision_step("mobilenet_v3_small", 64, 4, 10))]
       if _have("torchvision") else []),
 ]
 

@@ -29,6 +29,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
@@ -62,6 +63,7 @@
 #include <ATen/ops/gelu_backward_meta.h>
 #include <ATen/ops/gelu_meta.h>
 #include <ATen/ops/gt_meta.h>
+#include <ATen/ops/hardsigmoid_backward_meta.h>
 #include <ATen/ops/hardsigmoid_meta.h>
 #include <ATen/ops/le_meta.h>
 #include <ATen/ops/leaky_relu_meta.h>
@@ -162,6 +164,7 @@ int32_t foo_rs_embedding_backward(const FooView* out, const FooView* grad, const
                                   uint8_t scale_grad_by_freq, FooStatus* st);
 int32_t foo_rs_dropout(const FooView* out, const FooView* mask, const FooView* x, double keep, double scale,
                        int64_t device, FooStatus* st);
+int32_t foo_rs_bernoulli(const FooView* dst, double p, int64_t device, FooStatus* st);
 int32_t foo_rs_dropout_backward(const FooView* out, const FooView* grad, const FooView* mask, double scale,
                                 FooStatus* st);
 int32_t foo_rs_max_pool2d(const FooView* out, const FooView* indices, const FooView* x, const int64_t* win,
@@ -177,6 +180,18 @@ int32_t foo_rs_sdpa_backward(const FooView* grad_q, const FooView* grad_k, const
                              const FooView* work, uint8_t causal, double scale, double dropout_p, uint64_t seed,
                              uint64_t offset, FooStatus* st);
 size_t foo_rs_sdpa_backward_work(size_t b, size_t hq, size_t hk, size_t l, size_t s, size_t d);
+int32_t foo_rs_conv2d_forward(const FooView* out, const FooView* x, const FooView* w, const FooView* bias,
+                              const int64_t* win, int64_t groups, FooStatus* st);
+int32_t foo_rs_conv2d_backward(const FooView* grad_output, const FooView* x, const FooView* w,
+                               const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
+                               const int64_t* input_size, const int64_t* win, int64_t groups, FooStatus* st);
+int32_t foo_rs_batch_norm(const FooView* out, const FooView* save_mean, const FooView* save_invstd, const FooView* x,
+                          const FooView* weight, const FooView* bias, const FooView* running_mean,
+                          const FooView* running_var, uint8_t training, double momentum, double eps, FooStatus* st);
+int32_t foo_rs_batch_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
+                                   const FooView* dy, const FooView* x, const FooView* weight,
+                                   const FooView* running_mean, const FooView* running_var, const FooView* save_mean,
+                                   const FooView* save_invstd, uint8_t train, double eps, FooStatus* st);
 }
 
 namespace foo_rs {
@@ -775,6 +790,16 @@ struct Elu : Plain {
     return param_of(alpha, &p[0]) && param_of(scale, &p[1]) && param_of(input_scale, &p[2]) ? 3 : -1;
   }
 };
+
+// hardswish and hardswish_backward are not structured in ATen: CPU builds
+// the same unary / binary iterator as hardsigmoid's and hardsigmoid_backward's
+// metas do (TensorIterator::unary_op, borrowing_binary_op), so those metas
+// stand in for them.
+FOO_EW(Hardswish, structured_hardsigmoid, "hardswish", Gate::Float, "hardswish", "hardswish_", "hardswish.out")
+FOO_EW(HardsigmoidBackward, structured_hardsigmoid_backward, "hardsigmoid_backward", Gate::Float,
+       "hardsigmoid_backward", "", "hardsigmoid_backward.grad_input")
+FOO_EW(HardswishBackward, structured_hardsigmoid_backward, "hardswish_backward", Gate::Float, "hardswish_backward",
+       "", "hardswish_backward.out")
 
 #undef FOO_EW
 #undef FOO_NAMES
@@ -1660,6 +1685,23 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return Slow<kDropoutBack, at::Tensor(const at::Tensor&, const at::Tensor&, double)>::call(grad, mask, scale);
 }
 
+constexpr char kBernoulli[] = "bernoulli_.float";
+
+// self.bernoulli_(p) from the device's default generator (what in-place
+// dropout calls; the same Philox stream as the Python kernel). An explicit
+// generator and p outside [0, 1] go to the Python kernel.
+at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  if (is_foo(self) && !gen.has_value() && p >= 0.0 && p <= 1.0 && named([&] {
+        FooView v;
+        if (!view_of(self, &v)) return false;
+        FooStatus st{};
+        return done(foo_rs_bernoulli(&v, p, self.device().index() < 0 ? 0 : self.device().index(), &st), st);
+      }))
+    return self;
+  return Slow<kBernoulli, at::Tensor&(at::Tensor&, double, std::optional<at::Generator>)>::call(self, p,
+                                                                                                 std::move(gen));
+}
+
 // ---- Scaled dot-product attention ---------------------------------------------
 //
 // ATen's scaled_dot_product_attention asks `_fused_sdp_choice_stub` (a
@@ -1960,6 +2002,434 @@ Tensor4 sdpa_backward(const at::Tensor& grad_out, const at::Tensor& query, const
                                                     philox_offset, scale);
 }
 
+// ---- Convolution ------------------------------------------------------------
+//
+// ATen's convolution checks the shapes (check_shape_forward), resolves
+// padding="same" and sends a foo convolution to convolution_overrideable /
+// convolution_backward_overrideable. The kernels below take what the Rust
+// 2-d kernels (rust/src/kernels/conv.rs) compute directly: 1-d and 2-d,
+// float32/float64, one device, well-formed parameters, non-empty operands,
+// transposed or not. Everything else (3-d, integers, half types, which the
+// Python kernel upcasts, bad arguments, whose errors it raises naming foo)
+// goes to the Python kernel (foo_rs/_ops/conv.py).
+
+constexpr char kConv[] = "convolution_overrideable";
+constexpr char kConvBack[] = "convolution_backward_overrideable";
+
+// The values of a SymInt list; false if one is symbolic.
+bool concrete(c10::SymIntArrayRef v, c10::SmallVector<int64_t, 4>* out) {
+  out->clear();
+  for (const auto& s : v) {
+    const auto i = s.maybe_as_int();
+    if (!i.has_value()) return false;
+    out->push_back(*i);
+  }
+  return true;
+}
+
+// A 4-d tensor laid out channels-last (and not also contiguous): a
+// convolution's outputs are then channels-last, as on the CPU.
+bool channels_last(const at::Tensor& t) {
+  return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+// `t` in CPU's channels-last layout (a fresh foo tensor).
+at::Tensor to_channels_last(const at::Tensor& t) {
+  at::Tensor r = create_out(t.sizes(), {}, t.options().memory_format(at::MemoryFormat::ChannelsLast));
+  r.copy_(t);
+  return r;
+}
+
+// A convolution the Rust kernels compute: nd spatial dims (1 or 2), the
+// 2-d stride, padding and dilation as (h, w) pairs (a 1-d convolution is
+// a 2-d one of height 1), groups, the spatial output size.
+struct ConvPlan {
+  int64_t nd = 0;
+  std::array<int64_t, 6> win{};
+  int64_t groups = 1;
+  int64_t out_ch = 0;
+  c10::SmallVector<int64_t, 4> out_size;
+  bool cl = false;
+};
+
+bool conv_plan(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, c10::SymIntArrayRef stride,
+               c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+               c10::SymIntArrayRef output_padding, const c10::SymInt& groups, ConvPlan* c) {
+  if (!is_foo(input) || !is_foo(weight) || input.device() != weight.device()) return false;
+  const auto t = input.scalar_type();
+  if ((t != c10::ScalarType::Float && t != c10::ScalarType::Double) || weight.scalar_type() != t) return false;
+  if (bias.defined() && (bias.device() != input.device() || bias.scalar_type() != t || bias.dim() != 1)) return false;
+  const int64_t dim = input.dim();
+  if ((dim != 3 && dim != 4) || weight.dim() != dim || input.numel() == 0 || weight.numel() == 0) return false;
+  const size_t nd = static_cast<size_t>(dim - 2);
+  c10::SmallVector<int64_t, 4> s, p, d, op;
+  const auto g = groups.maybe_as_int();
+  if (!g.has_value() || *g <= 0 || !concrete(stride, &s) || !concrete(padding, &p) || !concrete(dilation, &d) ||
+      !concrete(output_padding, &op))
+    return false;
+  auto expand = [nd](c10::SmallVector<int64_t, 4>& v) {
+    if (v.size() == 1 && nd == 2) v.push_back(v[0]);
+    return v.size() == nd;
+  };
+  if (!transposed) op.assign(nd, 0);
+  if (!expand(s) || !expand(p) || !expand(d) || !expand(op)) return false;
+  for (size_t k = 0; k < nd; ++k)
+    if (s[k] <= 0 || d[k] <= 0 || p[k] < 0 || op[k] < 0 || (op[k] >= s[k] && op[k] >= d[k])) return false;
+  const int64_t ch = input.size(1);
+  if (transposed) {
+    if (weight.size(0) != ch || ch % *g != 0) return false;
+    c->out_ch = weight.size(1) * *g;
+  } else {
+    if (weight.size(0) % *g != 0 || weight.size(1) * *g != ch) return false;
+    c->out_ch = weight.size(0);
+  }
+  if (bias.defined() && bias.size(0) != c->out_ch) return false;
+  c->out_size.clear();
+  for (size_t k = 0; k < nd; ++k) {
+    const int64_t in = input.size(2 + k), span = d[k] * (weight.size(2 + k) - 1);
+    int64_t o;
+    if (transposed) {
+      o = (in - 1) * s[k] - 2 * p[k] + span + op[k] + 1;
+    } else {
+      const int64_t room = in + 2 * p[k] - span - 1;
+      o = room < 0 ? 0 : room / s[k] + 1;
+    }
+    if (o <= 0) return false;
+    c->out_size.push_back(o);
+  }
+  c->nd = static_cast<int64_t>(nd);
+  c->win = nd == 1 ? std::array<int64_t, 6>{1, s[0], 0, p[0], 1, d[0]}
+                   : std::array<int64_t, 6>{s[0], s[1], p[0], p[1], d[0], d[1]};
+  c->groups = *g;
+  c->cl = channels_last(input) || channels_last(weight);
+  return true;
+}
+
+// A 1-d convolution's (N, C, L) tensor as (N, C, 1, L), contiguous; 2-d ones contiguous.
+at::Tensor as2d(const at::Tensor& t, int64_t nd) { return (nd == 1 ? t.unsqueeze(2) : t).contiguous(); }
+
+// A result of the 2-d kernels in the caller's rank and layout.
+at::Tensor from2d(const at::Tensor& t, const ConvPlan& c) {
+  if (!t.defined()) return t;
+  if (c.nd == 1) return t.squeeze(2);
+  return c.cl ? to_channels_last(t) : t;
+}
+
+bool view_or_null(const at::Tensor& t, FooView* v, const FooView** p) {
+  *p = nullptr;
+  if (!t.defined()) return true;
+  if (!view_of(t, v)) return false;
+  *p = v;
+  return true;
+}
+
+// out (4-d, fresh) = conv2d(x, w) + bias through Rust: true if it ran.
+bool conv2d_forward(const at::Tensor& out, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                    const ConvPlan& c) {
+  FooView vo, vx, vw, vb;
+  const FooView* pb;
+  if (!view_of(out, &vo) || !view_of(x, &vx) || !view_of(w, &vw) || !view_or_null(bias, &vb, &pb)) return false;
+  FooStatus st{};
+  return done(foo_rs_conv2d_forward(&vo, &vx, &vw, pb, c.win.data(), c.groups, &st), st);
+}
+
+// The gradients of grad = conv2d(x, w) the defined outputs ask for (x may be
+// undefined when gw is); in_size: the input's 4 sizes.
+bool conv2d_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& w, const at::Tensor& gi,
+                     const at::Tensor& gw, const at::Tensor& gb, at::IntArrayRef in_size, const ConvPlan& c) {
+  FooView vg, vx, vw, vgi, vgw, vgb;
+  const FooView *px, *pgi, *pgw, *pgb;
+  if (!view_of(grad, &vg) || !view_or_null(x, &vx, &px) || !view_of(w, &vw) || !view_or_null(gi, &vgi, &pgi) ||
+      !view_or_null(gw, &vgw, &pgw) || !view_or_null(gb, &vgb, &pgb))
+    return false;
+  FooStatus st{};
+  return done(
+      foo_rs_conv2d_backward(&vg, px, &vw, pgi, pgw, pgb, in_size.data(), c.win.data(), c.groups, &st), st);
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias_opt,
+                       c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                       bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  const at::Tensor& bias = value_or_undefined(bias_opt);
+  ConvPlan c;
+  at::Tensor result;
+  if (conv_plan(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, &c) &&
+      named([&] {
+        c10::DeviceGuard guard(input.device());
+        const at::Tensor x = as2d(input, c.nd), w = as2d(weight, c.nd);
+        c10::SmallVector<int64_t, 4> shape{input.size(0), c.out_ch};
+        if (c.nd == 1) shape.push_back(1);
+        shape.append(c.out_size.begin(), c.out_size.end());
+        at::Tensor out = create_out(shape, {}, input.options());
+        if (transposed) {
+          // The input gradient of the convolution of `out` with `weight`; the bias after.
+          if (!conv2d_backward(x, at::Tensor(), w, out, at::Tensor(), at::Tensor(), out.sizes(), c)) return false;
+          if (bias.defined()) out.add_(bias.view({1, -1, 1, 1}));
+        } else if (!conv2d_forward(out, x, w, bias.defined() ? bias.contiguous() : bias, c)) {
+          return false;
+        }
+        result = from2d(out, c);
+        return true;
+      }))
+    return result;
+  return Slow<kConv, at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymIntArrayRef, bool,
+                                c10::SymIntArrayRef, c10::SymInt)>::call(input, weight, bias_opt, stride, padding,
+                                                                         dilation, transposed, output_padding,
+                                                                         std::move(groups));
+}
+
+Tensor3 convolution_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                             c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                             bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+                             std::array<bool, 3> mask) {
+  ConvPlan c;
+  Tensor3 result;
+  if (conv_plan(input, weight, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups, &c) &&
+      grad_output.device() == input.device() && grad_output.scalar_type() == input.scalar_type() &&
+      grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0) &&
+      grad_output.size(1) == c.out_ch && grad_output.sizes().slice(2).equals(c.out_size) && named([&] {
+        c10::DeviceGuard guard(input.device());
+        const at::Tensor go = as2d(grad_output, c.nd), x = as2d(input, c.nd), w = as2d(weight, c.nd);
+        at::Tensor gi, gw, gb;
+        if (mask[0]) gi = create_out(x.sizes(), {}, x.options());
+        if (mask[1]) gw = create_out(w.sizes(), {}, w.options());
+        if (!transposed) {
+          if (mask[2]) gb = create_out({c.out_ch}, {}, x.options());
+          if ((mask[0] || mask[1] || mask[2]) &&
+              !conv2d_backward(go, mask[1] ? x : at::Tensor(), w, gi, gw, gb, x.sizes(), c))
+            return false;
+        } else {
+          // input -> grad_output is the input gradient of conv(grad_output, weight): gi is that
+          // convolution, gw its weight gradient with the roles of input and output swapped.
+          if (mask[0] && !conv2d_forward(gi, go, w, at::Tensor(), c)) return false;
+          if (mask[1] && !conv2d_backward(x, go, w, at::Tensor(), gw, at::Tensor(), go.sizes(), c)) return false;
+          if (mask[2]) gb = go.sum({0, 2, 3});
+        }
+        result = Tensor3(from2d(gi, c), from2d(gw, c), std::move(gb));
+        return true;
+      }))
+    return result;
+  return Slow<kConvBack, Tensor3(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
+                                 c10::SymIntArrayRef, c10::SymIntArrayRef, bool, c10::SymIntArrayRef, c10::SymInt,
+                                 std::array<bool, 3>)>::call(grad_output, input, weight, stride, padding, dilation,
+                                                             transposed, output_padding, std::move(groups), mask);
+}
+
+// ---- Batch norm -------------------------------------------------------------
+//
+// The forms torch 2.13-2.15 dispatch to (eager: native_batch_norm and its
+// backward; export/compile: _native_batch_norm_legit(.no_stats),
+// _batch_norm_with_update, batch_norm_backward), one kernel each way. The
+// Rust kernels (kernels/norm.rs) take one float dtype throughout, a
+// non-empty input and well-formed per-channel vectors; mixed precision, an
+// empty input and bad arguments (whose errors it raises naming foo) go to
+// the Python kernel (foo_rs/_ops/norm_pool.py).
+
+constexpr char kBatchNorm[] = "native_batch_norm";
+constexpr char kBatchNormLegit[] = "_native_batch_norm_legit";
+constexpr char kBatchNormNoStats[] = "_native_batch_norm_legit.no_stats";
+constexpr char kBatchNormUpdate[] = "_batch_norm_with_update";
+constexpr char kBatchNormBack[] = "native_batch_norm_backward";
+constexpr char kBatchNormBackNew[] = "batch_norm_backward";
+
+// A (N, C, *) tensor as the 3-d (N, C, prod(*)) view the Rust kernels take,
+// on its own strides; false when its trailing dims do not merge.
+struct View3 {
+  std::array<int64_t, 3> sizes{}, strides{};
+  FooView v{};
+};
+
+bool view3_of(const at::Tensor& t, View3* o) {
+  if (t.dim() < 2 || !view_of(t, &o->v)) return false;
+  int64_t s = 1;
+  for (int64_t k = 2; k < t.dim(); ++k) s *= t.size(k);
+  o->sizes = {t.size(0), t.size(1), s};
+  const auto st = at::detail::computeStride(t.sizes(), t.strides(), at::IntArrayRef(o->sizes));
+  if (!st.has_value()) return false;
+  std::copy(st->begin(), st->end(), o->strides.begin());
+  o->v.ndim = 3;
+  o->v.sizes = o->sizes.data();
+  o->v.strides = o->strides.data();
+  return true;
+}
+
+// The layout CPU gives batch norm's outputs: the input's suggested memory format.
+at::MemoryFormat bn_format(const at::Tensor& t) {
+  if (t.dim() == 4 && channels_last(t)) return at::MemoryFormat::ChannelsLast;
+  if (t.dim() == 5 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast3d))
+    return at::MemoryFormat::ChannelsLast3d;
+  return at::MemoryFormat::Contiguous;
+}
+
+// Per-channel vectors: absent, or C elements of the input's dtype on its device.
+bool bn_vectors_ok(const at::Tensor& input, std::initializer_list<const at::Tensor*> ts) {
+  if (!same_float(input.scalar_type(), {&input}) || !same_float(input.scalar_type(), ts)) return false;
+  for (const at::Tensor* t : ts)
+    if (t->defined() && (t->device() != input.device() || t->dim() != 1 || t->numel() != input.size(1))) return false;
+  return true;
+}
+
+// Batch norm's forward on the native path; false: the Python kernel's.
+bool batch_norm_native(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
+                       double eps, Tensor3* result) {
+  if (!is_foo(input) || input.dim() < 2 || input.numel() == 0 ||
+      running_mean.defined() != running_var.defined() || (!training && !running_mean.defined()) ||
+      !bn_vectors_ok(input, {&weight, &bias, &running_mean, &running_var}))
+    return false;
+  return named([&] {
+    c10::DeviceGuard guard(input.device());
+    View3 vx, vo;
+    at::Tensor x = input;
+    if (!view3_of(x, &vx)) {
+      x = input.contiguous();
+      if (!view3_of(x, &vx)) return false;
+    }
+    at::Tensor out = create_out(input.sizes(), {}, input.options().memory_format(bn_format(input)));
+    const int64_t c = training ? input.size(1) : 0;
+    at::Tensor mean = create_out({c}, {}, input.options()), invstd = create_out({c}, {}, input.options());
+    FooView vm, vi, vw, vb, vrm, vrv;
+    const FooView *pw, *pb, *prm, *prv;
+    if (!view3_of(out, &vo) || !view_of(mean, &vm) || !view_of(invstd, &vi) || !view_or_null(weight, &vw, &pw) ||
+        !view_or_null(bias, &vb, &pb) || !view_or_null(running_mean, &vrm, &prm) ||
+        !view_or_null(running_var, &vrv, &prv))
+      return false;
+    FooStatus st{};
+    if (!done(foo_rs_batch_norm(&vo.v, training ? &vm : nullptr, training ? &vi : nullptr, &vx.v, pw, pb, prm, prv,
+                                training ? 1 : 0, momentum, eps, &st),
+              st))
+      return false;
+    *result = Tensor3(std::move(out), std::move(mean), std::move(invstd));
+    return true;
+  });
+}
+
+using OptT = const std::optional<at::Tensor>&;
+
+Tensor3 native_batch_norm(const at::Tensor& input, OptT weight, OptT bias, OptT running_mean, OptT running_var,
+                          bool training, double momentum, double eps) {
+  Tensor3 r;
+  if (batch_norm_native(input, value_or_undefined(weight), value_or_undefined(bias),
+                        value_or_undefined(running_mean), value_or_undefined(running_var), training, momentum, eps,
+                        &r))
+    return r;
+  return Slow<kBatchNorm, Tensor3(const at::Tensor&, OptT, OptT, OptT, OptT, bool, double, double)>::call(
+      input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+Tensor3 native_batch_norm_legit(const at::Tensor& input, OptT weight, OptT bias, at::Tensor& running_mean,
+                                at::Tensor& running_var, bool training, double momentum, double eps) {
+  Tensor3 r;
+  if (batch_norm_native(input, value_or_undefined(weight), value_or_undefined(bias), running_mean, running_var,
+                        training, momentum, eps, &r))
+    return r;
+  return Slow<kBatchNormLegit, Tensor3(const at::Tensor&, OptT, OptT, at::Tensor&, at::Tensor&, bool, double,
+                                       double)>::call(input, weight, bias, running_mean, running_var, training,
+                                                      momentum, eps);
+}
+
+Tensor3 native_batch_norm_legit_no_stats(const at::Tensor& input, OptT weight, OptT bias, bool training,
+                                         double momentum, double eps) {
+  Tensor3 r;
+  if (batch_norm_native(input, value_or_undefined(weight), value_or_undefined(bias), at::Tensor(), at::Tensor(),
+                        training, momentum, eps, &r))
+    return r;
+  return Slow<kBatchNormNoStats, Tensor3(const at::Tensor&, OptT, OptT, bool, double, double)>::call(
+      input, weight, bias, training, momentum, eps);
+}
+
+using Tensor4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+Tensor4 batch_norm_with_update(const at::Tensor& input, OptT weight, OptT bias, at::Tensor& running_mean,
+                               at::Tensor& running_var, double momentum, double eps) {
+  Tensor3 r;
+  if (batch_norm_native(input, value_or_undefined(weight), value_or_undefined(bias), running_mean, running_var, true,
+                        momentum, eps, &r)) {
+    at::Tensor reserve = create_out({0}, {}, input.options().dtype(c10::ScalarType::Byte));
+    return Tensor4(std::move(std::get<0>(r)), std::move(std::get<1>(r)), std::move(std::get<2>(r)),
+                   std::move(reserve));
+  }
+  return Slow<kBatchNormUpdate, Tensor4(const at::Tensor&, OptT, OptT, at::Tensor&, at::Tensor&, double, double)>::call(
+      input, weight, bias, running_mean, running_var, momentum, eps);
+}
+
+// Batch norm's gradients on the native path; false: the Python kernel's.
+bool batch_norm_backward_native(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                                const at::Tensor& running_mean, const at::Tensor& running_var,
+                                const at::Tensor& save_mean, const at::Tensor& save_invstd, bool train, double eps,
+                                std::array<bool, 3> mask, Tensor3* result) {
+  if (!is_foo(input) || input.dim() < 2 || input.numel() == 0 || grad_out.sizes() != input.sizes() ||
+      grad_out.device() != input.device() || grad_out.scalar_type() != input.scalar_type() ||
+      (train ? !(save_mean.defined() && save_invstd.defined())
+             : !(running_mean.defined() && running_var.defined())) ||
+      !bn_vectors_ok(input, {&weight}) ||
+      !(train ? bn_vectors_ok(input, {&save_mean, &save_invstd}) : bn_vectors_ok(input, {&running_mean, &running_var})))
+    return false;
+  return named([&] {
+    c10::DeviceGuard guard(input.device());
+    View3 vx, vdy, vgi;
+    at::Tensor x = input, dy = grad_out;
+    if (!view3_of(x, &vx)) {
+      x = input.contiguous();
+      if (!view3_of(x, &vx)) return false;
+    }
+    if (!view3_of(dy, &vdy)) {
+      dy = grad_out.contiguous();
+      if (!view3_of(dy, &vdy)) return false;
+    }
+    const auto popts = weight.defined() ? weight.options() : input.options();
+    at::Tensor gi, gw, gb;
+    if (mask[0]) gi = create_out(input.sizes(), {}, input.options().memory_format(bn_format(input)));
+    if (mask[1]) gw = create_out({input.size(1)}, {}, popts);
+    if (mask[2]) gb = create_out({input.size(1)}, {}, popts);
+    if (mask[0] || mask[1] || mask[2]) {
+      FooView vgw, vgb, vw, vrm, vrv, vsm, vsi;
+      const FooView *pgw, *pgb, *pw, *prm, *prv, *psm, *psi;
+      if ((gi.defined() && !view3_of(gi, &vgi)) || !view_or_null(gw, &vgw, &pgw) || !view_or_null(gb, &vgb, &pgb) ||
+          !view_or_null(weight, &vw, &pw) || !view_or_null(running_mean, &vrm, &prm) ||
+          !view_or_null(running_var, &vrv, &prv) || !view_or_null(save_mean, &vsm, &psm) ||
+          !view_or_null(save_invstd, &vsi, &psi))
+        return false;
+      FooStatus st{};
+      // Only the statistics the mode reads (evaluation's saved ones are empty).
+      if (!done(foo_rs_batch_norm_backward(gi.defined() ? &vgi.v : nullptr, pgw, pgb, &vdy.v, &vx.v, pw,
+                                           train ? nullptr : prm, train ? nullptr : prv, train ? psm : nullptr,
+                                           train ? psi : nullptr, train ? 1 : 0, eps, &st),
+                st))
+        return false;
+    }
+    *result = Tensor3(std::move(gi), std::move(gw), std::move(gb));
+    return true;
+  });
+}
+
+Tensor3 native_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, OptT weight,
+                                   OptT running_mean, OptT running_var, OptT save_mean, OptT save_invstd, bool train,
+                                   double eps, std::array<bool, 3> mask) {
+  Tensor3 r;
+  if (batch_norm_backward_native(grad_out, input, value_or_undefined(weight), value_or_undefined(running_mean),
+                                 value_or_undefined(running_var), value_or_undefined(save_mean),
+                                 value_or_undefined(save_invstd), train, eps, mask, &r))
+    return r;
+  return Slow<kBatchNormBack, Tensor3(const at::Tensor&, const at::Tensor&, OptT, OptT, OptT, OptT, OptT, bool, double,
+                                      std::array<bool, 3>)>::call(grad_out, input, weight, running_mean, running_var,
+                                                                  save_mean, save_invstd, train, eps, mask);
+}
+
+Tensor3 batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                            OptT running_mean, OptT running_var, OptT save_mean, OptT save_var, bool update,
+                            double eps, std::array<bool, 3> mask, const at::Tensor& reserve) {
+  Tensor3 r;
+  if (batch_norm_backward_native(grad_out, input, weight, value_or_undefined(running_mean),
+                                 value_or_undefined(running_var), value_or_undefined(save_mean),
+                                 value_or_undefined(save_var), update, eps, mask, &r))
+    return r;
+  return Slow<kBatchNormBackNew, Tensor3(const at::Tensor&, const at::Tensor&, const at::Tensor&, OptT, OptT, OptT,
+                                         OptT, bool, double, std::array<bool, 3>, const at::Tensor&)>::
+      call(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, mask, reserve);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -1977,6 +2447,10 @@ struct NativeOp {
 #define FOO_REG3(Op, ...)                                                                                   \
   {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((k_functional<Op, ##__VA_ARGS__>))); }},          \
       {Op::I, [](torch::Library& m) { m.impl(Op::I, TORCH_FN((k_inplace<Op, ##__VA_ARGS__>))); }},         \
+      {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((k_out<Op, ##__VA_ARGS__>))); }},
+// The functional and out= overloads of one with no in-place form (a backward).
+#define FOO_REG2(Op, ...)                                                                                   \
+  {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((k_functional<Op, ##__VA_ARGS__>))); }},          \
       {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((k_out<Op, ##__VA_ARGS__>))); }},
 #define FOO_REG(name, fn) {name, [](torch::Library& m) { m.impl(name, TORCH_FN(fn)); }},
 // A MetaBase-structured op's functional and out= overloads.
@@ -2019,10 +2493,17 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kMaxPoolBack, max_pool2d_with_indices_backward)
     FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)
     FOO_REG(kDropout, native_dropout) FOO_REG(kDropoutBack, native_dropout_backward)
+    FOO_REG(kBernoulli, bernoulli_float_)
     FOO_REG3(LerpS, T, S) FOO_REG3(LerpT, T, T) FOO_REG3(Addcmul, T, T, S) FOO_REG3(Addcdiv, T, T, S)
     FOO_REG(kSdpChoice, sdp_choice) FOO_REG(kSdpa, sdpa_forward) FOO_REG(kSdpaBack, sdpa_backward)
+    FOO_REG3(Hardswish) FOO_REG2(HardsigmoidBackward, T) FOO_REG2(HardswishBackward, T)
+    FOO_REG(kConv, convolution) FOO_REG(kConvBack, convolution_backward)
+    FOO_REG(kBatchNorm, native_batch_norm) FOO_REG(kBatchNormLegit, native_batch_norm_legit)
+    FOO_REG(kBatchNormNoStats, native_batch_norm_legit_no_stats) FOO_REG(kBatchNormUpdate, batch_norm_with_update)
+    FOO_REG(kBatchNormBack, native_batch_norm_backward) FOO_REG(kBatchNormBackNew, batch_norm_backward)
 };
 #undef FOO_REG3
+#undef FOO_REG2
 #undef FOO_REG
 #undef FOO_REGM
 

@@ -441,6 +441,189 @@ pub unsafe extern "C" fn foo_rs_layer_norm_backward(
     })
 }
 
+/// A convolution's stride, padding and dilation ((height, width) pairs
+/// each, in that order: 6 values) and groups.
+///
+/// # Safety
+/// `win` points at 6 values.
+unsafe fn conv_params(win: *const i64, groups: i64) -> Result<entry::ConvParams, KernelError> {
+    if win.is_null() {
+        return Err(invalid("foo: missing convolution parameters"));
+    }
+    let w = std::slice::from_raw_parts(win, 6);
+    let pair =
+        |k: usize| -> Result<[usize; 2], KernelError> { Ok([dim_of(w[k])?, dim_of(w[k + 1])?]) };
+    Ok(entry::ConvParams {
+        stride: pair(0)?,
+        padding: pair(2)?,
+        dilation: pair(4)?,
+        groups: dim_of(groups)?,
+    })
+}
+
+/// `out = conv2d(x, w) + bias` ([`entry::conv2d_forward`]); `bias` may be null.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `win` as in [`conv_params`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_conv2d_forward(
+    out: *const FooView,
+    x: *const FooView,
+    w: *const FooView,
+    bias: *const FooView,
+    win: *const i64,
+    groups: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, x, w, b) = (
+            strided_of(out)?,
+            strided_of(x)?,
+            strided_of(w)?,
+            opt_strided(bias)?,
+        );
+        entry::conv2d_forward(&o, &x, &w, b.as_ref(), &conv_params(win, groups)?)
+    })
+}
+
+/// Gradients of a 2-d convolution ([`entry::conv2d_backward`]): any of
+/// `grad_input`, `grad_weight`, `grad_bias` may be null (not wanted), as may
+/// `x` when the weight's is not wanted; `input_size` holds the input's 4 sizes.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `win` as in [`conv_params`]; `input_size` points at 4 values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_conv2d_backward(
+    grad_output: *const FooView,
+    x: *const FooView,
+    w: *const FooView,
+    grad_input: *const FooView,
+    grad_weight: *const FooView,
+    grad_bias: *const FooView,
+    input_size: *const i64,
+    win: *const i64,
+    groups: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (go, x, w) = (strided_of(grad_output)?, opt_strided(x)?, strided_of(w)?);
+        let (gi, gw, gb) = (
+            opt_strided(grad_input)?,
+            opt_strided(grad_weight)?,
+            opt_strided(grad_bias)?,
+        );
+        if input_size.is_null() {
+            return Err(invalid("foo: missing convolution input size"));
+        }
+        let size = std::slice::from_raw_parts(input_size, 4)
+            .iter()
+            .map(|&v| dim_of(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        entry::conv2d_backward(
+            &go,
+            x.as_ref(),
+            &w,
+            gi.as_ref(),
+            gw.as_ref(),
+            gb.as_ref(),
+            &size,
+            &conv_params(win, groups)?,
+        )
+    })
+}
+
+/// Batch norm of a 3-d `[batch, channels, spatial]` view `x` into `out`
+/// ([`crate::kernels::norm::batch_norm`]): training with the batch
+/// statistics (into `save_mean`/`save_invstd`, and the running ones updated
+/// in place when given), or evaluation with the running ones. Any of the
+/// per-channel vectors may be null.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_batch_norm(
+    out: *const FooView,
+    save_mean: *const FooView,
+    save_invstd: *const FooView,
+    x: *const FooView,
+    weight: *const FooView,
+    bias: *const FooView,
+    running_mean: *const FooView,
+    running_var: *const FooView,
+    training: u8,
+    momentum: f64,
+    eps: f64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        let (sm, si) = (opt_strided(save_mean)?, opt_strided(save_invstd)?);
+        let (w, b) = (opt_strided(weight)?, opt_strided(bias)?);
+        let (rm, rv) = (opt_strided(running_mean)?, opt_strided(running_var)?);
+        crate::kernels::norm::batch_norm(
+            &o,
+            sm.as_ref(),
+            si.as_ref(),
+            &x,
+            w.as_ref(),
+            b.as_ref(),
+            rm.as_ref(),
+            rv.as_ref(),
+            training != 0,
+            momentum,
+            eps,
+        )
+    })
+}
+
+/// Gradients of batch norm ([`crate::kernels::norm::batch_norm_backward`]);
+/// any of `grad_input`, `grad_weight`, `grad_bias` may be null (not wanted),
+/// as may the per-channel vectors the mode does not read.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_batch_norm_backward(
+    grad_input: *const FooView,
+    grad_weight: *const FooView,
+    grad_bias: *const FooView,
+    dy: *const FooView,
+    x: *const FooView,
+    weight: *const FooView,
+    running_mean: *const FooView,
+    running_var: *const FooView,
+    save_mean: *const FooView,
+    save_invstd: *const FooView,
+    train: u8,
+    eps: f64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (gi, gw, gb) = (
+            opt_strided(grad_input)?,
+            opt_strided(grad_weight)?,
+            opt_strided(grad_bias)?,
+        );
+        let (dy, x, w) = (strided_of(dy)?, strided_of(x)?, opt_strided(weight)?);
+        let (rm, rv) = (opt_strided(running_mean)?, opt_strided(running_var)?);
+        let (sm, si) = (opt_strided(save_mean)?, opt_strided(save_invstd)?);
+        crate::kernels::norm::batch_norm_backward(
+            gi.as_ref(),
+            gw.as_ref(),
+            gb.as_ref(),
+            &dy,
+            &x,
+            w.as_ref(),
+            rm.as_ref(),
+            rv.as_ref(),
+            sm.as_ref(),
+            si.as_ref(),
+            train != 0,
+            eps,
+        )
+    })
+}
+
 fn dim_of(v: i64) -> Result<usize, KernelError> {
     usize::try_from(v).map_err(|_| invalid("foo: negative extent"))
 }
@@ -548,6 +731,22 @@ pub unsafe extern "C" fn foo_rs_dropout(
     run(st, false, || {
         let (o, m, x) = (strided_of(out)?, strided_of(mask)?, strided_of(x)?);
         entry::dropout(&o, &m, &x, keep, scale, dim_of(device)?).map(|_| ())
+    })
+}
+
+/// `dst.bernoulli_(p)` ([`entry::bernoulli`]) from device `device`'s generator.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_bernoulli(
+    dst: *const FooView,
+    p: f64,
+    device: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::bernoulli(&strided_of(dst)?, p, dim_of(device)?).map(|_| ())
     })
 }
 

@@ -6,6 +6,12 @@ nn.ConvTranspose*d, F.conv*) to these two ops once it has checked the shapes
 and viewed 1-d convolutions as 2-d ones. Their default kernels raise, and the
 CPU fallback cannot serve them (the CPU has no kernel either).
 
+With the native path on (the default), the C++ kernels in rust/glue/native.cpp
+take the common case -- 1-d and 2-d float32/float64 convolutions, transposed
+or not, and their gradients -- straight from the dispatcher to the same Rust
+entry points (rust/src/kernels/entry.rs); these Python kernels are then the
+slow path for everything else (3-d, integers, half types, bad arguments).
+
 1-d and 2-d float convolutions (float16/bfloat16 upcast once to float32)
 run in Rust, one call per op and direction (``_C.conv2d_forward`` /
 ``_C.conv2d_backward``, rust/src/kernels/conv.rs: blocked implicit GEMM over

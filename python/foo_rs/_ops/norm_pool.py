@@ -17,6 +17,10 @@
   (``.float``, ``.Tensor``) and ``bernoulli.out``, drawing from foo's Philox
   generators (``torch.manual_seed`` makes them reproducible).
 
+Batch norm's common case (one float dtype, a non-empty input) runs on the
+native path (rust/glue/native.cpp -> Rust) with no Python; these kernels
+then serve mixed precision, empty inputs and bad arguments.
+
 Argument checks raise the CPU's exception types; the pooling ops run the
 device-independent meta functions for their shapes and checks, so their
 errors are the CPU's own.

@@ -2,10 +2,19 @@
 //! Every call releases the GIL.
 
 use super::{strided, TensorDesc};
-use crate::kernels::conv;
+use crate::kernels::entry::{self, ConvParams};
 use pyo3::prelude::*;
 
 type Pair = (usize, usize);
+
+fn params(stride: Pair, padding: Pair, dilation: Pair, groups: usize) -> ConvParams {
+    ConvParams {
+        stride: [stride.0, stride.1],
+        padding: [padding.0, padding.1],
+        dilation: [dilation.0, dilation.1],
+        groups,
+    }
+}
 
 fn opt(d: Option<TensorDesc>) -> PyResult<Option<crate::kernels::Strided>> {
     d.map(strided).transpose()
@@ -27,23 +36,9 @@ fn conv2d_forward(
     groups: usize,
 ) -> PyResult<()> {
     let (o, x, w, b) = (strided(out)?, strided(input)?, strided(weight)?, opt(bias)?);
-    let out_hw = [
-        o.sizes.get(2).copied().unwrap_or(0),
-        o.sizes.get(3).copied().unwrap_or(0),
-    ];
-    py.detach(|| {
-        let g = conv::geometry(
-            &x.sizes,
-            &w.sizes,
-            out_hw,
-            [stride.0, stride.1],
-            [padding.0, padding.1],
-            [dilation.0, dilation.1],
-            groups,
-        )?;
-        conv::forward(&g, &o, &x, &w, b.as_ref())
-    })
-    .map_err(super::kernel_err)
+    let p = params(stride, padding, dilation, groups);
+    py.detach(|| entry::conv2d_forward(&o, &x, &w, b.as_ref(), &p))
+        .map_err(super::kernel_err)
 }
 
 /// Gradients of `grad_output = conv2d(input, weight)` into `grad_input`,
@@ -68,28 +63,17 @@ fn conv2d_backward(
 ) -> PyResult<()> {
     let (go, x, w) = (strided(grad_output)?, opt(input)?, strided(weight)?);
     let (gi, gw, gb) = (opt(grad_input)?, opt(grad_weight)?, opt(grad_bias)?);
-    let out_hw = [
-        go.sizes.get(2).copied().unwrap_or(0),
-        go.sizes.get(3).copied().unwrap_or(0),
-    ];
+    let p = params(stride, padding, dilation, groups);
     py.detach(|| {
-        let g = conv::geometry(
-            &input_size,
-            &w.sizes,
-            out_hw,
-            [stride.0, stride.1],
-            [padding.0, padding.1],
-            [dilation.0, dilation.1],
-            groups,
-        )?;
-        conv::backward(
-            &g,
+        entry::conv2d_backward(
             &go,
             x.as_ref(),
             &w,
             gi.as_ref(),
             gw.as_ref(),
             gb.as_ref(),
+            &input_size,
+            &p,
         )
     })
     .map_err(super::kernel_err)

@@ -4,6 +4,7 @@
 //! contiguous), so those rules live here once.
 
 use super::attention::{self as attn, Grads, Sdpa};
+use super::conv;
 use super::dropout as drop;
 use super::index::{self as ix, IndexArg, IndexError};
 use super::linalg::{self, Coef};
@@ -171,6 +172,75 @@ pub fn embedding_dense_backward(
     })
 }
 
+/// Stride, padding and dilation (as (height, width) pairs) and groups of a
+/// 2-d convolution; a 1-d one is a 2-d one of height 1.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvParams {
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl ConvParams {
+    /// The geometry of the convolution of an input of size `x` (NCHW) with
+    /// weight `w` (OIHW) giving `out_hw` output positions.
+    fn geometry(
+        &self,
+        x: &[usize],
+        w: &[usize],
+        out_hw: [usize; 2],
+    ) -> Result<conv::Conv2d, KernelError> {
+        conv::geometry(
+            x,
+            w,
+            out_hw,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+        )
+    }
+}
+
+fn spatial(t: &Strided) -> [usize; 2] {
+    [
+        t.sizes.get(2).copied().unwrap_or(0),
+        t.sizes.get(3).copied().unwrap_or(0),
+    ]
+}
+
+/// `out = conv2d(x, w) + bias`: contiguous NCHW `out` and `x`, OIHW `w`,
+/// float32/float64.
+pub fn conv2d_forward(
+    out: &Strided,
+    x: &Strided,
+    w: &Strided,
+    bias: Option<&Strided>,
+    p: &ConvParams,
+) -> Result<(), KernelError> {
+    let g = p.geometry(&x.sizes, &w.sizes, spatial(out))?;
+    conv::forward(&g, out, x, w, bias)
+}
+
+/// Gradients of `grad_output = conv2d(input, w)` into `grad_input`,
+/// `grad_weight` (needs `x`) and `grad_bias`, each when given; `input_size`
+/// is the input's NCHW size (the input itself may be absent).
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_backward(
+    grad_output: &Strided,
+    x: Option<&Strided>,
+    w: &Strided,
+    grad_input: Option<&Strided>,
+    grad_weight: Option<&Strided>,
+    grad_bias: Option<&Strided>,
+    input_size: &[usize],
+    p: &ConvParams,
+) -> Result<(), KernelError> {
+    let g = p.geometry(input_size, &w.sizes, spatial(grad_output))?;
+    conv::backward(&g, grad_output, x, w, grad_input, grad_weight, grad_bias)
+}
+
 /// Dropout of `x` keeping each element with probability `keep` (scaled by
 /// `scale`), drawing from device `device`'s default generator; returns the
 /// Philox blocks used.
@@ -185,6 +255,15 @@ pub fn dropout(
     let blocks = drop::blocks_needed(x.numel());
     let (seed, offset) = crate::rng::reserve_default(device, blocks);
     drop::dropout(out, mask, x, keep, scale, seed, offset)?;
+    Ok(blocks)
+}
+
+/// Fills `dst` (any dtype) with Bernoulli(`p`) draws from device `device`'s
+/// default generator; returns the Philox blocks used.
+pub fn bernoulli(dst: &Strided, p: f64, device: usize) -> Result<u64, KernelError> {
+    let blocks = drop::blocks_needed(dst.numel());
+    let (seed, offset) = crate::rng::reserve_default(device, blocks);
+    drop::bernoulli(dst, p, None, seed, offset)?;
     Ok(blocks)
 }
 
