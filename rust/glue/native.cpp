@@ -48,6 +48,8 @@
 #include <ATen/ops/amin_meta.h>
 #include <ATen/ops/atan2_meta.h>
 #include <ATen/ops/cat_meta.h>
+#include <ATen/ops/avg_pool2d_backward_meta.h>
+#include <ATen/ops/avg_pool2d_meta.h>
 #include <ATen/ops/baddbmm_meta.h>
 #include <ATen/ops/bmm_meta.h>
 #include <ATen/ops/clamp_max_meta.h>
@@ -91,6 +93,9 @@
 #include <ATen/ops/pow_meta.h>
 #include <ATen/ops/reciprocal_meta.h>
 #include <ATen/ops/rsqrt_meta.h>
+#include <ATen/ops/scatter_add_meta.h>
+#include <ATen/ops/scatter_meta.h>
+#include <ATen/ops/scatter_reduce_meta.h>
 #include <ATen/ops/sigmoid_backward_meta.h>
 #include <ATen/ops/sigmoid_meta.h>
 #include <ATen/ops/silu_backward_meta.h>
@@ -190,6 +195,10 @@ struct FooIndexArg {
 int32_t foo_rs_index(const FooView* out, const FooView* data, const FooIndexArg* args, size_t n, FooStatus* st);
 int32_t foo_rs_index_put(const FooView* dst, const FooView* src, const FooIndexArg* args, size_t n,
                          uint8_t accumulate, FooStatus* st);
+int32_t foo_rs_scatter(const FooView* out, const FooView* src, FooParam value, const FooView* index, int64_t dim,
+                       const char* op, uint8_t include_self, FooStatus* st);
+int32_t foo_rs_avg_pool2d(const FooView* out, const FooView* x, const int64_t* win, uint8_t count_include_pad,
+                          int64_t divisor, uint8_t backward, FooStatus* st);
 int32_t foo_rs_arange(const FooView* out, double start_f, double step_f, int64_t start_i, int64_t step_i,
                       uint8_t integral, FooStatus* st);
 int32_t foo_rs_adaptive_avg_pool2d(const FooView* out, const FooView* x, uint8_t backward, FooStatus* st);
@@ -1650,6 +1659,95 @@ struct Gather {
   }
 };
 
+// The scatter family through ATen's metas (index dtype, ranks and sizes, the
+// src dtype, the reduce argument, the overlap asserts, out='s dtype and
+// resize), then as CPU's kernels: out = self, then Rust scatters `src` or
+// `value` into it (kernels::entry::scatter). bool with "mean" (CPU raises)
+// and a complex value go to the Python kernel.
+template <class H>
+bool run_scatter(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* src,
+                 const c10::Scalar* value, c10::string_view op, bool include_self) {
+  const at::Tensor& out = h.result();
+  FooParam pv = p_none();
+  if ((value != nullptr && !param_of(*value, &pv)) || (op == "mean" && self.scalar_type() == c10::ScalarType::Bool))
+    return false;
+  FooView vo, vi, vs;
+  if (!is_foo(out) || !view_of(out, &vo) || !view_of(index, &vi) || (src != nullptr && !view_of(*src, &vs)))
+    return false;
+  if (!out.is_same(self)) out.copy_(self);
+  if (index.numel() > 0) {
+    const std::string name(op);
+    FooStatus st{};
+    if (!done(foo_rs_scatter(&vo, src != nullptr ? &vs : nullptr, pv, &vi, c10::maybe_wrap_dim(dim, self.dim()),
+                             name.c_str(), include_self ? 1 : 0, &st),
+              st))
+      return false;
+  }
+  h.finish();
+  return true;
+}
+
+#define FOO_SCATTER_OP(Name, MetaT, f, o) \
+  struct Name {                           \
+    using Meta = at::meta::MetaT;         \
+    static constexpr char F[] = f;        \
+    static constexpr char O[] = o;        \
+    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
+
+FOO_SCATTER_OP(ScatterSrc, structured_scatter_src, "scatter.src", "scatter.src_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src);
+    return run_scatter(h, self, dim, index, &src, nullptr, "assign", true);
+  }
+};
+FOO_SCATTER_OP(ScatterValue, structured_scatter_value, "scatter.value", "scatter.value_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, value);
+    return run_scatter(h, self, dim, index, nullptr, &value, "assign", true);
+  }
+};
+FOO_SCATTER_OP(ScatterReduce, structured_scatter_reduce, "scatter.reduce", "scatter.reduce_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  c10::string_view reduce) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src, reduce);
+    return run_scatter(h, self, dim, index, &src, nullptr, reduce, true);
+  }
+};
+FOO_SCATTER_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.value_reduce",
+               "scatter.value_reduce_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
+                  c10::string_view reduce) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, value, reduce);
+    return run_scatter(h, self, dim, index, nullptr, &value, reduce, true);
+  }
+};
+FOO_SCATTER_OP(ScatterAdd, structured_scatter_add, "scatter_add", "scatter_add.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src);
+    return run_scatter(h, self, dim, index, &src, nullptr, "add", true);
+  }
+};
+FOO_SCATTER_OP(ScatterReduceTwo, structured_scatter_reduce_two, "scatter_reduce.two", "scatter_reduce.two_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  c10::string_view reduce, bool include_self) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src, reduce, include_self);
+    return run_scatter(h, self, dim, index, &src, nullptr, reduce, include_self);
+  }
+};
+#undef FOO_SCATTER_OP
+
 constexpr char kIndex[] = "index.Tensor";
 constexpr char kIndexOut[] = "index.Tensor_out";
 using OptTensors = c10::List<std::optional<at::Tensor>>;
@@ -1925,6 +2023,63 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
     return result;
   return Slow<kAdaptiveAvgBack, at::Tensor(const at::Tensor&, const at::Tensor&)>::call(grad_output, self);
 }
+
+// avg_pool2d and its backward through ATen's metas (window, padding and shape
+// checks, output shape and memory format, out='s dtype and resize), then Rust
+// (kernels::pool). bool input and a non-float backward go to the Python
+// kernel (CPU raises "not implemented").
+struct AvgPool {
+  using Meta = at::meta::structured_avg_pool2d;
+  static constexpr char F[] = "avg_pool2d";
+  static constexpr char O[] = "avg_pool2d.out";
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
+                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
+    same_device("wrapper_PrivateUse1_avg_pool2d", {{"self", &self}, {"out", h.out_arg()}});
+    const auto pre = h.meta(self, k, s, p, ceil_mode, count_include_pad, divisor);
+    if (self.scalar_type() == c10::ScalarType::Bool) return false;
+    const at::Tensor& out = h.result();
+    if (out.numel() > 0) {
+      const std::array<int64_t, 8> win{pre.kH, pre.kW, pre.dH, pre.dW, pre.padH, pre.padW, 1, 1};
+      const at::Tensor o4 = as4(out), x4 = as4(self);
+      FooView vo, vx;
+      if (!view_of(o4, &vo) || !view_of(x4, &vx)) return false;
+      FooStatus st{};
+      if (!done(foo_rs_avg_pool2d(&vo, &vx, win.data(), count_include_pad ? 1 : 0, divisor.value_or(0), 0, &st), st))
+        return false;
+    }
+    h.finish();
+    return true;
+  }
+};
+
+struct AvgPoolBack {
+  using Meta = at::meta::structured_avg_pool2d_backward;
+  static constexpr char F[] = "avg_pool2d_backward";
+  static constexpr char O[] = "avg_pool2d_backward.grad_input";
+  template <class H>
+  static bool run(H& h, const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                  at::IntArrayRef p, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
+    same_device("wrapper_PrivateUse1_avg_pool2d_backward",
+                {{"grad_output", &grad_output}, {"self", &self}, {"grad_input", h.out_arg()}});
+    h.meta(grad_output, self, k, s, p, ceil_mode, count_include_pad, divisor);
+    const at::Tensor& gi = h.result();
+    if (!c10::isFloatingType(self.scalar_type()) || grad_output.scalar_type() != gi.scalar_type()) return false;
+    if (gi.numel() > 0) {
+      const int64_t one[] = {1};
+      const auto win = pool_window(k, s, p, at::IntArrayRef(one, 1));
+      const at::Tensor gi4 = as4(gi), go4 = as4(grad_output);
+      FooView vgi, vgo;
+      if (!view_of(gi4, &vgi) || !view_of(go4, &vgo)) return false;
+      FooStatus st{};
+      if (!done(foo_rs_avg_pool2d(&vgi, &vgo, win.data(), count_include_pad ? 1 : 0, divisor.value_or(0), 1, &st),
+                st))
+        return false;
+    }
+    h.finish();
+    return true;
+  }
+};
 
 constexpr char kDropout[] = "native_dropout";
 
@@ -2339,6 +2494,12 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kDropout, native_dropout) FOO_REG(kDropoutBack, native_dropout_backward)
     FOO_REGM(Gather, T, int64_t, T, bool) FOO_REG(kIndex, index_tensor) FOO_REG(kIndexOut, index_tensor_out)
     FOO_REG(kIndexPut, index_put_impl)
+    FOO_REGM(ScatterSrc, T, int64_t, T, T) FOO_REGM(ScatterValue, T, int64_t, T, S)
+    FOO_REGM(ScatterReduce, T, int64_t, T, T, c10::string_view)
+    FOO_REGM(ScatterValueReduce, T, int64_t, T, S, c10::string_view) FOO_REGM(ScatterAdd, T, int64_t, T, T)
+    FOO_REGM(ScatterReduceTwo, T, int64_t, T, T, c10::string_view, bool)
+    FOO_REGM(AvgPool, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)
+    FOO_REGM(AvgPoolBack, T, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)
     FOO_REG(kArange, arange_start_out) FOO_REG(kAdaptiveAvg, adaptive_avg_pool2d)
     FOO_REG(kAdaptiveAvgBack, adaptive_avg_pool2d_backward)
     FOO_REG3(LerpS, T, S) FOO_REG3(LerpT, T, T) FOO_REG3(Addcmul, T, T, S) FOO_REG3(Addcdiv, T, T, S)

@@ -582,18 +582,56 @@ pub unsafe extern "C" fn foo_rs_max_pool2d(
     st: *mut FooStatus,
 ) -> i32 {
     run(st, false, || {
-        let w = std::slice::from_raw_parts(win, 8)
-            .iter()
-            .map(|&v| dim_of(v))
-            .collect::<Result<Vec<_>, _>>()?;
-        let win = crate::kernels::pool::Window {
-            kernel: [w[0], w[1]],
-            stride: [w[2], w[3]],
-            padding: [w[4], w[5]],
-            dilation: [w[6], w[7]],
-        };
+        let win = window_of(win)?;
         let (o, i, x) = (strided_of(out)?, strided_of(indices)?, strided_of(x)?);
         crate::kernels::pool::max_pool2d(&o, &i, &x, win)
+    })
+}
+
+/// A pooling window from kernel, stride, padding and dilation as (h, w)
+/// pairs: 8 values.
+///
+/// # Safety
+/// `win` holds 8 values.
+unsafe fn window_of(win: *const i64) -> Result<crate::kernels::pool::Window, KernelError> {
+    let w = std::slice::from_raw_parts(win, 8)
+        .iter()
+        .map(|&v| dim_of(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(crate::kernels::pool::Window {
+        kernel: [w[0], w[1]],
+        stride: [w[2], w[3]],
+        padding: [w[4], w[5]],
+        dilation: [w[6], w[7]],
+    })
+}
+
+/// 2-d average pooling of a 4-d `x` into `out` (`divisor` 0: none, ATen's
+/// meta refuses a zero override), or (`backward`) its gradient: `out` is
+/// grad_input, `x` grad_output.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `win` holds 8 values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_avg_pool2d(
+    out: *const FooView,
+    x: *const FooView,
+    win: *const i64,
+    count_include_pad: u8,
+    divisor: i64,
+    backward: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::pool;
+    run(st, false, || {
+        let win = window_of(win)?;
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        let (cip, div) = (count_include_pad != 0, (divisor != 0).then_some(divisor));
+        if backward != 0 {
+            pool::avg_pool2d_backward(&o, &x, win, cip, div)
+        } else {
+            pool::avg_pool2d(&o, &x, win, cip, div)
+        }
     })
 }
 
@@ -868,5 +906,58 @@ pub unsafe extern "C" fn foo_rs_adaptive_avg_pool2d(
         } else {
             crate::kernels::pool::adaptive_avg_pool2d(&o, &x)
         }
+    })
+}
+
+/// The scatter family ([`entry::scatter`]) into `out`, which already holds
+/// self's values: `src` (may be null) or the number `value`; `op` one of
+/// "assign", "add"/"sum", "multiply"/"prod", "mean", "amax", "amin".
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `op` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_scatter(
+    out: *const FooView,
+    src: *const FooView,
+    value: FooParam,
+    index: *const FooView,
+    dim: i64,
+    op: *const c_char,
+    include_self: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::index::{Reduce, Src};
+    run(st, false, || {
+        let op = match CStr::from_ptr(op).to_bytes() {
+            b"assign" => Reduce::Assign,
+            b"add" | b"sum" => Reduce::Add,
+            b"multiply" | b"prod" => Reduce::Mul,
+            b"mean" => Reduce::Mean,
+            b"amax" => Reduce::Max,
+            b"amin" => Reduce::Min,
+            _ => return Err(invalid("foo scatter: unknown reduction")),
+        };
+        let (o, i, s) = (strided_of(out)?, strided_of(index)?, opt_strided(src)?);
+        let src = match &s {
+            Some(t) => Src::Tensor(t),
+            None => match number(param(&value)?)? {
+                Scalar::Bool(b) => Src::Scalar {
+                    f: b as u8 as f64,
+                    i: b as i64,
+                    is_int: true,
+                },
+                Scalar::Int(i) => Src::Scalar {
+                    f: i as f64,
+                    i,
+                    is_int: true,
+                },
+                Scalar::Float(f) => Src::Scalar {
+                    f,
+                    i: f as i64,
+                    is_int: false,
+                },
+            },
+        };
+        entry::scatter(&o, src, &i, dim_of(dim)?, op, include_self != 0)
     })
 }

@@ -342,3 +342,62 @@ pub fn index_put(
     ix::scatter(dst, ix::Src::Tensor(src), args, true, op, true, false)
         .map_err(|e| advanced_index_err(e, args))
 }
+
+/// The scatter family into `out` (already holding self's values): `out`
+/// along `dim` at `index` gets `src` (a tensor of index's rank, no smaller
+/// than it, or a number) with `op`; `include_self` as scatter_reduce's.
+/// 0-d operands count as 1-d. Sums, means and products of f16/bf16
+/// accumulate in f32, as CPU's. An index outside `[0, out.sizes[dim])` is
+/// CPU's RuntimeError.
+pub fn scatter(
+    out: &Strided,
+    src: ix::Src,
+    index: &Strided,
+    dim: usize,
+    op: ix::Reduce,
+    include_self: bool,
+) -> Result<(), KernelError> {
+    if index.numel() == 0 {
+        return Ok(());
+    }
+    let (o, i) = (as1d(out), as1d(index));
+    let nd = o.ndim();
+    let fits = |t: &Strided, skip: usize| (0..nd).all(|k| k == skip || i.sizes[k] <= t.sizes[k]);
+    if dim >= nd || i.ndim() != nd || !fits(&o, dim) {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo scatter: index {:?} does not fit output {:?} along dim {dim}",
+            i.sizes, o.sizes
+        )));
+    }
+    let shape = i.sizes.clone();
+    let mut dstr = o.strides.clone();
+    dstr[dim] = 0;
+    let dst = Strided::new(o.ptr, o.dtype, shape.clone(), dstr);
+    let arg = IndexArg {
+        idx: i.clone(),
+        size: o.sizes[dim],
+        stride: o.strides[dim],
+    };
+    let src_view;
+    let src = match src {
+        ix::Src::Tensor(t) => {
+            let t1 = as1d(t);
+            if t1.ndim() != nd || !fits(&t1, nd) {
+                return Err(KernelError::ShapeMismatch(format!(
+                    "foo scatter: index {:?} larger than source {:?}",
+                    i.sizes, t1.sizes
+                )));
+            }
+            src_view = Strided::new(t1.ptr, t1.dtype, shape, t1.strides.clone());
+            ix::Src::Tensor(&src_view)
+        }
+        s => s,
+    };
+    ix::scatter(&dst, src, &[arg], false, op, include_self, true).map_err(|e| match e {
+        IndexError::Kernel(k) => k,
+        IndexError::OutOfRange { value, .. } => KernelError::InvalidArgument(format!(
+            "index {value} is out of bounds for dimension {dim} with size {}",
+            o.sizes[dim]
+        )),
+    })
+}
