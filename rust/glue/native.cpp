@@ -1671,6 +1671,10 @@ bool run_scatter(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& in
   FooParam pv = p_none();
   if ((value != nullptr && !param_of(*value, &pv)) || (op == "mean" && self.scalar_type() == c10::ScalarType::Bool))
     return false;
+  // A reduce argument CPU's kernel refuses: the Python kernel raises CPU's error.
+  static constexpr std::array<c10::string_view, 8> kOps{"assign", "add", "multiply", "sum",
+                                                         "prod",   "mean", "amax",     "amin"};
+  if (std::find(kOps.begin(), kOps.end(), op) == kOps.end()) return false;
   FooView vo, vi, vs;
   if (!is_foo(out) || !view_of(out, &vo) || !view_of(index, &vi) || (src != nullptr && !view_of(*src, &vs)))
     return false;
@@ -1686,6 +1690,9 @@ bool run_scatter(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& in
   h.finish();
   return true;
 }
+
+// scatter's reduce= takes "add" and "multiply" (CPU's kernel checks it).
+bool legacy_reduce(c10::string_view reduce) { return reduce == "add" || reduce == "multiply"; }
 
 #define FOO_SCATTER_OP(Name, MetaT, f, o) \
   struct Name {                           \
@@ -1716,7 +1723,7 @@ FOO_SCATTER_OP(ScatterReduce, structured_scatter_reduce, "scatter.reduce", "scat
                   c10::string_view reduce) {
     same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
     h.meta(self, dim, index, src, reduce);
-    return run_scatter(h, self, dim, index, &src, nullptr, reduce, true);
+    return legacy_reduce(reduce) && run_scatter(h, self, dim, index, &src, nullptr, reduce, true);
   }
 };
 FOO_SCATTER_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.value_reduce",
@@ -1726,7 +1733,7 @@ FOO_SCATTER_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.val
                   c10::string_view reduce) {
     same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
     h.meta(self, dim, index, value, reduce);
-    return run_scatter(h, self, dim, index, nullptr, &value, reduce, true);
+    return legacy_reduce(reduce) && run_scatter(h, self, dim, index, nullptr, &value, reduce, true);
   }
 };
 FOO_SCATTER_OP(ScatterAdd, structured_scatter_add, "scatter_add", "scatter_add.out")
@@ -1743,7 +1750,7 @@ FOO_SCATTER_OP(ScatterReduceTwo, structured_scatter_reduce_two, "scatter_reduce.
                   c10::string_view reduce, bool include_self) {
     same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
     h.meta(self, dim, index, src, reduce, include_self);
-    return run_scatter(h, self, dim, index, &src, nullptr, reduce, include_self);
+    return reduce != "add" && reduce != "multiply" && run_scatter(h, self, dim, index, &src, nullptr, reduce, include_self);
   }
 };
 #undef FOO_SCATTER_OP
@@ -1830,6 +1837,10 @@ constexpr char kIndexPut[] = "_index_put_impl_";
 // decide, goes to the Python kernel.
 bool index_put_native(at::Tensor& self, const OptTensors& indices, const at::Tensor& values, bool accumulate) {
   if (!is_foo(self) || at::has_internal_overlap(self) == at::MemOverlap::Yes) return false;
+  // An index on another foo device: the Python kernel raises (as for x[i]).
+  for (const std::optional<at::Tensor>& index : indices)
+    if (index.has_value() && index->defined() && !index->device().is_cpu() && index->device() != self.device())
+      return false;
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
   if (!accumulate) {
