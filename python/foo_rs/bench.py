@@ -190,6 +190,14 @@ PER_OP = {
                             lambda: torch.nn.functional.embedding(i, w))(),
     "cross_entropy": lambda t: (lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(t.device):
                                 lambda: torch.nn.functional.cross_entropy(a, y))(),
+    "gather": lambda t: (lambda a=t(4, 8), i=torch.tensor([[1, 3], [5, 7], [0, 0], [2, 6]]).to(t.device):
+                         lambda: torch.gather(a, 1, i))(),
+    "index x[idx]": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device): lambda: a[i])(),
+    "index_put_ accumulate": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device), v=t(3, 8):
+                                        lambda: a.index_put_((i,), v, accumulate=True))(),
+    "arange": lambda t: (lambda d=t.device: lambda: torch.arange(0, 16, device=d))(),
+    "adaptive_avg_pool2d": lambda t: (lambda a=t(1, 2, 6, 6):
+                                      lambda: torch.nn.functional.adaptive_avg_pool2d(a, (2, 2)))(),
     "max_pool2d": lambda t: (lambda a=t(1, 2, 4, 4): lambda: torch.nn.functional.max_pool2d(a, 2))(),
     "sdpa": lambda t: (lambda q=t(1, 2, 4, 8): lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))(),
     "copy_": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a.copy_(b))(),

@@ -35,6 +35,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/layer_norm.h>
+#include <ATen/native/RangeUtils.h>
+#include <ATen/native/TensorAdvancedIndexingUtils.h>
+#include <ATen/Dispatch.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
@@ -46,6 +49,8 @@
 #include <ATen/ops/amin_meta.h>
 #include <ATen/ops/atan2_meta.h>
 #include <ATen/ops/cat_meta.h>
+#include <ATen/ops/avg_pool2d_backward_meta.h>
+#include <ATen/ops/avg_pool2d_meta.h>
 #include <ATen/ops/baddbmm_meta.h>
 #include <ATen/ops/bmm_meta.h>
 #include <ATen/ops/clamp_max_meta.h>
@@ -61,10 +66,12 @@
 #include <ATen/ops/expm1_meta.h>
 #include <ATen/ops/ge_meta.h>
 #include <ATen/ops/gelu_backward_meta.h>
+#include <ATen/ops/gather_meta.h>
 #include <ATen/ops/gelu_meta.h>
 #include <ATen/ops/gt_meta.h>
 #include <ATen/ops/hardsigmoid_backward_meta.h>
 #include <ATen/ops/hardsigmoid_meta.h>
+#include <ATen/ops/index_meta.h>
 #include <ATen/ops/le_meta.h>
 #include <ATen/ops/leaky_relu_meta.h>
 #include <ATen/ops/log1p_meta.h>
@@ -88,6 +95,9 @@
 #include <ATen/ops/pow_meta.h>
 #include <ATen/ops/reciprocal_meta.h>
 #include <ATen/ops/rsqrt_meta.h>
+#include <ATen/ops/scatter_add_meta.h>
+#include <ATen/ops/scatter_meta.h>
+#include <ATen/ops/scatter_reduce_meta.h>
 #include <ATen/ops/sigmoid_backward_meta.h>
 #include <ATen/ops/sigmoid_meta.h>
 #include <ATen/ops/silu_backward_meta.h>
@@ -179,6 +189,22 @@ int32_t foo_rs_sdpa_backward(const FooView* grad_q, const FooView* grad_k, const
                              const FooView* v, const FooView* bias, const FooView* out, const FooView* lse,
                              const FooView* work, uint8_t causal, double scale, double dropout_p, uint64_t seed,
                              uint64_t offset, FooStatus* st);
+int32_t foo_rs_gather(const FooView* out, const FooView* data, const FooView* index, int64_t dim, FooStatus* st);
+struct FooIndexArg {
+  FooView idx;
+  int64_t size;    // of the data dim the indices select along
+  int64_t stride;  // of that dim, in elements
+};
+int32_t foo_rs_index(const FooView* out, const FooView* data, const FooIndexArg* args, size_t n, FooStatus* st);
+int32_t foo_rs_index_put(const FooView* dst, const FooView* src, const FooIndexArg* args, size_t n,
+                         uint8_t accumulate, FooStatus* st);
+int32_t foo_rs_scatter(const FooView* out, const FooView* src, FooParam value, const FooView* index, int64_t dim,
+                       const char* op, uint8_t include_self, FooStatus* st);
+int32_t foo_rs_avg_pool2d(const FooView* out, const FooView* x, const int64_t* win, uint8_t count_include_pad,
+                          int64_t divisor, uint8_t backward, FooStatus* st);
+int32_t foo_rs_arange(const FooView* out, double start_f, double step_f, int64_t start_i, int64_t step_i,
+                      uint8_t integral, FooStatus* st);
+int32_t foo_rs_adaptive_avg_pool2d(const FooView* out, const FooView* x, uint8_t backward, FooStatus* st);
 size_t foo_rs_sdpa_backward_work(size_t b, size_t hq, size_t hk, size_t l, size_t s, size_t d);
 int32_t foo_rs_conv2d_forward(const FooView* out, const FooView* x, const FooView* w, const FooView* bias,
                               const int64_t* win, int64_t groups, FooStatus* st);
@@ -1633,6 +1659,464 @@ at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output, 
       call(grad_output, self, k, s, p, d, ceil_mode, indices, grad_input);
 }
 
+// ---- gather, advanced indexing, arange, adaptive average pooling --------------
+
+// gather through ATen's meta (index dtype, rank and sizes, the overlap
+// asserts, out='s dtype and resize), then Rust (kernels::entry::gather: an
+// index out of range is CPU's RuntimeError).
+struct Gather {
+  using Meta = at::meta::structured_gather;
+  static constexpr char F[] = "gather";
+  static constexpr char O[] = "gather.out";
+  static constexpr char kDev[] = "wrapper_PrivateUse1_gather";
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, sparse_grad);
+    if (index.numel() > 0) {
+      FooView vo, vs, vi;
+      if (!view_of(h.result(), &vo) || !view_of(self, &vs) || !view_of(index, &vi)) return false;
+      FooStatus st{};
+      if (!done(foo_rs_gather(&vo, &vs, &vi, c10::maybe_wrap_dim(dim, self.dim()), &st), st)) return false;
+    }
+    h.finish();
+    return true;
+  }
+};
+
+// The scatter family through ATen's metas (index dtype, ranks and sizes, the
+// src dtype, the reduce argument, the overlap asserts, out='s dtype and
+// resize), then as CPU's kernels: out = self, then Rust scatters `src` or
+// `value` into it (kernels::entry::scatter). bool with "mean" (CPU raises)
+// and a complex value go to the Python kernel.
+template <class H>
+bool run_scatter(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* src,
+                 const c10::Scalar* value, c10::string_view op, bool include_self) {
+  const at::Tensor& out = h.result();
+  FooParam pv = p_none();
+  if ((value != nullptr && !param_of(*value, &pv)) || (op == "mean" && self.scalar_type() == c10::ScalarType::Bool))
+    return false;
+  // A reduce argument CPU's kernel refuses: the Python kernel raises CPU's error.
+  static constexpr std::array<c10::string_view, 8> kOps{"assign", "add", "multiply", "sum",
+                                                         "prod",   "mean", "amax",     "amin"};
+  if (std::find(kOps.begin(), kOps.end(), op) == kOps.end()) return false;
+  FooView vo, vi, vs;
+  if (!is_foo(out) || !view_of(out, &vo) || !view_of(index, &vi) || (src != nullptr && !view_of(*src, &vs)))
+    return false;
+  if (!out.is_same(self)) out.copy_(self);
+  if (index.numel() > 0) {
+    const std::string name(op);
+    FooStatus st{};
+    if (!done(foo_rs_scatter(&vo, src != nullptr ? &vs : nullptr, pv, &vi, c10::maybe_wrap_dim(dim, self.dim()),
+                             name.c_str(), include_self ? 1 : 0, &st),
+              st))
+      return false;
+  }
+  h.finish();
+  return true;
+}
+
+// scatter's reduce= takes "add" and "multiply" (CPU's kernel checks it).
+bool legacy_reduce(c10::string_view reduce) { return reduce == "add" || reduce == "multiply"; }
+
+#define FOO_SCATTER_OP(Name, MetaT, f, o) \
+  struct Name {                           \
+    using Meta = at::meta::MetaT;         \
+    static constexpr char F[] = f;        \
+    static constexpr char O[] = o;        \
+    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
+
+FOO_SCATTER_OP(ScatterSrc, structured_scatter_src, "scatter.src", "scatter.src_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src);
+    return run_scatter(h, self, dim, index, &src, nullptr, "assign", true);
+  }
+};
+FOO_SCATTER_OP(ScatterValue, structured_scatter_value, "scatter.value", "scatter.value_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, value);
+    return run_scatter(h, self, dim, index, nullptr, &value, "assign", true);
+  }
+};
+FOO_SCATTER_OP(ScatterReduce, structured_scatter_reduce, "scatter.reduce", "scatter.reduce_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  c10::string_view reduce) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src, reduce);
+    return legacy_reduce(reduce) && run_scatter(h, self, dim, index, &src, nullptr, reduce, true);
+  }
+};
+FOO_SCATTER_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.value_reduce",
+               "scatter.value_reduce_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
+                  c10::string_view reduce) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, value, reduce);
+    return legacy_reduce(reduce) && run_scatter(h, self, dim, index, nullptr, &value, reduce, true);
+  }
+};
+FOO_SCATTER_OP(ScatterAdd, structured_scatter_add, "scatter_add", "scatter_add.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src);
+    return run_scatter(h, self, dim, index, &src, nullptr, "add", true);
+  }
+};
+FOO_SCATTER_OP(ScatterReduceTwo, structured_scatter_reduce_two, "scatter_reduce.two", "scatter_reduce.two_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                  c10::string_view reduce, bool include_self) {
+    same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
+    h.meta(self, dim, index, src, reduce, include_self);
+    return reduce != "add" && reduce != "multiply" && run_scatter(h, self, dim, index, &src, nullptr, reduce, include_self);
+  }
+};
+#undef FOO_SCATTER_OP
+
+constexpr char kIndex[] = "index.Tensor";
+constexpr char kIndexOut[] = "index.Tensor_out";
+using OptTensors = c10::List<std::optional<at::Tensor>>;
+
+// Operand i of a built iterator as a view over the iterator's shape
+// (`strides` holds the element strides); false for a dtype foo does not hold.
+bool iter_view(const at::TensorIteratorBase& it, int i, c10::SmallVector<int64_t, 6>& strides, FooView* v) {
+  const int code = dtype_code(it.dtype(i));
+  if (code < 0) return false;
+  const int64_t nd = it.ndim(), es = static_cast<int64_t>(it.element_size(i));
+  const auto bs = it.strides(i);
+  strides.resize(nd);
+  for (int64_t d = 0; d < nd; ++d) strides[d] = bs[d] / es;
+  *v = {it.data_ptr(i), nd, it.shape().data(), strides.data(), static_cast<uint8_t>(code)};
+  return true;
+}
+
+constexpr int kMaxIndices = 8;
+
+// self[indices] through ATen's index meta (index dtypes and devices, bool
+// masks expanded by nonzero, broadcasting, non-adjacent indexed dims moved to
+// the front, the overlap asserts, and its TensorIterator: self restrided over
+// the result with stride 0 along the indexed dims, the indices laid over the
+// result), then Rust (kernels::entry::index: negative indices wrap, one out of
+// range is CPU's IndexError).
+template <Mode M>
+bool index_native(Holder<at::meta::structured_index_Tensor, M>& h, const at::Tensor& self,
+                  const OptTensors& indices) {
+  if (const at::Tensor* out = h.out_arg())
+    same_device("wrapper_PrivateUse1_index_Tensor_out", {{"self", &self}, {"out", out}});
+  const auto pre = h.meta(self, at::IOptTensorListRef(indices));
+  const int n = h.ntensors(), nidx = n - 2;
+  if (nidx < 1 || nidx > kMaxIndices || static_cast<int>(pre.sizes.size()) != nidx || h.numel() == 0)
+    return nidx >= 1 && h.numel() == 0;  // nothing to read: done
+  const int64_t es = static_cast<int64_t>(self.element_size());
+  std::array<c10::SmallVector<int64_t, 6>, kMaxIndices + 2> strides;
+  std::array<FooIndexArg, kMaxIndices> args;
+  FooView vo, vd;
+  if (!is_foo(self) || !iter_view(h, 0, strides[0], &vo) || !iter_view(h, 1, strides[1], &vd)) return false;
+  for (int k = 0; k < nidx; ++k) {
+    if (h.device(k + 2) != self.device() || !iter_view(h, k + 2, strides[k + 2], &args[k].idx)) return false;
+    args[k].size = pre.sizes[k];
+    args[k].stride = pre.strides[k] / es;
+  }
+  FooStatus st{};
+  return done(foo_rs_index(&vo, &vd, args.data(), nidx, &st), st);
+}
+
+at::Tensor index_tensor(const at::Tensor& self, const OptTensors& indices) {
+  at::Tensor result;
+  if (named([&] {
+        Holder<at::meta::structured_index_Tensor, Mode::Functional> h;
+        if (!index_native(h, self, indices)) return false;
+        result = std::move(h.out_[0]);
+        return true;
+      }))
+    return result;
+  return Slow<kIndex, at::Tensor(const at::Tensor&, const OptTensors&)>::call(self, indices);
+}
+
+at::Tensor& index_tensor_out(const at::Tensor& self, const OptTensors& indices, at::Tensor& out) {
+  if (named([&] {
+        Holder<at::meta::structured_index_Tensor, Mode::Out> h(out);
+        return index_native(h, self, indices);
+      }))
+    return out;
+  return Slow<kIndexOut, at::Tensor&(const at::Tensor&, const OptTensors&, at::Tensor&)>::call(self, indices, out);
+}
+
+constexpr char kIndexPut[] = "_index_put_impl_";
+
+// self[indices] = values (+= with accumulate) as ATen's _index_put_impl_
+// runs it: the number of indices, the masked_fill_ shortcut, a 0-d value
+// moved to self's device, the overlap asserts, then make_info's steps (ATen's
+// own index type check, bool masks expanded by nonzero, broadcasting, the
+// indexed dims moved to the front when not adjacent), AdvancedIndex's
+// restriding (its constructor is not exported: the same few lines here) and
+// make_index_put_iterator's value checks; then Rust (kernels::entry::index_put).
+// A value on another device, or one whose overlap with self ATen cannot
+// decide, goes to the Python kernel.
+bool index_put_native(at::Tensor& self, const OptTensors& indices, const at::Tensor& values, bool accumulate) {
+  if (!is_foo(self) || at::has_internal_overlap(self) == at::MemOverlap::Yes) return false;
+  // An index on another foo device: the Python kernel raises (as for x[i]).
+  for (const std::optional<at::Tensor>& index : indices)
+    if (index.has_value() && index->defined() && !index->device().is_cpu() && index->device() != self.device())
+      return false;
+  TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  if (!accumulate) {
+    auto mf = at::native::canDispatchToMaskedFill(self, indices, values);
+    if (std::get<0>(mf)) {
+      self.masked_fill_(std::get<1>(mf), values.item());
+      return true;
+    }
+  }
+  at::Tensor v = values;
+  if (values.device() != self.device() && values.numel() == 1 && values.dim() == 0) v = values.to(self.device());
+  if (v.device() != self.device()) return false;
+  at::assert_no_overlap(self, values);
+  for (const std::optional<at::Tensor>& index : indices)
+    if (index.has_value()) at::assert_no_overlap(self, *index);
+  if (at::get_overlap_status(self, v) == at::MemOverlapStatus::TooHard) return false;
+  // make_info
+  at::native::checkIndexTensorTypes(indices, /*allow_int=*/true);
+  std::vector<at::Tensor> idx = at::native::expandTensors(self, at::IOptTensorListRef(indices), true);
+  try {
+    idx = at::expand_outplace(idx);
+  } catch (std::exception&) {
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                      at::native::shapes_as_str(idx));
+  }
+  while (idx.size() < static_cast<size_t>(self.dim())) idx.emplace_back();
+  at::Tensor src = self;
+  if (!at::native::hasContiguousSubspace(idx)) std::tie(src, idx) = at::native::transposeToFront(self, idx);
+  // AdvancedIndex's constructor: src restrided over the result's shape
+  // (stride 0 along the indexed dims), each index laid over it.
+  int64_t before = 0, after = 0, nidx = 0;
+  at::IntArrayRef repl;
+  c10::SmallVector<int64_t, 4> isizes, istrides;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (!idx[d].defined()) {
+      (nidx == 0 ? before : after)++;
+    } else {
+      ++nidx;
+      repl = idx[d].sizes();
+      isizes.push_back(src.size(d));
+      istrides.push_back(src.stride(d));
+    }
+  }
+  if (nidx == 0 || nidx > kMaxIndices) return false;
+  if (std::find(isizes.begin(), isizes.end(), 0) != isizes.end() &&
+      std::find(repl.begin(), repl.end(), 0) == repl.end())
+    TORCH_CHECK_INDEX(false, "index is out of bounds for dimension with size 0");
+  c10::SmallVector<int64_t, 6> shape(src.sizes().begin(), src.sizes().begin() + before);
+  c10::SmallVector<int64_t, 6> dstr(src.strides().begin(), src.strides().begin() + before);
+  shape.append(repl.begin(), repl.end());
+  dstr.append(repl.size(), 0);
+  shape.append(src.sizes().end() - after, src.sizes().end());
+  dstr.append(src.strides().end() - after, src.strides().end());
+  // make_index_put_iterator's checks
+  TORCH_CHECK(at::is_expandable_to(v.sizes(), shape), "shape mismatch: value tensor of shape ", v.sizes(),
+              " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));
+  TORCH_CHECK(v.scalar_type() == src.scalar_type(), "Index put requires the source and destination dtypes match, ",
+              "got ", src.scalar_type(), " for the destination and ", v.scalar_type(), " for the source.");
+  const at::Tensor ve = v.expand(shape);
+  FooView vd, vv;
+  if (!view_of(src, &vd) || !view_of(ve, &vv)) return false;
+  vd.ndim = static_cast<int64_t>(shape.size());
+  vd.sizes = shape.data();
+  vd.strides = dstr.data();
+  std::array<FooIndexArg, kMaxIndices> args;
+  std::array<c10::SmallVector<int64_t, 6>, kMaxIndices> istr;
+  int k = 0;
+  for (const at::Tensor& t : idx) {
+    if (!t.defined()) continue;
+    if (!view_of(t, &args[k].idx)) return false;
+    istr[k].assign(before, 0);
+    istr[k].append(t.strides().begin(), t.strides().end());
+    istr[k].append(after, 0);
+    args[k].idx.ndim = vd.ndim;
+    args[k].idx.sizes = shape.data();
+    args[k].idx.strides = istr[k].data();
+    args[k].size = isizes[k];
+    args[k].stride = istrides[k];
+    ++k;
+  }
+  FooStatus st{};
+  return done(foo_rs_index_put(&vd, &vv, args.data(), nidx, accumulate ? 1 : 0, &st), st);
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const OptTensors& indices, const at::Tensor& values, bool accumulate,
+                           bool unsafe) {
+  if (named([&] { return index_put_native(self, indices, values, accumulate); })) return self;
+  return Slow<kIndexPut, at::Tensor&(at::Tensor&, const OptTensors&, const at::Tensor&, bool, bool)>::call(
+      self, indices, values, accumulate, unsafe);
+}
+
+constexpr char kArange[] = "arange.start_out";
+
+// arange into `out`: ATen's own size rule and checks (compute_arange_size,
+// which follows the torch it is compiled against), CPU's resize warning,
+// then Rust. A bool out (CPU raises) and a multi-dim out that is not
+// contiguous go to the Python kernel.
+at::Tensor& arange_start_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                             at::Tensor& out) {
+  const auto t = out.scalar_type();
+  FooParam ps, pst;
+  if (is_foo(out) && t != c10::ScalarType::Bool && dtype_code(t) >= 0 && (out.dim() <= 1 || out.is_contiguous()) &&
+      param_of(start, &ps) && param_of(end, &pst) && param_of(step, &pst) && named([&] {
+        int64_t size = 0;
+        AT_DISPATCH_ALL_TYPES_AND2(c10::ScalarType::Half, c10::ScalarType::BFloat16, t, "arange_cpu",
+                                   [&] { size = at::native::compute_arange_size<scalar_t>(start, end, step); });
+        const int64_t numel = out.numel();
+        if (numel != size) {
+          if (numel > 0) {
+            TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", numel,
+                       " which does not match the computed number of elements ", size,
+                       ". Note that this may occur as a result of rounding error. "
+                       "The out tensor will be resized to a tensor of shape (",
+                       size, ",).");
+          }
+          out.resize_({size});
+        }
+        if (size == 0) return true;
+        FooView v;
+        if (!view_of(out, &v)) return false;
+        const int64_t stride = out.dim() == 1 ? out.stride(0) : 1;
+        v.ndim = 1;
+        v.sizes = &size;
+        v.strides = &stride;
+        const bool integral = c10::isIntegralType(t, /*includeBool=*/false);
+        FooStatus st{};
+        return done(foo_rs_arange(&v, integral ? 0.0 : start.toDouble(), integral ? 0.0 : step.toDouble(),
+                                  integral ? start.toLong() : 0, integral ? step.toLong() : 0, integral ? 1 : 0,
+                                  &st),
+                    st);
+      }))
+    return out;
+  return Slow<kArange, at::Tensor&(const c10::Scalar&, const c10::Scalar&, const c10::Scalar&, at::Tensor&)>::call(
+      start, end, step, out);
+}
+
+constexpr char kAdaptiveAvg[] = "_adaptive_avg_pool2d";
+constexpr char kAdaptiveAvgBack[] = "_adaptive_avg_pool2d_backward";
+
+// Float 3-d or 4-d foo input whose non-batch dims are non-empty: what the
+// Rust kernels take. Everything else goes to the Python kernel, which raises
+// CPU's errors.
+bool adaptive_input(const at::Tensor& t) {
+  if (!is_foo(t) || !c10::isFloatingType(t.scalar_type()) || (t.dim() != 3 && t.dim() != 4)) return false;
+  for (int64_t d = 1; d < t.dim(); ++d)
+    if (t.size(d) == 0) return false;
+  return true;
+}
+
+// adaptive_avg_pool2d's output (batch dims of the input, then the target
+// height and width) in the input's suggested memory format, as CPU's.
+at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  at::Tensor result;
+  if (adaptive_input(self) && output_size.size() == 2 && named([&] {
+        const int64_t oh = output_size[0].expect_int(), ow = output_size[1].expect_int();
+        if (oh < 0 || ow < 0) return false;
+        c10::SmallVector<int64_t, 4> shape(self.sizes().begin(), self.sizes().end() - 2);
+        shape.push_back(oh);
+        shape.push_back(ow);
+        at::Tensor out = create_out(shape, {}, self.options().memory_format(self.suggest_memory_format()));
+        if (out.numel() > 0) {
+          const at::Tensor o4 = as4(out), x4 = as4(self);
+          FooView vo, vx;
+          if (!view_of(o4, &vo) || !view_of(x4, &vx)) return false;
+          FooStatus st{};
+          if (!done(foo_rs_adaptive_avg_pool2d(&vo, &vx, 0, &st), st)) return false;
+        }
+        result = std::move(out);
+        return true;
+      }))
+    return result;
+  return Slow<kAdaptiveAvg, at::Tensor(const at::Tensor&, c10::SymIntArrayRef)>::call(self, output_size);
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  at::Tensor result;
+  if (adaptive_input(self) && adaptive_input(grad_output) && grad_output.device() == self.device() &&
+      grad_output.scalar_type() == self.scalar_type() && grad_output.dim() == self.dim() &&
+      grad_output.sizes().slice(0, self.dim() - 2) == self.sizes().slice(0, self.dim() - 2) && named([&] {
+        at::Tensor gi = create_out(self.sizes(), {}, self.options().memory_format(self.suggest_memory_format()));
+        if (gi.numel() > 0) {
+          const at::Tensor gi4 = as4(gi), go4 = as4(grad_output);
+          FooView vgi, vgo;
+          if (!view_of(gi4, &vgi) || !view_of(go4, &vgo)) return false;
+          FooStatus st{};
+          if (!done(foo_rs_adaptive_avg_pool2d(&vgi, &vgo, 1, &st), st)) return false;
+        }
+        result = std::move(gi);
+        return true;
+      }))
+    return result;
+  return Slow<kAdaptiveAvgBack, at::Tensor(const at::Tensor&, const at::Tensor&)>::call(grad_output, self);
+}
+
+// avg_pool2d and its backward through ATen's metas (window, padding and shape
+// checks, output shape and memory format, out='s dtype and resize), then Rust
+// (kernels::pool). bool input and a non-float backward go to the Python
+// kernel (CPU raises "not implemented").
+struct AvgPool {
+  using Meta = at::meta::structured_avg_pool2d;
+  static constexpr char F[] = "avg_pool2d";
+  static constexpr char O[] = "avg_pool2d.out";
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
+                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
+    same_device("wrapper_PrivateUse1_avg_pool2d", {{"self", &self}, {"out", h.out_arg()}});
+    const auto pre = h.meta(self, k, s, p, ceil_mode, count_include_pad, divisor);
+    if (self.scalar_type() == c10::ScalarType::Bool) return false;
+    const at::Tensor& out = h.result();
+    if (out.numel() > 0) {
+      const std::array<int64_t, 8> win{pre.kH, pre.kW, pre.dH, pre.dW, pre.padH, pre.padW, 1, 1};
+      const at::Tensor o4 = as4(out), x4 = as4(self);
+      FooView vo, vx;
+      if (!view_of(o4, &vo) || !view_of(x4, &vx)) return false;
+      FooStatus st{};
+      if (!done(foo_rs_avg_pool2d(&vo, &vx, win.data(), count_include_pad ? 1 : 0, divisor.value_or(0), 0, &st), st))
+        return false;
+    }
+    h.finish();
+    return true;
+  }
+};
+
+struct AvgPoolBack {
+  using Meta = at::meta::structured_avg_pool2d_backward;
+  static constexpr char F[] = "avg_pool2d_backward";
+  static constexpr char O[] = "avg_pool2d_backward.grad_input";
+  template <class H>
+  static bool run(H& h, const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef s,
+                  at::IntArrayRef p, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
+    same_device("wrapper_PrivateUse1_avg_pool2d_backward",
+                {{"grad_output", &grad_output}, {"self", &self}, {"grad_input", h.out_arg()}});
+    h.meta(grad_output, self, k, s, p, ceil_mode, count_include_pad, divisor);
+    const at::Tensor& gi = h.result();
+    if (!c10::isFloatingType(self.scalar_type()) || grad_output.scalar_type() != gi.scalar_type()) return false;
+    if (gi.numel() > 0) {
+      const int64_t one[] = {1};
+      const auto win = pool_window(k, s, p, at::IntArrayRef(one, 1));
+      const at::Tensor gi4 = as4(gi), go4 = as4(grad_output);
+      FooView vgi, vgo;
+      if (!view_of(gi4, &vgi) || !view_of(go4, &vgo)) return false;
+      FooStatus st{};
+      if (!done(foo_rs_avg_pool2d(&vgi, &vgo, win.data(), count_include_pad ? 1 : 0, divisor.value_or(0), 1, &st),
+                st))
+        return false;
+    }
+    h.finish();
+    return true;
+  }
+};
+
 constexpr char kDropout[] = "native_dropout";
 
 // Training-mode dropout of a non-empty float foo tensor: the Rust kernel
@@ -2494,6 +2978,16 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)
     FOO_REG(kDropout, native_dropout) FOO_REG(kDropoutBack, native_dropout_backward)
     FOO_REG(kBernoulli, bernoulli_float_)
+    FOO_REGM(Gather, T, int64_t, T, bool) FOO_REG(kIndex, index_tensor) FOO_REG(kIndexOut, index_tensor_out)
+    FOO_REG(kIndexPut, index_put_impl)
+    FOO_REGM(ScatterSrc, T, int64_t, T, T) FOO_REGM(ScatterValue, T, int64_t, T, S)
+    FOO_REGM(ScatterReduce, T, int64_t, T, T, c10::string_view)
+    FOO_REGM(ScatterValueReduce, T, int64_t, T, S, c10::string_view) FOO_REGM(ScatterAdd, T, int64_t, T, T)
+    FOO_REGM(ScatterReduceTwo, T, int64_t, T, T, c10::string_view, bool)
+    FOO_REGM(AvgPool, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)
+    FOO_REGM(AvgPoolBack, T, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)
+    FOO_REG(kArange, arange_start_out) FOO_REG(kAdaptiveAvg, adaptive_avg_pool2d)
+    FOO_REG(kAdaptiveAvgBack, adaptive_avg_pool2d_backward)
     FOO_REG3(LerpS, T, S) FOO_REG3(LerpT, T, T) FOO_REG3(Addcmul, T, T, S) FOO_REG3(Addcdiv, T, T, S)
     FOO_REG(kSdpChoice, sdp_choice) FOO_REG(kSdpa, sdpa_forward) FOO_REG(kSdpaBack, sdpa_backward)
     FOO_REG3(Hardswish) FOO_REG2(HardsigmoidBackward, T) FOO_REG2(HardswishBackward, T)

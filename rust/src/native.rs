@@ -783,18 +783,56 @@ pub unsafe extern "C" fn foo_rs_max_pool2d(
     st: *mut FooStatus,
 ) -> i32 {
     run(st, false, || {
-        let w = std::slice::from_raw_parts(win, 8)
-            .iter()
-            .map(|&v| dim_of(v))
-            .collect::<Result<Vec<_>, _>>()?;
-        let win = crate::kernels::pool::Window {
-            kernel: [w[0], w[1]],
-            stride: [w[2], w[3]],
-            padding: [w[4], w[5]],
-            dilation: [w[6], w[7]],
-        };
+        let win = window_of(win)?;
         let (o, i, x) = (strided_of(out)?, strided_of(indices)?, strided_of(x)?);
         crate::kernels::pool::max_pool2d(&o, &i, &x, win)
+    })
+}
+
+/// A pooling window from kernel, stride, padding and dilation as (h, w)
+/// pairs: 8 values.
+///
+/// # Safety
+/// `win` holds 8 values.
+unsafe fn window_of(win: *const i64) -> Result<crate::kernels::pool::Window, KernelError> {
+    let w = std::slice::from_raw_parts(win, 8)
+        .iter()
+        .map(|&v| dim_of(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(crate::kernels::pool::Window {
+        kernel: [w[0], w[1]],
+        stride: [w[2], w[3]],
+        padding: [w[4], w[5]],
+        dilation: [w[6], w[7]],
+    })
+}
+
+/// 2-d average pooling of a 4-d `x` into `out` (`divisor` 0: none, ATen's
+/// meta refuses a zero override), or (`backward`) its gradient: `out` is
+/// grad_input, `x` grad_output.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `win` holds 8 values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_avg_pool2d(
+    out: *const FooView,
+    x: *const FooView,
+    win: *const i64,
+    count_include_pad: u8,
+    divisor: i64,
+    backward: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::pool;
+    run(st, false, || {
+        let win = window_of(win)?;
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        let (cip, div) = (count_include_pad != 0, (divisor != 0).then_some(divisor));
+        if backward != 0 {
+            pool::avg_pool2d_backward(&o, &x, win, cip, div)
+        } else {
+            pool::avg_pool2d(&o, &x, win, cip, div)
+        }
     })
 }
 
@@ -942,4 +980,189 @@ pub extern "C" fn foo_rs_sdpa_backward_work(
 ) -> usize {
     std::panic::catch_unwind(|| crate::kernels::attention::backward_work(b, hq, hk, l, s, d))
         .unwrap_or(0)
+}
+
+/// `out = data.gather(dim, index)` ([`entry::gather`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_gather(
+    out: *const FooView,
+    data: *const FooView,
+    index: *const FooView,
+    dim: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, d, i) = (strided_of(out)?, strided_of(data)?, strided_of(index)?);
+        entry::gather(&o, &d, &i, dim_of(dim)?)
+    })
+}
+
+/// One index operand of an advanced-indexing plan: the indices over the
+/// plan's shape, and the size and stride (elements) of the data dim they
+/// select along.
+#[repr(C)]
+pub struct FooIndexArg {
+    pub idx: FooView,
+    pub size: i64,
+    pub stride: i64,
+}
+
+/// # Safety
+/// `args` holds `n` valid [`FooIndexArg`]s.
+unsafe fn index_args(
+    args: *const FooIndexArg,
+    n: usize,
+) -> Result<Vec<crate::kernels::index::IndexArg>, KernelError> {
+    if n == 0 {
+        return Err(invalid("foo index: no index operands"));
+    }
+    std::slice::from_raw_parts(args, n)
+        .iter()
+        .map(|a| {
+            Ok(crate::kernels::index::IndexArg {
+                idx: strided_of(&a.idx)?,
+                size: dim_of(a.size)?,
+                stride: a.stride as isize,
+            })
+        })
+        .collect()
+}
+
+/// Advanced indexing `out = data[indices]` on ATen's plan ([`entry::index`]);
+/// an index out of range is IndexError.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `args` holds `n` operands.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_index(
+    out: *const FooView,
+    data: *const FooView,
+    args: *const FooIndexArg,
+    n: usize,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, true, || {
+        let (o, d, a) = (strided_of(out)?, strided_of(data)?, index_args(args, n)?);
+        entry::index(&o, &d, &a)
+    })
+}
+
+/// `dst[indices] = src` (`+=` with `accumulate`) on ATen's plan
+/// ([`entry::index_put`]); an index out of range is IndexError.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `args` holds `n` operands.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_index_put(
+    dst: *const FooView,
+    src: *const FooView,
+    args: *const FooIndexArg,
+    n: usize,
+    accumulate: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, true, || {
+        let (d, s, a) = (strided_of(dst)?, strided_of(src)?, index_args(args, n)?);
+        entry::index_put(&d, &s, &a, accumulate != 0)
+    })
+}
+
+/// `out[i] = start + i * step` into the 1-d `out`, in i64 (`integral`) or
+/// as CPU's accumulate type ([`crate::kernels::index::arange`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_arange(
+    out: *const FooView,
+    start_f: f64,
+    step_f: f64,
+    start_i: i64,
+    step_i: i64,
+    integral: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let o = strided_of(out)?;
+        crate::kernels::index::arange(&o, start_f, step_f, start_i, step_i, integral != 0)
+    })
+}
+
+/// Adaptive average pooling of a 4-d `x` into the 4-d `out` (its height and
+/// width are the target sizes), or (`backward`) the gradient: `out` is
+/// grad_input, `x` grad_output.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_adaptive_avg_pool2d(
+    out: *const FooView,
+    x: *const FooView,
+    backward: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        if backward != 0 {
+            crate::kernels::pool::adaptive_avg_pool2d_backward(&o, &x)
+        } else {
+            crate::kernels::pool::adaptive_avg_pool2d(&o, &x)
+        }
+    })
+}
+
+/// The scatter family ([`entry::scatter`]) into `out`, which already holds
+/// self's values: `src` (may be null) or the number `value`; `op` one of
+/// "assign", "add"/"sum", "multiply"/"prod", "mean", "amax", "amin".
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `op` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_scatter(
+    out: *const FooView,
+    src: *const FooView,
+    value: FooParam,
+    index: *const FooView,
+    dim: i64,
+    op: *const c_char,
+    include_self: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::index::{Reduce, Src};
+    run(st, false, || {
+        let op = match CStr::from_ptr(op).to_bytes() {
+            b"assign" => Reduce::Assign,
+            b"add" | b"sum" => Reduce::Add,
+            b"multiply" | b"prod" => Reduce::Mul,
+            b"mean" => Reduce::Mean,
+            b"amax" => Reduce::Max,
+            b"amin" => Reduce::Min,
+            _ => return Err(invalid("foo scatter: unknown reduction")),
+        };
+        let (o, i, s) = (strided_of(out)?, strided_of(index)?, opt_strided(src)?);
+        let src = match &s {
+            Some(t) => Src::Tensor(t),
+            None => match number(param(&value)?)? {
+                Scalar::Bool(b) => Src::Scalar {
+                    f: b as u8 as f64,
+                    i: b as i64,
+                    is_int: true,
+                },
+                Scalar::Int(i) => Src::Scalar {
+                    f: i as f64,
+                    i,
+                    is_int: true,
+                },
+                Scalar::Float(f) => Src::Scalar {
+                    f,
+                    i: f as i64,
+                    is_int: false,
+                },
+            },
+        };
+        entry::scatter(&o, src, &i, dim_of(dim)?, op, include_self != 0)
+    })
 }

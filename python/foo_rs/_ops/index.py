@@ -426,19 +426,9 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
     _gather_checks("gather", self, d, index)
     check_out(out, index.shape, self.dtype)
     _assert_no_overlap("gather", out, self, index)
-    s, i = _as1d(self), _as1d(index)
-    shape = list(i.shape)
-    dstr = list(s.stride())
-    dstr[d] = 0
-
-    def run(target):
-        t = _as1d(target)
-        _C.index_gather(
-            _desc_as(t, shape, t.stride()), _desc_as(s, shape, dstr),
-            [_arg(i, shape, i.stride(), s.shape[d], s.stride(d), d)], False, _RUNTIME_OOB,
-        )
-
-    return _run_gather(out, run, self, index)
+    # The plan and CPU's out-of-range error are Rust's (kernels::entry::gather,
+    # shared with the native path in rust/glue/native.cpp).
+    return _run_gather(out, lambda target: _C.gather(desc(target), desc(self), desc(index), d), self, index)
 
 
 _SCATTER_REDUCE = {"sum", "prod", "mean", "amax", "amin"}

@@ -78,6 +78,21 @@ fn index_select(
         .map_err(kernel_index_err)
 }
 
+/// `out = data.gather(dim, index)` ([`entry::gather`]; the native path
+/// calls the same entry).
+#[pyfunction]
+fn gather(
+    py: Python<'_>,
+    out: TensorDesc,
+    data: TensorDesc,
+    index: TensorDesc,
+    dim: usize,
+) -> PyResult<()> {
+    let (o, d, i) = (strided(out)?, strided(data)?, strided(index)?);
+    py.detach(|| entry::gather(&o, &d, &i, dim))
+        .map_err(kernel_err)
+}
+
 fn reduce_of(name: &str) -> PyResult<Reduce> {
     Ok(match name {
         "assign" => Reduce::Assign,
@@ -257,6 +272,7 @@ fn linspace(py: Python<'_>, out: TensorDesc, start: f64, end: f64, opmath: bool)
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index_gather, m)?)?;
     m.add_function(wrap_pyfunction!(index_select, m)?)?;
+    m.add_function(wrap_pyfunction!(gather, m)?)?;
     m.add_function(wrap_pyfunction!(index_scatter, m)?)?;
     m.add_function(wrap_pyfunction!(check_index, m)?)?;
     m.add_function(wrap_pyfunction!(cat, m)?)?;

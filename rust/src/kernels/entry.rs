@@ -303,3 +303,151 @@ pub fn sdpa_backward(
 ) -> Result<(), KernelError> {
     attn::backward(a, grad_out, out, lse, grads, work)
 }
+
+/// A 0-d view as the 1-element vector it is (CPU's rule for 0-d operands of
+/// gather and scatter).
+fn as1d(t: &Strided) -> Strided {
+    if t.ndim() == 0 {
+        Strided::new(t.ptr, t.dtype, vec![1], vec![1])
+    } else {
+        t.clone()
+    }
+}
+
+/// `out = data.gather(dim, index)`: `out` has `index`'s shape; `index` is an
+/// int32/int64 tensor of `data`'s rank (0-d operands count as 1-d), no larger
+/// than `data` off `dim` (ATen's meta has checked all this on the native
+/// path; it is checked again here, for memory safety). An index outside
+/// `[0, data.sizes[dim])` is CPU's RuntimeError.
+pub fn gather(
+    out: &Strided,
+    data: &Strided,
+    index: &Strided,
+    dim: usize,
+) -> Result<(), KernelError> {
+    if index.numel() == 0 {
+        return Ok(());
+    }
+    let (o, d, i) = (as1d(out), as1d(data), as1d(index));
+    let nd = d.ndim();
+    let fits = (0..nd).all(|k| k == dim || i.sizes[k] <= d.sizes[k]);
+    if dim >= nd || i.ndim() != nd || o.sizes != i.sizes || !fits {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo gather: index {:?} and output {:?} do not fit data {:?} along dim {dim}",
+            i.sizes, o.sizes, d.sizes
+        )));
+    }
+    let mut dstr = d.strides.clone();
+    dstr[dim] = 0;
+    let arg = IndexArg {
+        idx: i.clone(),
+        size: d.sizes[dim],
+        stride: d.strides[dim],
+    };
+    let dv = Strided::new(d.ptr, d.dtype, i.sizes.clone(), dstr);
+    ix::gather(&o, &dv, &[arg], false).map_err(|e| match e {
+        IndexError::Kernel(k) => k,
+        IndexError::OutOfRange { value, .. } => KernelError::InvalidArgument(format!(
+            "index {value} is out of bounds for dimension {dim} with size {}",
+            d.sizes[dim]
+        )),
+    })
+}
+
+/// CPU's IndexError message for index operand `arg` holding `value`
+/// (operand numbers, not data dims, as CPU's index kernels name them).
+fn advanced_index_err(e: IndexError, args: &[IndexArg]) -> KernelError {
+    match e {
+        IndexError::Kernel(k) => k,
+        IndexError::OutOfRange { arg, value } => KernelError::InvalidArgument(format!(
+            "index {value} is out of bounds for dimension {arg} with size {}",
+            args.get(arg).map_or(0, |a| a.size)
+        )),
+    }
+}
+
+/// Advanced indexing, `out = data[indices]`, on ATen's plan (the index
+/// op's TensorIterator: `data` restrided over out's shape with stride 0
+/// along the indexed dims, each index laid over out's shape and selecting
+/// along its data dim). Negative indices wrap; one outside `[-size, size)`
+/// is CPU's IndexError (raise it with `index_errors`).
+pub fn index(out: &Strided, data: &Strided, args: &[IndexArg]) -> Result<(), KernelError> {
+    ix::gather(out, data, args, true).map_err(|e| advanced_index_err(e, args))
+}
+
+/// `dst[indices] = src` (or `+=` with `accumulate`) on ATen's index_put
+/// plan: `dst` restrided as in [`index`], `src` broadcast over its shape.
+/// Duplicate indices apply in row-major order, as CPU's serial kernel.
+pub fn index_put(
+    dst: &Strided,
+    src: &Strided,
+    args: &[IndexArg],
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let op = if accumulate {
+        ix::Reduce::Add
+    } else {
+        ix::Reduce::Assign
+    };
+    ix::scatter(dst, ix::Src::Tensor(src), args, true, op, true, false)
+        .map_err(|e| advanced_index_err(e, args))
+}
+
+/// The scatter family into `out` (already holding self's values): `out`
+/// along `dim` at `index` gets `src` (a tensor of index's rank, no smaller
+/// than it, or a number) with `op`; `include_self` as scatter_reduce's.
+/// 0-d operands count as 1-d. Sums, means and products of f16/bf16
+/// accumulate in f32, as CPU's. An index outside `[0, out.sizes[dim])` is
+/// CPU's RuntimeError.
+pub fn scatter(
+    out: &Strided,
+    src: ix::Src,
+    index: &Strided,
+    dim: usize,
+    op: ix::Reduce,
+    include_self: bool,
+) -> Result<(), KernelError> {
+    if index.numel() == 0 {
+        return Ok(());
+    }
+    let (o, i) = (as1d(out), as1d(index));
+    let nd = o.ndim();
+    let fits = |t: &Strided, skip: usize| (0..nd).all(|k| k == skip || i.sizes[k] <= t.sizes[k]);
+    if dim >= nd || i.ndim() != nd || !fits(&o, dim) {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo scatter: index {:?} does not fit output {:?} along dim {dim}",
+            i.sizes, o.sizes
+        )));
+    }
+    let shape = i.sizes.clone();
+    let mut dstr = o.strides.clone();
+    dstr[dim] = 0;
+    let dst = Strided::new(o.ptr, o.dtype, shape.clone(), dstr);
+    let arg = IndexArg {
+        idx: i.clone(),
+        size: o.sizes[dim],
+        stride: o.strides[dim],
+    };
+    let src_view;
+    let src = match src {
+        ix::Src::Tensor(t) => {
+            let t1 = as1d(t);
+            if t1.ndim() != nd || !fits(&t1, nd) {
+                return Err(KernelError::ShapeMismatch(format!(
+                    "foo scatter: index {:?} larger than source {:?}",
+                    i.sizes, t1.sizes
+                )));
+            }
+            src_view = Strided::new(t1.ptr, t1.dtype, shape, t1.strides.clone());
+            ix::Src::Tensor(&src_view)
+        }
+        s => s,
+    };
+    ix::scatter(&dst, src, &[arg], false, op, include_self, true).map_err(|e| match e {
+        IndexError::Kernel(k) => k,
+        IndexError::OutOfRange { value, .. } => KernelError::InvalidArgument(format!(
+            "index {value} is out of bounds for dimension {dim} with size {}",
+            o.sizes[dim]
+        )),
+    })
+}
