@@ -144,6 +144,8 @@ UNARY = {
     "erf": torch.erf,
     "erfc": torch.erfc,
     "erfinv": torch.erfinv,
+    "lgamma": torch.lgamma,
+    "digamma": torch.digamma,
     "floor": torch.floor,
     "ceil": torch.ceil,
     "round": torch.round,
@@ -203,13 +205,14 @@ UNARY_INPLACE = {
     "log2": "log2_", "log10": "log10_", "sin": "sin_", "cos": "cos_", "tan": "tan_", "asin": "asin_", "acos": "acos_",
     "atan": "atan_", "sinh": "sinh_", "cosh": "cosh_", "tanh": "tanh_", "asinh": "asinh_", "acosh": "acosh_",
     "atanh": "atanh_", "erf": "erf_", "erfc": "erfc_", "erfinv": "erfinv_", "floor": "floor_", "ceil": "ceil_",
+    "lgamma": "lgamma_", "digamma": "digamma_",
     "round": "round_", "trunc": "trunc_", "frac": "frac_", "sigmoid": "sigmoid_", "logit": "logit_", "relu": "relu_",
     "nan_to_num": "nan_to_num_", "logical_not": "logical_not_", "bitwise_not": "bitwise_not_", "square": "square_",
 }
 
 UNARY_OUT = ["neg", "abs", "sign", "reciprocal", "sqrt", "exp", "expm1", "log", "log1p", "sin", "tanh", "erf",
              "erfinv", "floor", "round", "trunc", "frac", "sigmoid", "logit", "isnan", "isposinf", "nan_to_num",
-             "logical_not", "bitwise_not", "exp2", "rsqrt"]
+             "logical_not", "bitwise_not", "exp2", "rsqrt", "lgamma", "digamma"]
 
 
 def layouts(x: torch.Tensor):

@@ -367,7 +367,7 @@ _unary("sgn", "sign")
 _unary("reciprocal", "reciprocal")
 
 for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "asin",
-              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "floor", "ceil",
+              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "lgamma", "digamma", "floor", "ceil",
               "trunc", "frac", "sigmoid", "hardsigmoid", "hardswish", "silu", "mish"):
     _unary(_name, _name)
 _register("round", _U, "round", lambda self: ((self,), (0,), None, False, ()))

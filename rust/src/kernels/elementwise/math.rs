@@ -17,6 +17,7 @@ mod libm {
     extern "C" {
         pub fn erf(x: f64) -> f64;
         pub fn erfc(x: f64) -> f64;
+        pub fn lgamma_r(x: f64, sign: *mut i32) -> f64;
     }
 }
 
@@ -247,6 +248,68 @@ pub fn erf_f32(a: f32) -> f32 {
     select(t > 0.927_734_4, big, small)
 }
 
+/// `ln |Γ(x)|` in float64 (the C library's reentrant `lgamma_r`: `lgamma`
+/// writes the global `signgam`, a data race across foo's threads).
+pub fn lgamma_f64(x: f64) -> f64 {
+    let mut sign = 0i32;
+    // SAFETY: pure libm function; `sign` is a valid out-pointer.
+    unsafe { libm::lgamma_r(x, &mut sign) }
+}
+
+/// The digamma function ψ(x) = d/dx ln Γ(x) in `T`'s arithmetic (float32 as
+/// CPU computes it for float32 and the 16-bit types, float64 for float64),
+/// with CPU's special values (ATen's `calc_digamma`, after Cephes' `psi`):
+/// ∓∞ at ±0, NaN at negative integers and -∞; negative x by the reflection
+/// ψ(x) = ψ(1 - x) - π / tan(π frac(x)) (that term in float64); the
+/// recurrence ψ(x) = ψ(x + 1) - 1/x up to x ≥ 10; then the asymptotic series
+/// in 1/x².
+pub(crate) fn digamma<T: Real>(x: T) -> T {
+    // ψ(10)
+    const PSI_10: f64 = 2.251_752_589_066_721_107_64;
+    // Coefficients of the asymptotic series, highest power first.
+    const A: [f64; 7] = [
+        8.333_333_333_333_333_333_33E-2,
+        -2.109_279_609_279_609_279_61E-2,
+        7.575_757_575_757_575_757_58E-3,
+        -4.166_666_666_666_666_666_67E-3,
+        3.968_253_968_253_968_253_97E-3,
+        -8.333_333_333_333_333_333_33E-3,
+        8.333_333_333_333_333_333_33E-2,
+    ];
+    if x == T::ZERO {
+        return T::INFINITY.copysign(-x);
+    }
+    if x < T::ZERO {
+        if x == x.trunc() {
+            return T::NAN;
+        }
+        // tan(π r) of the fractional part r is more accurate than tan(π x).
+        let r = (x - x.trunc()).to_f64();
+        let pi = std::f64::consts::PI;
+        return digamma(T::ONE - x) - T::c(pi / (pi * r).tan());
+    }
+    let (mut x, mut acc) = (x, T::ZERO);
+    while x < T::c(10.0) {
+        acc = acc - T::ONE / x;
+        x = x + T::ONE;
+    }
+    if x == T::c(10.0) {
+        return acc + T::c(PSI_10);
+    }
+    let series = if x < T::c(1.0e17) {
+        let z = T::ONE / (x * x);
+        z * A.iter().fold(T::ZERO, |p, &c| p * z + T::c(c))
+    } else {
+        T::ZERO
+    };
+    acc + x.ln() - T::c(0.5) / x - series
+}
+
+/// [`digamma`] in float64.
+pub fn digamma_f64(x: f64) -> f64 {
+    digamma(x)
+}
+
 /// Inverse error function (rational start + two Newton steps, ATen's
 /// `calc_erfinv`), in float64.
 pub fn erfinv_f64(y: f64) -> f64 {
@@ -331,6 +394,8 @@ pub(crate) trait Real:
     fn erf(self) -> Self;
     fn erfc(self) -> Self;
     fn erfinv(self) -> Self;
+    fn lgamma(self) -> Self;
+    fn digamma(self) -> Self;
     fn sin(self) -> Self;
     fn cos(self) -> Self;
     fn tan(self) -> Self;
@@ -455,9 +520,14 @@ impl Real for f32 {
     fn erf(self) -> f32 {
         erf_f32(self)
     }
+    #[inline(always)]
+    fn digamma(self) -> f32 {
+        digamma(self)
+    }
     via_f64! {
         erfc => erfc_f64,
         erfinv => erfinv_f64,
+        lgamma => lgamma_f64,
         sin => f64::sin,
         cos => f64::cos,
         tan => f64::tan,
@@ -592,6 +662,14 @@ impl Real for f64 {
     #[inline(always)]
     fn erfinv(self) -> f64 {
         erfinv_f64(self)
+    }
+    #[inline(always)]
+    fn lgamma(self) -> f64 {
+        lgamma_f64(self)
+    }
+    #[inline(always)]
+    fn digamma(self) -> f64 {
+        digamma_f64(self)
     }
     #[inline(always)]
     fn sin(self) -> f64 {

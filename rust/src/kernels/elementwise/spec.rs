@@ -133,6 +133,8 @@ pub fn unary(op: &str, p: &Params) -> Result<UnaryOp, KernelError> {
         "erf" => Erf,
         "erfc" => Erfc,
         "erfinv" => Erfinv,
+        "lgamma" => Lgamma,
+        "digamma" => Digamma,
         "sigmoid" => Sigmoid,
         "floor" => Floor,
         "ceil" => Ceil,

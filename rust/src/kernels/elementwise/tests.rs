@@ -1186,3 +1186,23 @@ fn sixteen_bit_common_dtype_rounds_operands_like_aten() {
     .unwrap();
     assert_eq!(read(&obb.contiguous(&[2]), &obb), vec![1.0, 1.0]);
 }
+
+#[test]
+fn lgamma_and_digamma_known_values_and_poles() {
+    let euler = 0.577_215_664_901_532_9;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-13 * b.abs().max(1.0);
+    assert!(close(math::digamma_f64(1.0), -euler));
+    assert!(close(
+        math::digamma_f64(0.5),
+        -euler - 2.0 * std::f64::consts::LN_2
+    ));
+    assert!(close(math::digamma_f64(-0.5), 0.036_489_973_978_576_52));
+    assert!(close(math::digamma_f64(10.0), 2.251_752_589_066_721));
+    assert!(close(math::digamma_f64(100.5), 4.605_174_352_581_845));
+    assert_eq!(math::digamma_f64(0.0), f64::NEG_INFINITY);
+    assert_eq!(math::digamma_f64(-0.0), f64::INFINITY);
+    assert!(math::digamma_f64(-3.0).is_nan() && math::digamma_f64(f64::NEG_INFINITY).is_nan());
+    assert!(close(math::lgamma_f64(0.5), 0.572_364_942_924_700_1));
+    assert!(close(math::lgamma_f64(10.0), 12.801_827_480_081_469));
+    assert_eq!(math::lgamma_f64(-2.0), f64::INFINITY);
+}

@@ -39,6 +39,8 @@ pub enum UnaryOp {
     Erf,
     Erfc,
     Erfinv,
+    Lgamma,
+    Digamma,
     Sigmoid,
     Floor,
     Ceil,
@@ -145,6 +147,8 @@ impl UnaryOp {
             Erf => "erf",
             Erfc => "erfc",
             Erfinv => "erfinv",
+            Lgamma => "lgamma",
+            Digamma => "digamma",
             Sigmoid => "sigmoid",
             Floor => "floor",
             Ceil => "ceil",
@@ -534,6 +538,18 @@ fn float_unary<T: Real>(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), Kerne
             x,
             #[inline(always)]
             |a: T| a.erfinv(),
+        ),
+        Lgamma => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            |a: T| a.lgamma(),
+        ),
+        Digamma => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            |a: T| a.digamma(),
         ),
         Sigmoid => run1::<T, T, _>(
             out,
