@@ -61,13 +61,15 @@ bench-python: ## Side-by-side foo vs torch CPU report
 bench-dist: ## all_reduce bandwidth foo vs CPU tensors on gloo, DDP step scaling 1 -> 2 processes
 	$(PY) -m foo_rs.bench_dist
 
-lint: ## rustfmt, clippy (plain and with the python feature), ruff, the _C stub against the Rust signatures and the built module
+lint: ## rustfmt, clippy (plain and with the python feature), ruff (lint and format), the _C stub against the Rust signatures and the built module
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	PYO3_PYTHON=$(CURDIR)/$(VENV)/bin/python cargo clippy --features python --lib -- -D warnings
 	$(VENV)/bin/ruff check python tests benches scripts
+	$(VENV)/bin/ruff format --check python tests benches scripts
 	$(PY) scripts/gen_c_stub.py --check
 	cd python && ../$(VENV)/bin/python -m mypy.stubtest foo_rs._C
 
-format: ## Format Rust code
+format: ## Format Rust and Python code
 	cargo fmt
+	$(VENV)/bin/ruff format python tests benches scripts

@@ -25,6 +25,7 @@ def say(*parts) -> None:
     print()'s separate writes interleave between processes."""
     os.write(1, (" ".join(str(p) for p in parts) + "\n").encode())
 
+
 DTYPES = list(foo_rs.SUPPORTED_DTYPES)
 #: dtypes torch's gloo has no collectives for ("Invalid scalar type" on CPU tensors too)
 GLOO_LACKS = {torch.int16}
@@ -543,6 +544,7 @@ def mismatch() -> None:
         say("LOCAL", type(e).__name__, str(e)[:200].replace("\n", " "))
     else:
         raise AssertionError("all_gather_into_tensor with mismatched dtypes returned")
+
     # ranks that disagree: every rank raises, says what each rank passed; the group stays usable
     def ones(n, dtype=torch.float32):
         return torch.ones(n, dtype=dtype, device="foo")
@@ -600,7 +602,9 @@ def mismatch_file_store() -> None:
     gloo allgather on every rank and still catches ranks that disagree; the group works after."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group(
-        init_method=f"file://{os.environ['FOO_DIST_TMP']}/store", rank=rank, world_size=world,
+        init_method=f"file://{os.environ['FOO_DIST_TMP']}/store",
+        rank=rank,
+        world_size=world,
         timeout=timedelta(seconds=10),
     )
     exchange = dist.group.WORLD._exchange

@@ -115,8 +115,13 @@ SHAPES = [
 @pytest.mark.parametrize("causal", [False, True])
 def test_values_and_grads_float32(shape, causal):
     b, hq, hk, lq, s, d = shape
-    check(randn(b, hq, lq, d, seed=1), randn(b, hk, s, d, seed=2), randn(b, hk, s, d, seed=3), torch.float32,
-          is_causal=causal)
+    check(
+        randn(b, hq, lq, d, seed=1),
+        randn(b, hk, s, d, seed=2),
+        randn(b, hk, s, d, seed=3),
+        torch.float32,
+        is_causal=causal,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
@@ -156,8 +161,9 @@ def test_transposed_layouts_as_transformers_make_them():
     k = randn(2, 45, 4, 16, seed=2).transpose(1, 2)
     v = randn(2, 45, 4, 16, seed=3).transpose(1, 2)
     check(q, k, v, torch.float32)
-    out, *_ = A._scaled_dot_product_fused_attention_overrideable(q.float().to("foo"), k.float().to("foo"),
-                                                                 v.float().to("foo"))
+    out, *_ = A._scaled_dot_product_fused_attention_overrideable(
+        q.float().to("foo"), k.float().to("foo"), v.float().to("foo")
+    )
     assert out.stride() == q.stride()  # the query's layout, as ATen's meta function gives
 
 
@@ -188,12 +194,21 @@ def test_choice_and_routing():
 
 def test_bad_input_raises_as_cpu():
     cases = [
-        lambda dev: (torch.randn(1, 2, 8, 16, device=dev), torch.randn(1, 2, 8, 8, device=dev),
-                     torch.randn(1, 2, 8, 16, device=dev)),
-        lambda dev: (torch.randn(1, 2, 8, 16, device=dev), torch.randn(1, 2, 8, 16, device=dev, dtype=torch.float64),
-                     torch.randn(1, 2, 8, 16, device=dev)),
-        lambda dev: (torch.randn(1, 4, 8, 16, device=dev), torch.randn(1, 3, 8, 16, device=dev),
-                     torch.randn(1, 3, 8, 16, device=dev)),
+        lambda dev: (
+            torch.randn(1, 2, 8, 16, device=dev),
+            torch.randn(1, 2, 8, 8, device=dev),
+            torch.randn(1, 2, 8, 16, device=dev),
+        ),
+        lambda dev: (
+            torch.randn(1, 2, 8, 16, device=dev),
+            torch.randn(1, 2, 8, 16, device=dev, dtype=torch.float64),
+            torch.randn(1, 2, 8, 16, device=dev),
+        ),
+        lambda dev: (
+            torch.randn(1, 4, 8, 16, device=dev),
+            torch.randn(1, 3, 8, 16, device=dev),
+            torch.randn(1, 3, 8, 16, device=dev),
+        ),
     ]
     for make in cases:
         with pytest.raises(RuntimeError) as cpu:
@@ -321,8 +336,12 @@ def test_forward_and_backward_run_no_python(case):
     grad = randn(*q.shape[:-1], v.shape[-1], seed=9)
     check(q, k, v, torch.float32, **kw)  # values and grads as CPU's (and a warm-up)
     leaves = [t.float().to("foo").requires_grad_() for t in (q, k, v)]
-    fkw = {key: val.to("foo", val.dtype if val.dtype == torch.bool else torch.float32)
-           if isinstance(val, torch.Tensor) else val for key, val in kw.items()}
+    fkw = {
+        key: val.to("foo", val.dtype if val.dtype == torch.bool else torch.float32)
+        if isinstance(val, torch.Tensor)
+        else val
+        for key, val in kw.items()
+    }
 
     def step():
         out = F.scaled_dot_product_attention(*leaves, **fkw)
@@ -365,8 +384,24 @@ def test_native_kernels_agree_with_the_python_kernels(layout, dropout_p):
     out, lse = native[0], native[1]
     grad = randn(*out.shape, seed=5).float().to("foo")
     none = torch.empty(0, device="foo")  # cum_seq_q, cum_seq_k: unused
-    bargs = (grad, q, k, v, bias, [True, True, True, True], out, lse, none, none, q.shape[-2], k.shape[-2],
-             dropout_p, False, native[6], native[7])
+    bargs = (
+        grad,
+        q,
+        k,
+        v,
+        bias,
+        [True, True, True, True],
+        out,
+        lse,
+        none,
+        none,
+        q.shape[-2],
+        k.shape[-2],
+        dropout_p,
+        False,
+        native[6],
+        native[7],
+    )
     back, ran = python_calls(lambda: A._scaled_dot_product_fused_attention_overrideable_backward(*bargs, scale=0.7))
     assert FUSED + "_backward" not in ran
     slow_back = SLOW._scaled_dot_product_fused_attention_overrideable_backward(*bargs, scale=0.7)

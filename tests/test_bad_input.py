@@ -267,7 +267,11 @@ def case_devices_linear_module():
 @case()
 def case_devices_foo_with_cpu_tensor():
     a = R(3, "foo:0")
-    raises(lambda: a + torch.ones(3), RuntimeError, r"Expected all tensors to be on the same device.*(foo:0.*cpu|cpu.*foo:0)")
+    raises(
+        lambda: a + torch.ones(3),
+        RuntimeError,
+        r"Expected all tensors to be on the same device.*(foo:0.*cpu|cpu.*foo:0)",
+    )
 
 
 @case()
@@ -466,7 +470,9 @@ def case_negative_sizes_methods():
 
 @case()
 def case_overlap_out_internal():
-    same_as_cpu(lambda d: torch.add(R(4, d), R(4, d), out=torch.empty(1, device=d).expand(4)), r"single memory location")
+    same_as_cpu(
+        lambda d: torch.add(R(4, d), R(4, d), out=torch.empty(1, device=d).expand(4)), r"single memory location"
+    )
     same_as_cpu(lambda d: torch.mul(R(4, d), 2.0, out=torch.empty(1, device=d).expand(4)))
 
 
@@ -529,9 +535,24 @@ def _special(d, dtype=torch.float32):
 
 @case()
 def case_nan_elementwise():
-    for f in (torch.exp, torch.log, torch.sqrt, torch.tanh, torch.sigmoid, torch.relu, torch.abs,
-              torch.neg, torch.floor, torch.sign, torch.reciprocal, torch.isnan, torch.isinf, torch.isfinite,
-              torch.nn.functional.silu, torch.nan_to_num):
+    for f in (
+        torch.exp,
+        torch.log,
+        torch.sqrt,
+        torch.tanh,
+        torch.sigmoid,
+        torch.relu,
+        torch.abs,
+        torch.neg,
+        torch.floor,
+        torch.sign,
+        torch.reciprocal,
+        torch.isnan,
+        torch.isinf,
+        torch.isfinite,
+        torch.nn.functional.silu,
+        torch.nan_to_num,
+    ):
         same_as_cpu(lambda d: f(_special(d)))
     # gelu(+inf): CPU itself gives inf on its scalar path and NaN on its
     # vectorised one (torch.full((64,), inf)); either is accepted from foo.
@@ -550,8 +571,20 @@ def case_nan_elementwise():
 
 @case()
 def case_nan_reductions():
-    for f in (torch.sum, torch.mean, torch.prod, torch.max, torch.min, torch.amax, torch.argmax, torch.argmin,
-              torch.nansum, torch.nanmean, torch.var, torch.std):
+    for f in (
+        torch.sum,
+        torch.mean,
+        torch.prod,
+        torch.max,
+        torch.min,
+        torch.amax,
+        torch.argmax,
+        torch.argmin,
+        torch.nansum,
+        torch.nanmean,
+        torch.var,
+        torch.std,
+    ):
         same_as_cpu(lambda d: f(_special(d)))
     same_as_cpu(lambda d: torch.logsumexp(_special(d), 0))
     same_as_cpu(lambda d: torch.cumsum(_special(d), 0))
@@ -684,10 +717,7 @@ def _worker(start: int, only: set[str] | None) -> None:
             e = None  # noqa: F841 - drop the traceback's frames (and their tensors)
         after = _snapshot()
         if err is None and after != before:
-            err = (
-                f"memory not returned: (memory_allocated foo:0, foo:1, live_blocks) before {before}, "
-                f"after {after}"
-            )
+            err = f"memory not returned: (memory_allocated foo:0, foo:1, live_blocks) before {before}, after {after}"
         elif err is not None and after != before:
             err += f" [and memory not returned: before {before}, after {after}]"
         proto.write(_MARK + json.dumps({"event": "end", "i": i, "name": name, "error": err}) + "\n")
@@ -727,7 +757,7 @@ def run_isolated(
                     break
                 if not line.startswith(_MARK):
                     continue
-                rec = json.loads(line[len(_MARK):])
+                rec = json.loads(line[len(_MARK) :])
                 deadline = time.monotonic() + case_timeout
                 if rec["event"] == "begin":
                     current = (rec["i"], rec["name"])
@@ -748,7 +778,8 @@ def run_isolated(
                 raise RuntimeError(f"bad-input worker exited (rc={rc}) between cases: {tail}")
             i, name = current
             results[name] = (
-                f"hung: no answer within {case_timeout:g} s (worker killed)" if killed
+                f"hung: no answer within {case_timeout:g} s (worker killed)"
+                if killed
                 else f"CRASHED the process (rc={rc}): {tail}"
             )
             start = i + 1

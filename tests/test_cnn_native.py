@@ -46,73 +46,143 @@ CNN_CASES = {
     # convolution forward
     "conv2d_bias": lambda t: F.conv2d(t(_f((2, 4, 9, 9))), t(_f((6, 4, 3, 3), seed=1)), t(_f((6,), seed=2)), padding=1),
     "conv2d_stride_dilation_groups_no_bias": lambda t: F.conv2d(
-        t(_f((2, 6, 11, 10))), t(_f((4, 3, 3, 2), seed=1)), None, stride=(2, 1), padding=(2, 1), dilation=(2, 3),
-        groups=2),
+        t(_f((2, 6, 11, 10))),
+        t(_f((4, 3, 3, 2), seed=1)),
+        None,
+        stride=(2, 1),
+        padding=(2, 1),
+        dilation=(2, 3),
+        groups=2,
+    ),
     "conv2d_depthwise": lambda t: F.conv2d(t(_f((1, 8, 7, 7))), t(_f((8, 1, 3, 3), seed=1)), padding=1, groups=8),
-    "conv2d_pointwise_float64": lambda t: F.conv2d(t(_f((2, 5, 4, 4), torch.float64)),
-                                                   t(_f((3, 5, 1, 1), torch.float64, 1))),
+    "conv2d_pointwise_float64": lambda t: F.conv2d(
+        t(_f((2, 5, 4, 4), torch.float64)), t(_f((3, 5, 1, 1), torch.float64, 1))
+    ),
     "conv2d_padding_same": lambda t: F.conv2d(t(_f((1, 3, 6, 5))), t(_f((2, 3, 3, 5), seed=1)), padding="same"),
-    "conv1d": lambda t: F.conv1d(t(_f((2, 4, 12))), t(_f((6, 2, 3), seed=1)), t(_f((6,), seed=2)), stride=2,
-                                 padding=1, groups=2),
-    "conv_transpose2d": lambda t: F.conv_transpose2d(t(_f((2, 4, 5, 5))), t(_f((4, 3, 3, 3), seed=1)),
-                                                     t(_f((3,), seed=2)), stride=2, padding=1, output_padding=1),
+    "conv1d": lambda t: F.conv1d(
+        t(_f((2, 4, 12))), t(_f((6, 2, 3), seed=1)), t(_f((6,), seed=2)), stride=2, padding=1, groups=2
+    ),
+    "conv_transpose2d": lambda t: F.conv_transpose2d(
+        t(_f((2, 4, 5, 5))), t(_f((4, 3, 3, 3), seed=1)), t(_f((3,), seed=2)), stride=2, padding=1, output_padding=1
+    ),
     "conv_transpose1d_groups": lambda t: F.conv_transpose1d(t(_f((1, 4, 6))), t(_f((4, 2, 3), seed=1)), groups=2),
     # convolution backward (all three gradients, through autograd)
     "conv2d_backward": lambda t: _grads(
-        lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [t(_f((2, 4, 8, 8))), t(_f((6, 4, 3, 3), seed=1)),
-                                                                 t(_f((6,), seed=2))], t(_f((2, 6, 4, 4), seed=3))),
+        lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+        [t(_f((2, 4, 8, 8))), t(_f((6, 4, 3, 3), seed=1)), t(_f((6,), seed=2))],
+        t(_f((2, 6, 4, 4), seed=3)),
+    ),
     "conv2d_backward_groups_dilation": lambda t: _grads(
-        lambda x, w: F.conv2d(x, w, dilation=2, groups=2), [t(_f((1, 4, 7, 7))), t(_f((6, 2, 2, 2), seed=1))],
-        t(_f((1, 6, 5, 5), seed=3))),
+        lambda x, w: F.conv2d(x, w, dilation=2, groups=2),
+        [t(_f((1, 4, 7, 7))), t(_f((6, 2, 2, 2), seed=1))],
+        t(_f((1, 6, 5, 5), seed=3)),
+    ),
     "conv1d_backward": lambda t: _grads(
-        lambda x, w, b: F.conv1d(x, w, b, padding=2), [t(_f((2, 3, 9))), t(_f((4, 3, 5), seed=1)),
-                                                       t(_f((4,), seed=2))], t(_f((2, 4, 9), seed=3))),
+        lambda x, w, b: F.conv1d(x, w, b, padding=2),
+        [t(_f((2, 3, 9))), t(_f((4, 3, 5), seed=1)), t(_f((4,), seed=2))],
+        t(_f((2, 4, 9), seed=3)),
+    ),
     "conv_transpose2d_backward": lambda t: _grads(
-        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), [t(_f((1, 4, 3, 3))), t(_f((4, 2, 3, 3), seed=1)),
-                                                                t(_f((2,), seed=2))], t(_f((1, 2, 7, 7), seed=3))),
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2),
+        [t(_f((1, 4, 3, 3))), t(_f((4, 2, 3, 3), seed=1)), t(_f((2,), seed=2))],
+        t(_f((1, 2, 7, 7), seed=3)),
+    ),
     # convolution_backward with a partial output_mask: only the asked gradients
-    "conv_backward_mask_input_only": lambda t: _cat(*A.convolution_backward(
-        t(_f((2, 6, 4, 4), seed=3)), t(_f((2, 4, 6, 6))), t(_f((6, 4, 3, 3), seed=1)), [6], [1, 1], [0, 0], [1, 1],
-        False, [0, 0], 1, [True, False, False])),
-    "conv_backward_mask_weight_bias": lambda t: _cat(*A.convolution_backward(
-        t(_f((2, 6, 4, 4), seed=3)), t(_f((2, 4, 6, 6))), t(_f((6, 4, 3, 3), seed=1)), [6], [1, 1], [0, 0], [1, 1],
-        False, [0, 0], 1, [False, True, True])),
+    "conv_backward_mask_input_only": lambda t: _cat(
+        *A.convolution_backward(
+            t(_f((2, 6, 4, 4), seed=3)),
+            t(_f((2, 4, 6, 6))),
+            t(_f((6, 4, 3, 3), seed=1)),
+            [6],
+            [1, 1],
+            [0, 0],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [True, False, False],
+        )
+    ),
+    "conv_backward_mask_weight_bias": lambda t: _cat(
+        *A.convolution_backward(
+            t(_f((2, 6, 4, 4), seed=3)),
+            t(_f((2, 4, 6, 6))),
+            t(_f((6, 4, 3, 3), seed=1)),
+            [6],
+            [1, 1],
+            [0, 0],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [False, True, True],
+        )
+    ),
     # channels-last: the input's layout carries to the outputs, as on the CPU
-    "conv2d_channels_last": lambda t: F.conv2d(t(_f((2, 3, 6, 6))).contiguous(memory_format=torch.channels_last),
-                                               t(_f((4, 3, 3, 3), seed=1)), t(_f((4,), seed=2))),
+    "conv2d_channels_last": lambda t: F.conv2d(
+        t(_f((2, 3, 6, 6))).contiguous(memory_format=torch.channels_last),
+        t(_f((4, 3, 3, 3), seed=1)),
+        t(_f((4,), seed=2)),
+    ),
     "conv2d_channels_last_backward": lambda t: _grads(
         lambda x, w: F.conv2d(x, w, padding=1),
         [t(_f((2, 3, 5, 5))).contiguous(memory_format=torch.channels_last), t(_f((4, 3, 3, 3), seed=1))],
-        t(_f((2, 4, 5, 5), seed=3))),
+        t(_f((2, 4, 5, 5), seed=3)),
+    ),
     # batch norm: training updates the running statistics in place like CPU (momentum, unbiased variance)
     "batch_norm_train": lambda t: _bn_train(t, (4, 3, 5, 5)),
     "batch_norm_train_momentum_no_affine": lambda t: _bn_train(t, (2, 5, 7), momentum=0.3, affine=False),
     "batch_norm_train_2d_input": lambda t: _bn_train(t, (6, 4)),
     "batch_norm_train_channels_last": lambda t: _bn_train(t, (2, 3, 4, 5), channels_last=True),
-    "batch_norm_eval": lambda t: F.batch_norm(t(_f((3, 4, 5, 2))), t(_f((4,), seed=1)), t(_f((4,), seed=2).abs()),
-                                              t(_f((4,), seed=3)), t(_f((4,), seed=4)), training=False),
-    "batch_norm_no_running_stats": lambda t: F.batch_norm(t(_f((3, 4, 6))), None, None, t(_f((4,), seed=3)),
-                                                          None, training=True),
-    "native_batch_norm_saved_stats": lambda t: _cat(*A.native_batch_norm(
-        t(_f((3, 4, 6), torch.float64)), None, None, None, None, True, 0.1, 1e-5)),
-    "batch_norm_legit_no_stats": lambda t: _cat(*A._native_batch_norm_legit.no_stats(
-        t(_f((3, 4, 6))), t(_f((4,), seed=3)), None, True, 0.1, 1e-5)),
-    "batch_norm_with_update": lambda t: (lambda x, rm, rv: _cat(
-        *A._batch_norm_with_update(x, None, None, rm, rv, 0.2, 1e-5)[:3], rm, rv))(
-        t(_f((2, 3, 4, 4))), t(_f((3,), seed=1)), t(_f((3,), seed=2).abs())),
+    "batch_norm_eval": lambda t: F.batch_norm(
+        t(_f((3, 4, 5, 2))),
+        t(_f((4,), seed=1)),
+        t(_f((4,), seed=2).abs()),
+        t(_f((4,), seed=3)),
+        t(_f((4,), seed=4)),
+        training=False,
+    ),
+    "batch_norm_no_running_stats": lambda t: F.batch_norm(
+        t(_f((3, 4, 6))), None, None, t(_f((4,), seed=3)), None, training=True
+    ),
+    "native_batch_norm_saved_stats": lambda t: _cat(
+        *A.native_batch_norm(t(_f((3, 4, 6), torch.float64)), None, None, None, None, True, 0.1, 1e-5)
+    ),
+    "batch_norm_legit_no_stats": lambda t: _cat(
+        *A._native_batch_norm_legit.no_stats(t(_f((3, 4, 6))), t(_f((4,), seed=3)), None, True, 0.1, 1e-5)
+    ),
+    "batch_norm_with_update": lambda t: (
+        lambda x, rm, rv: _cat(*A._batch_norm_with_update(x, None, None, rm, rv, 0.2, 1e-5)[:3], rm, rv)
+    )(t(_f((2, 3, 4, 4))), t(_f((3,), seed=1)), t(_f((3,), seed=2).abs())),
     "batch_norm_backward_train": lambda t: _grads(
         lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
-        [t(_f((4, 3, 5, 5))), t(_f((3,), seed=1)), t(_f((3,), seed=2))], t(_f((4, 3, 5, 5), seed=3))),
+        [t(_f((4, 3, 5, 5))), t(_f((3,), seed=1)), t(_f((3,), seed=2))],
+        t(_f((4, 3, 5, 5), seed=3)),
+    ),
     "batch_norm_backward_eval": lambda t: _grads(
         lambda x, w, b: F.batch_norm(x, t(_f((3,), seed=4)), t(_f((3,), seed=5).abs()), w, b, training=False),
-        [t(_f((4, 3, 5))), t(_f((3,), seed=1)), t(_f((3,), seed=2))], t(_f((4, 3, 5), seed=3))),
+        [t(_f((4, 3, 5))), t(_f((3,), seed=1)), t(_f((3,), seed=2))],
+        t(_f((4, 3, 5), seed=3)),
+    ),
     "batch_norm_backward_channels_last": lambda t: _grads(
         lambda x: F.batch_norm(x, None, None, training=True),
-        [t(_f((2, 3, 4, 4))).contiguous(memory_format=torch.channels_last)], t(_f((2, 3, 4, 4), seed=3))),
-    "batch_norm_backward_new_form": lambda t: _cat(*A.batch_norm_backward(
-        t(_f((3, 4, 5), seed=3)), t(_f((3, 4, 5))), t(_f((4,), seed=1)), None, None,
-        *A.native_batch_norm(t(_f((3, 4, 5))), None, None, None, None, True, 0.1, 1e-5)[1:], True, 1e-5,
-        [True, True, False], t(torch.empty(0, dtype=torch.uint8)))),
+        [t(_f((2, 3, 4, 4))).contiguous(memory_format=torch.channels_last)],
+        t(_f((2, 3, 4, 4), seed=3)),
+    ),
+    "batch_norm_backward_new_form": lambda t: _cat(
+        *A.batch_norm_backward(
+            t(_f((3, 4, 5), seed=3)),
+            t(_f((3, 4, 5))),
+            t(_f((4,), seed=1)),
+            None,
+            None,
+            *A.native_batch_norm(t(_f((3, 4, 5))), None, None, None, None, True, 0.1, 1e-5)[1:],
+            True,
+            1e-5,
+            [True, True, False],
+            t(torch.empty(0, dtype=torch.uint8)),
+        )
+    ),
     # hardswish and the gradients of hardswish / hardsigmoid (mobilenet_v3's activations)
     "hardswish": lambda t: F.hardswish(t(_f((3, 17)) * 4)),
     "hardswish_inplace": lambda t: F.hardswish(t(_f((3, 17)) * 4), inplace=True),
@@ -134,7 +204,8 @@ def test_cnn_calls_run_no_python(no_fallback, name):
     assert actual.device.type == "foo"
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert actual.is_contiguous(memory_format=torch.channels_last) == expected.is_contiguous(
-        memory_format=torch.channels_last)
+        memory_format=torch.channels_last
+    )
     torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4)
 
 
@@ -144,8 +215,9 @@ def test_slow_path_keeps_the_other_cases(no_fallback):
     cases = [
         lambda t: F.conv3d(t(_f((1, 2, 4, 4, 4))), t(_f((3, 2, 2, 2, 2), seed=1))),
         lambda t: F.conv2d(t(_f((1, 2, 5, 5), torch.bfloat16)), t(_f((3, 2, 3, 3), torch.bfloat16, 1))).float(),
-        lambda t: F.batch_norm(t(_f((2, 3, 4), torch.bfloat16)), None, None, t(_f((3,), seed=1)), None,
-                               training=True).float(),
+        lambda t: F.batch_norm(
+            t(_f((2, 3, 4), torch.bfloat16)), None, None, t(_f((3,), seed=1)), None, training=True
+        ).float(),
     ]
     for f in cases:
         torch.testing.assert_close(f(lambda x: x.to("foo")).cpu(), f(lambda x: x), rtol=2e-2, atol=2e-2)
@@ -166,10 +238,11 @@ def test_bad_arguments_raise_cpu_errors_naming_foo(no_fallback):
         A.native_batch_norm(fx[:0], None, None, None, None, True, 0.1, 1e-5)
     with pytest.raises(ValueError, match=r"\(on foo\)"):
         A.native_batch_norm(fx, None, None, torch.zeros(3, device="foo"), None, True, 0.1, 1e-5)
-    for f in (lambda t: A.native_batch_norm(t(x), t(torch.ones(3, dtype=torch.float64)), None, None, None, True,
-                                            0.1, 1e-5),
-              lambda t: A.native_batch_norm(t(x.int()), None, None, None, None, True, 0.1, 1e-5),
-              lambda t: A.hardswish(t(torch.ones(3, dtype=torch.int64)))):
+    for f in (
+        lambda t: A.native_batch_norm(t(x), t(torch.ones(3, dtype=torch.float64)), None, None, None, True, 0.1, 1e-5),
+        lambda t: A.native_batch_norm(t(x.int()), None, None, None, None, True, 0.1, 1e-5),
+        lambda t: A.hardswish(t(torch.ones(3, dtype=torch.int64))),
+    ):
         with pytest.raises(Exception) as cpu:
             f(lambda v: v)
         with pytest.raises(type(cpu.value), match="foo"):

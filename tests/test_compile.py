@@ -33,7 +33,9 @@ def _grads_close(compiled, reference, what):
     for (name, p), (_, q) in zip(compiled.named_parameters(), reference.named_parameters()):
         assert p.grad is not None, f"{what}: no gradient for {name}"
         assert p.grad.device == p.device, name
-        torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=RTOL, atol=ATOL, msg=lambda m: f"{what} {name}: {m}")
+        torch.testing.assert_close(
+            p.grad.cpu(), q.grad.cpu(), rtol=RTOL, atol=ATOL, msg=lambda m: f"{what} {name}: {m}"
+        )
 
 
 class Mlp(nn.Module):

@@ -42,8 +42,13 @@ def _assert_values(actual, expected, reference, what=""):
     rtol = {torch.float32: 1.3e-6, torch.bfloat16: 1.6e-2}[expected.dtype]
     cpu_err = (expected.double() - reference).abs().max().item() if reference.numel() else 0.0
     assert actual.dtype == expected.dtype
-    torch.testing.assert_close(actual.double(), reference, rtol=rtol, atol=max(1e-5, cpu_err),
-                               msg=lambda m: f"{what}{m} (CPU's own deviation: {cpu_err:.3g})")
+    torch.testing.assert_close(
+        actual.double(),
+        reference,
+        rtol=rtol,
+        atol=max(1e-5, cpu_err),
+        msg=lambda m: f"{what}{m} (CPU's own deviation: {cpu_err:.3g})",
+    )
 
 
 def _compare(fn, tensors, dtype=None, memory_format=None, grads=True):
@@ -110,8 +115,15 @@ def test_model_layers_bfloat16(layer):
     _layer_case(layer, torch.bfloat16)
 
 
-@pytest.mark.parametrize("layer", [(64, 64, 3, 1, 1, 1, 9, False), (16, 16, 3, 2, 1, 16, 9, False),
-                                   (24, 96, 1, 1, 0, 1, 9, True), (64, 128, 1, 2, 0, 1, 9, False)])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        (64, 64, 3, 1, 1, 1, 9, False),
+        (16, 16, 3, 2, 1, 16, 9, False),
+        (24, 96, 1, 1, 0, 1, 9, True),
+        (64, 128, 1, 2, 0, 1, 9, False),
+    ],
+)
 def test_channels_last(layer):
     _layer_case(layer, torch.float32, memory_format=torch.channels_last)
 
@@ -121,24 +133,41 @@ CASES = [
     ("multi_tile_padded", F.conv2d, (2, 64, 20, 19), (32, 64, 3, 3), True, dict(padding=1)),
     ("multi_tile_1x1", F.conv2d, (1, 256, 30, 30), (8, 256, 1, 1), False, {}),
     ("depthwise_multiplier", F.conv2d, (2, 4, 7, 7), (8, 1, 3, 3), True, dict(groups=4, padding=1)),
-    ("depthwise_stride2_dilation", F.conv2d, (2, 6, 11, 10), (6, 1, 3, 3), True,
-     dict(groups=6, stride=2, padding=2, dilation=2)),
+    (
+        "depthwise_stride2_dilation",
+        F.conv2d,
+        (2, 6, 11, 10),
+        (6, 1, 3, 3),
+        True,
+        dict(groups=6, stride=2, padding=2, dilation=2),
+    ),
     ("depthwise_5x5_no_pad", F.conv2d, (1, 3, 8, 9), (3, 1, 5, 5), False, dict(groups=3)),
     ("groups_1x1", F.conv2d, (2, 8, 5, 5), (12, 2, 1, 1), True, dict(groups=4)),
-    ("groups_dilation_stride", F.conv2d, (2, 6, 12, 11), (9, 2, 3, 2), True,
-     dict(groups=3, stride=(2, 3), padding=(2, 1), dilation=(2, 3))),
+    (
+        "groups_dilation_stride",
+        F.conv2d,
+        (2, 6, 12, 11),
+        (9, 2, 3, 2),
+        True,
+        dict(groups=3, stride=(2, 3), padding=(2, 1), dilation=(2, 3)),
+    ),
     ("1x1_stride2", F.conv2d, (2, 5, 9, 8), (7, 5, 1, 1), True, dict(stride=2)),
     ("1x1_padded", F.conv2d, (2, 5, 4, 4), (3, 5, 1, 1), True, dict(padding=1)),
     ("same_even_kernel", F.conv2d, (2, 3, 8, 7), (4, 3, 4, 2), True, dict(padding="same", dilation=(1, 2))),
     ("kernel_wider_than_padded_row_hits_zero", F.conv2d, (1, 2, 3, 3), (2, 2, 3, 3), False, dict(padding=2)),
     ("1d_groups_same", F.conv1d, (2, 6, 17), (6, 2, 5), True, dict(groups=3, padding="same")),
     ("1d_depthwise_stride", F.conv1d, (2, 4, 16), (4, 1, 3), True, dict(groups=4, stride=2, padding=1)),
-    ("t2d_stride2", F.conv_transpose2d, (2, 8, 5, 6), (8, 4, 3, 3), True, dict(stride=2, padding=1,
-                                                                               output_padding=1)),
+    ("t2d_stride2", F.conv_transpose2d, (2, 8, 5, 6), (8, 4, 3, 3), True, dict(stride=2, padding=1, output_padding=1)),
     ("t2d_1x1", F.conv_transpose2d, (2, 6, 4, 4), (6, 5, 1, 1), True, {}),
     ("t2d_depthwise", F.conv_transpose2d, (2, 4, 5, 5), (4, 1, 3, 3), True, dict(groups=4, stride=2)),
-    ("t2d_groups_dilation", F.conv_transpose2d, (1, 6, 4, 5), (6, 2, 2, 3), False,
-     dict(groups=3, dilation=(2, 1), stride=(1, 2))),
+    (
+        "t2d_groups_dilation",
+        F.conv_transpose2d,
+        (1, 6, 4, 5),
+        (6, 2, 2, 3),
+        False,
+        dict(groups=3, dilation=(2, 1), stride=(1, 2)),
+    ),
     ("t1d", F.conv_transpose1d, (2, 4, 7), (4, 3, 4), True, dict(stride=3, padding=1, output_padding=2)),
     ("batch0", F.conv2d, (0, 4, 6, 6), (8, 4, 3, 3), True, dict(padding=1)),
     ("batch0_depthwise", F.conv2d, (0, 4, 6, 6), (4, 1, 3, 3), True, dict(groups=4)),
@@ -177,8 +206,11 @@ def test_runs_in_rust(monkeypatch):
 
     monkeypatch.setattr(foo_conv, "_conv_forward", boom)
     monkeypatch.setattr(foo_conv, "_conv_grads", boom)
-    for fn, xs, ws in [(F.conv2d, (2, 4, 6, 6), (6, 2, 3, 3)), (F.conv1d, (2, 4, 9), (6, 2, 3)),
-                       (F.conv_transpose2d, (2, 4, 6, 6), (4, 3, 3, 3))]:
+    for fn, xs, ws in [
+        (F.conv2d, (2, 4, 6, 6), (6, 2, 3, 3)),
+        (F.conv1d, (2, 4, 9), (6, 2, 3)),
+        (F.conv_transpose2d, (2, 4, 6, 6), (4, 3, 3, 3)),
+    ]:
         x = _rand(xs, torch.float32, 0).to("foo").requires_grad_()
         w = _rand(ws, torch.float32, 1).to("foo").requires_grad_()
         with foo_rs.fallback_disabled():

@@ -31,6 +31,7 @@ OWN_OPS = {
     "_thnn_fused_gru_cell_backward",
 }
 
+
 def test_kernels_are_native():
     assert OWN_OPS <= foo_rs.native_ops()
 
@@ -101,20 +102,44 @@ CONV_CASES = [
     ("2d_unbatched", F.conv2d, (3, 6, 6), (4, 3, 3, 3), True, dict(padding=1)),
     ("2d_batch0", F.conv2d, (0, 3, 6, 6), (4, 3, 3, 3), True, dict(padding=1)),
     ("3d", F.conv3d, (2, 2, 5, 4, 6), (3, 2, 3, 2, 3), True, {}),
-    ("3d_groups_stride_pad", F.conv3d, (2, 4, 5, 6, 5), (6, 2, 3, 3, 2), True,
-     dict(groups=2, stride=(1, 2, 1), padding=1)),
+    (
+        "3d_groups_stride_pad",
+        F.conv3d,
+        (2, 4, 5, 6, 5),
+        (6, 2, 3, 3, 2),
+        True,
+        dict(groups=2, stride=(1, 2, 1), padding=1),
+    ),
     ("3d_dilation", F.conv3d, (1, 2, 6, 6, 6), (2, 2, 2, 2, 2), False, dict(dilation=2)),
     ("t1d", F.conv_transpose1d, (2, 4, 5), (4, 3, 3), True, dict(stride=3)),
     ("t1d_pad", F.conv_transpose1d, (2, 4, 6), (4, 2, 4), False, dict(stride=2, padding=1, output_padding=1)),
     ("t2d", F.conv_transpose2d, (2, 4, 5, 6), (4, 3, 3, 3), True, dict(stride=2, padding=1, output_padding=1)),
-    ("t2d_groups_dilation", F.conv_transpose2d, (2, 4, 5, 4), (4, 3, 3, 2), True,
-     dict(stride=2, padding=1, output_padding=1, groups=2, dilation=2)),
-    ("t2d_output_padding_ge_stride", F.conv_transpose2d, (2, 3, 4, 4), (3, 2, 3, 3), False,
-     dict(stride=1, output_padding=1, dilation=2)),
+    (
+        "t2d_groups_dilation",
+        F.conv_transpose2d,
+        (2, 4, 5, 4),
+        (4, 3, 3, 2),
+        True,
+        dict(stride=2, padding=1, output_padding=1, groups=2, dilation=2),
+    ),
+    (
+        "t2d_output_padding_ge_stride",
+        F.conv_transpose2d,
+        (2, 3, 4, 4),
+        (3, 2, 3, 3),
+        False,
+        dict(stride=1, output_padding=1, dilation=2),
+    ),
     ("t2d_batch0", F.conv_transpose2d, (0, 4, 5, 5), (4, 3, 3, 3), True, dict(stride=2)),
     ("t3d", F.conv_transpose3d, (1, 2, 3, 4, 3), (2, 3, 2, 3, 2), True, dict(stride=2)),
-    ("t3d_groups", F.conv_transpose3d, (2, 4, 3, 3, 3), (4, 1, 2, 2, 2), True,
-     dict(groups=2, padding=1, stride=(1, 2, 2))),
+    (
+        "t3d_groups",
+        F.conv_transpose3d,
+        (2, 4, 3, 3, 3),
+        (4, 1, 2, 2, 2),
+        True,
+        dict(groups=2, padding=1, stride=(1, 2, 2)),
+    ),
 ]
 
 
@@ -156,8 +181,9 @@ def test_convolution_noncontiguous_input():
 )
 def test_convolution_float_dtypes(dtype, tol):
     tensors = [_rand((2, 3, 6, 6), dtype, 1), _rand((4, 3, 3, 3), dtype, 2), _rand((4,), dtype, 3)]
-    _check_fwd_bwd(lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2), tensors, backward=dtype == torch.float64,
-                   **tol)
+    _check_fwd_bwd(
+        lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2), tensors, backward=dtype == torch.float64, **tol
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
@@ -186,7 +212,8 @@ def test_convolution_gradcheck_float64():
     b = _rand((6,), torch.float64, 3).to("foo").requires_grad_()
     with foo_rs.fallback_disabled():
         assert torch.autograd.gradcheck(
-            lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2), (x, w, b),
+            lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2),
+            (x, w, b),
             fast_mode=True,
         )
 
@@ -338,8 +365,9 @@ def test_fused_lstm_cell_op(bias, grads):
     expected = A._thnn_differentiable_lstm_cell_backward(ghy, gcy, ig, hg, ib, hb, cx, exp_cy)
     with foo_rs.fallback_disabled(), torch.no_grad():
         actual = A._thnn_fused_lstm_cell_backward(_foo(ghy), _foo(gcy), _foo(cx), cy, ws, bias)
-    for name, a, e in zip(("grad_input_gates", "grad_hidden_gates", "grad_cx", "grad_input_bias", "grad_hidden_bias"),
-                          actual, expected):
+    for name, a, e in zip(
+        ("grad_input_gates", "grad_hidden_gates", "grad_cx", "grad_input_bias", "grad_hidden_bias"), actual, expected
+    ):
         if bias or "bias" not in name:
             _close(a, e, name)
         else:
@@ -365,8 +393,9 @@ def test_fused_gru_cell_op(bias):
     expected = A._thnn_differentiable_gru_cell_backward(ghy, ig, hg, hx, ib, hb)
     with foo_rs.fallback_disabled():
         actual = A._thnn_fused_gru_cell_backward(_foo(ghy), ws, bias)
-    for name, a, e in zip(("grad_input_gates", "grad_hidden_gates", "grad_hx", "grad_input_bias", "grad_hidden_bias"),
-                          actual, expected):
+    for name, a, e in zip(
+        ("grad_input_gates", "grad_hidden_gates", "grad_hx", "grad_input_bias", "grad_hidden_bias"), actual, expected
+    ):
         if bias or "bias" not in name:
             _close(a, e, name)
         else:
@@ -378,13 +407,20 @@ def test_fused_gru_cell_op(bias):
     [
         ("lstm_hidden_gates", lambda: (A._thnn_fused_lstm_cell, (_rand((3, 8)), _rand((3, 7)), _rand((3, 2))))),
         ("lstm_cx", lambda: (A._thnn_fused_lstm_cell, (_rand((3, 8)), _rand((3, 8)), _rand((3, 3))))),
-        ("lstm_bias", lambda: (A._thnn_fused_lstm_cell, (_rand((3, 8)), _rand((3, 8)), _rand((3, 2)), _rand((7,)),
-                                                          _rand((7,))))),
+        (
+            "lstm_bias",
+            lambda: (A._thnn_fused_lstm_cell, (_rand((3, 8)), _rand((3, 8)), _rand((3, 2)), _rand((7,)), _rand((7,)))),
+        ),
         ("lstm_dims", lambda: (A._thnn_fused_lstm_cell, (_rand((1, 3, 8)), _rand((1, 3, 8)), _rand((3, 2))))),
         ("gru_hx", lambda: (A._thnn_fused_gru_cell, (_rand((3, 6)), _rand((3, 6)), _rand((3, 3))))),
         ("gru_backward_workspace", lambda: (A._thnn_fused_gru_cell_backward, (_rand((3, 2)), _rand((3, 9)), False))),
-        ("lstm_backward_cy", lambda: (A._thnn_fused_lstm_cell_backward_impl,
-                                      (_rand((3, 2)), None, _rand((3, 2)), _rand((3, 3)), _rand((3, 8)), False))),
+        (
+            "lstm_backward_cy",
+            lambda: (
+                A._thnn_fused_lstm_cell_backward_impl,
+                (_rand((3, 2)), None, _rand((3, 2)), _rand((3, 3)), _rand((3, 8)), False),
+            ),
+        ),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -432,8 +468,16 @@ def _state(rest):
         (lambda: nn.GRUCell(5, 7, bias=False), [(3, 5), (3, 7)]),
         (lambda: nn.GRUCell(5, 7), [(1, 5), (1, 7)]),
     ],
-    ids=["lstm_cell", "lstm_cell_state", "lstm_cell_no_bias", "lstm_cell_unbatched", "gru_cell", "gru_cell_state",
-         "gru_cell_no_bias", "gru_cell_batch1"],
+    ids=[
+        "lstm_cell",
+        "lstm_cell_state",
+        "lstm_cell_no_bias",
+        "lstm_cell_unbatched",
+        "gru_cell",
+        "gru_cell_state",
+        "gru_cell_no_bias",
+        "gru_cell_batch1",
+    ],
 )
 def test_rnn_cells(make, shapes):
     _module_case(make, [_rand(s, seed=i + 1) for i, s in enumerate(shapes)])
@@ -451,8 +495,16 @@ def test_rnn_cells(make, shapes):
         (lambda: nn.GRU(5, 7, num_layers=2, bidirectional=True, bias=False), [(4, 3, 5)]),
         (lambda: nn.GRU(5, 7, num_layers=2), [(4, 5)]),
     ],
-    ids=["lstm", "lstm_2layers_batch_first", "lstm_bidirectional_state", "lstm_proj_no_bias", "gru",
-         "gru_2layers_batch_first_state", "gru_bidirectional_no_bias", "gru_unbatched"],
+    ids=[
+        "lstm",
+        "lstm_2layers_batch_first",
+        "lstm_bidirectional_state",
+        "lstm_proj_no_bias",
+        "gru",
+        "gru_2layers_batch_first_state",
+        "gru_bidirectional_no_bias",
+        "gru_unbatched",
+    ],
 )
 @pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")  # CPU only
 def test_rnn_modules(make, shapes):

@@ -25,11 +25,29 @@ def test_backend_is_renamed_and_module_registered():
 
 def test_device_module_api_is_complete():
     names = [
-        "is_available", "is_initialized", "_lazy_init", "device_count", "current_device",
-        "set_device", "device", "synchronize", "_is_in_bad_fork", "manual_seed",
-        "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
-        "get_rng_state_all", "set_rng_state_all", "get_amp_supported_dtype",
-        "is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype",
+        "is_available",
+        "is_initialized",
+        "_lazy_init",
+        "device_count",
+        "current_device",
+        "set_device",
+        "device",
+        "synchronize",
+        "_is_in_bad_fork",
+        "manual_seed",
+        "manual_seed_all",
+        "seed",
+        "seed_all",
+        "initial_seed",
+        "get_rng_state",
+        "set_rng_state",
+        "get_rng_state_all",
+        "set_rng_state_all",
+        "get_amp_supported_dtype",
+        "is_autocast_enabled",
+        "set_autocast_enabled",
+        "get_autocast_dtype",
+        "set_autocast_dtype",
     ]
     missing = [n for n in names if not callable(getattr(torch.foo, n, None))]
     assert missing == []

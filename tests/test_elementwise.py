@@ -31,8 +31,19 @@ def make_tensor(shape, dtype, seed=0):
     info = torch.iinfo(dtype)
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
 
-ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-              torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+ALL_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
@@ -100,8 +111,30 @@ def check(fn, *args, check_strides: bool = True, **kwargs):
 
 def special(dtype: torch.dtype) -> torch.Tensor:
     """NaN, infinities, signed zeros, tiny, huge and ordinary values."""
-    vals = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-30, -1e-3,
-            2.5, -2.5, 3.0, -3.0, 7.25, 30.0, -30.0, 100.0, -100.0, 0.999, -0.999]
+    vals = [
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1e-30,
+        -1e-3,
+        2.5,
+        -2.5,
+        3.0,
+        -3.0,
+        7.25,
+        30.0,
+        -30.0,
+        100.0,
+        -100.0,
+        0.999,
+        -0.999,
+    ]
     return torch.tensor(vals, dtype=torch.float64).to(dtype)
 
 
@@ -182,15 +215,15 @@ UNARY = {
     "bitwise_not": torch.bitwise_not,
     "square": torch.square,
     "pow_2": lambda x: torch.pow(x, 2),
-    "pow_3": lambda x: x ** 3,
-    "pow_half": lambda x: x ** 0.5,
-    "pow_neg_half": lambda x: x ** -0.5,
-    "pow_neg1": lambda x: x ** -1,
-    "pow_neg2": lambda x: x ** -2.0,
-    "pow_2_5": lambda x: x ** 2.5,
-    "pow_neg_int": lambda x: x ** -3,
-    "rpow": lambda x: 2 ** x,
-    "rpow_float": lambda x: 1.5 ** x,
+    "pow_3": lambda x: x**3,
+    "pow_half": lambda x: x**0.5,
+    "pow_neg_half": lambda x: x**-0.5,
+    "pow_neg1": lambda x: x**-1,
+    "pow_neg2": lambda x: x**-2.0,
+    "pow_2_5": lambda x: x**2.5,
+    "pow_neg_int": lambda x: x**-3,
+    "rpow": lambda x: 2**x,
+    "rpow_float": lambda x: 1.5**x,
     "clamp": lambda x: torch.clamp(x, -1, 2),
     "clamp_float_bounds": lambda x: torch.clamp(x, min=-0.5, max=2.5),
     "clamp_min": lambda x: torch.clamp_min(x, 0),
@@ -200,19 +233,81 @@ UNARY = {
 
 # Ops whose in-place method exists (name_ on torch.Tensor).
 UNARY_INPLACE = {
-    "neg": "neg_", "abs": "abs_", "sign": "sign_", "sgn": "sgn_", "reciprocal": "reciprocal_", "sqrt": "sqrt_",
-    "rsqrt": "rsqrt_", "exp": "exp_", "exp2": "exp2_", "expm1": "expm1_", "log": "log_", "log1p": "log1p_",
-    "log2": "log2_", "log10": "log10_", "sin": "sin_", "cos": "cos_", "tan": "tan_", "asin": "asin_", "acos": "acos_",
-    "atan": "atan_", "sinh": "sinh_", "cosh": "cosh_", "tanh": "tanh_", "asinh": "asinh_", "acosh": "acosh_",
-    "atanh": "atanh_", "erf": "erf_", "erfc": "erfc_", "erfinv": "erfinv_", "floor": "floor_", "ceil": "ceil_",
-    "lgamma": "lgamma_", "digamma": "digamma_",
-    "round": "round_", "trunc": "trunc_", "frac": "frac_", "sigmoid": "sigmoid_", "logit": "logit_", "relu": "relu_",
-    "nan_to_num": "nan_to_num_", "logical_not": "logical_not_", "bitwise_not": "bitwise_not_", "square": "square_",
+    "neg": "neg_",
+    "abs": "abs_",
+    "sign": "sign_",
+    "sgn": "sgn_",
+    "reciprocal": "reciprocal_",
+    "sqrt": "sqrt_",
+    "rsqrt": "rsqrt_",
+    "exp": "exp_",
+    "exp2": "exp2_",
+    "expm1": "expm1_",
+    "log": "log_",
+    "log1p": "log1p_",
+    "log2": "log2_",
+    "log10": "log10_",
+    "sin": "sin_",
+    "cos": "cos_",
+    "tan": "tan_",
+    "asin": "asin_",
+    "acos": "acos_",
+    "atan": "atan_",
+    "sinh": "sinh_",
+    "cosh": "cosh_",
+    "tanh": "tanh_",
+    "asinh": "asinh_",
+    "acosh": "acosh_",
+    "atanh": "atanh_",
+    "erf": "erf_",
+    "erfc": "erfc_",
+    "erfinv": "erfinv_",
+    "floor": "floor_",
+    "ceil": "ceil_",
+    "lgamma": "lgamma_",
+    "digamma": "digamma_",
+    "round": "round_",
+    "trunc": "trunc_",
+    "frac": "frac_",
+    "sigmoid": "sigmoid_",
+    "logit": "logit_",
+    "relu": "relu_",
+    "nan_to_num": "nan_to_num_",
+    "logical_not": "logical_not_",
+    "bitwise_not": "bitwise_not_",
+    "square": "square_",
 }
 
-UNARY_OUT = ["neg", "abs", "sign", "reciprocal", "sqrt", "exp", "expm1", "log", "log1p", "sin", "tanh", "erf",
-             "erfinv", "floor", "round", "trunc", "frac", "sigmoid", "logit", "isnan", "isposinf", "nan_to_num",
-             "logical_not", "bitwise_not", "exp2", "rsqrt", "lgamma", "digamma"]
+UNARY_OUT = [
+    "neg",
+    "abs",
+    "sign",
+    "reciprocal",
+    "sqrt",
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "sin",
+    "tanh",
+    "erf",
+    "erfinv",
+    "floor",
+    "round",
+    "trunc",
+    "frac",
+    "sigmoid",
+    "logit",
+    "isnan",
+    "isposinf",
+    "nan_to_num",
+    "logical_not",
+    "bitwise_not",
+    "exp2",
+    "rsqrt",
+    "lgamma",
+    "digamma",
+]
 
 
 def layouts(x: torch.Tensor):
@@ -254,7 +349,9 @@ def test_unary_inplace(op, dtype):
         check(lambda t: getattr(t, method)(), special(dtype))
 
 
-@pytest.mark.parametrize("out_dtype", [None, torch.float64, torch.int32, torch.bool], ids=lambda d: dname(d) if d else "same")
+@pytest.mark.parametrize(
+    "out_dtype", [None, torch.float64, torch.int32, torch.bool], ids=lambda d: dname(d) if d else "same"
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool], ids=dname)
 @pytest.mark.parametrize("op", UNARY_OUT, ids=str)
 def test_unary_out(op, dtype, out_dtype):
@@ -341,23 +438,45 @@ BINARY = {
 }
 
 BINARY_INPLACE = {
-    "add": lambda a, b: a.add_(b, alpha=2), "sub": lambda a, b: a.sub_(b), "mul": lambda a, b: a.mul_(b),
-    "div": lambda a, b: a.div_(b), "div_floor": lambda a, b: a.div_(b, rounding_mode="floor"),
-    "remainder": lambda a, b: a.remainder_(b), "fmod": lambda a, b: a.fmod_(b), "pow": lambda a, b: a.pow_(b),
-    "atan2": lambda a, b: a.atan2_(b), "hypot": lambda a, b: a.hypot_(b), "eq": lambda a, b: a.eq_(b),
-    "lt": lambda a, b: a.lt_(b), "ge": lambda a, b: a.ge_(b), "logical_and": lambda a, b: a.logical_and_(b),
-    "logical_xor": lambda a, b: a.logical_xor_(b), "bitwise_and": lambda a, b: a.bitwise_and_(b),
-    "bitwise_xor": lambda a, b: a.bitwise_xor_(b), "lshift": lambda a, b: a.__ilshift__(b),
-    "rshift": lambda a, b: a.bitwise_right_shift_(b), "copysign": lambda a, b: a.copysign_(b),
-    "xlogy": lambda a, b: a.xlogy_(b), "clamp_min": lambda a, b: a.clamp_min_(b), "clamp_max": lambda a, b: a.clamp_max_(b),
-    "lerp": lambda a, b: a.lerp_(b, 0.75), "floor_divide": lambda a, b: a.floor_divide_(b),
+    "add": lambda a, b: a.add_(b, alpha=2),
+    "sub": lambda a, b: a.sub_(b),
+    "mul": lambda a, b: a.mul_(b),
+    "div": lambda a, b: a.div_(b),
+    "div_floor": lambda a, b: a.div_(b, rounding_mode="floor"),
+    "remainder": lambda a, b: a.remainder_(b),
+    "fmod": lambda a, b: a.fmod_(b),
+    "pow": lambda a, b: a.pow_(b),
+    "atan2": lambda a, b: a.atan2_(b),
+    "hypot": lambda a, b: a.hypot_(b),
+    "eq": lambda a, b: a.eq_(b),
+    "lt": lambda a, b: a.lt_(b),
+    "ge": lambda a, b: a.ge_(b),
+    "logical_and": lambda a, b: a.logical_and_(b),
+    "logical_xor": lambda a, b: a.logical_xor_(b),
+    "bitwise_and": lambda a, b: a.bitwise_and_(b),
+    "bitwise_xor": lambda a, b: a.bitwise_xor_(b),
+    "lshift": lambda a, b: a.__ilshift__(b),
+    "rshift": lambda a, b: a.bitwise_right_shift_(b),
+    "copysign": lambda a, b: a.copysign_(b),
+    "xlogy": lambda a, b: a.xlogy_(b),
+    "clamp_min": lambda a, b: a.clamp_min_(b),
+    "clamp_max": lambda a, b: a.clamp_max_(b),
+    "lerp": lambda a, b: a.lerp_(b, 0.75),
+    "floor_divide": lambda a, b: a.floor_divide_(b),
     "maximum_into_self": lambda a, b: torch.maximum(a, b, out=a),
 }
 
 MIXED_PAIRS = [
-    (torch.int32, torch.float32), (torch.uint8, torch.int8), (torch.bool, torch.float16), (torch.float16, torch.bfloat16),
-    (torch.int64, torch.float64), (torch.float32, torch.float64), (torch.bool, torch.int32), (torch.uint8, torch.bool),
-    (torch.int16, torch.int64), (torch.bfloat16, torch.int64),
+    (torch.int32, torch.float32),
+    (torch.uint8, torch.int8),
+    (torch.bool, torch.float16),
+    (torch.float16, torch.bfloat16),
+    (torch.int64, torch.float64),
+    (torch.float32, torch.float64),
+    (torch.bool, torch.int32),
+    (torch.uint8, torch.bool),
+    (torch.int16, torch.int64),
+    (torch.bfloat16, torch.int64),
 ]
 PAIRS = [(d, d) for d in ALL_DTYPES] + MIXED_PAIRS
 
@@ -372,8 +491,11 @@ def test_binary(op, dtypes):
     fn = BINARY[op]
     a = values(dtypes[0], (3, 5), seed=1)
     b = values(dtypes[1], (3, 5), seed=2)
-    if not dtypes[1].is_floating_point and dtypes[1] != torch.bool and op in ("div_trunc", "div_floor", "floor_divide",
-                                                                                "remainder", "fmod"):
+    if (
+        not dtypes[1].is_floating_point
+        and dtypes[1] != torch.bool
+        and op in ("div_trunc", "div_floor", "floor_divide", "remainder", "fmod")
+    ):
         b = torch.where(b == 0, torch.ones_like(b), b)  # integer division by zero is tested separately
     check(fn, a, b)
     check(fn, a.t().contiguous().t(), b)  # mixed layouts
@@ -390,8 +512,28 @@ SCALARS = [2, -3, 0.5, 2.5, True, False]
 
 @pytest.mark.parametrize("scalar", SCALARS, ids=repr)
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dname)
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "div_floor", "remainder", "fmod", "pow", "eq", "lt", "ge",
-                                "bitwise_and", "lshift_op", "maximum_scalar", "rsub_scalar", "atan2_scalar"], ids=str)
+@pytest.mark.parametrize(
+    "op",
+    [
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "div_floor",
+        "remainder",
+        "fmod",
+        "pow",
+        "eq",
+        "lt",
+        "ge",
+        "bitwise_and",
+        "lshift_op",
+        "maximum_scalar",
+        "rsub_scalar",
+        "atan2_scalar",
+    ],
+    ids=str,
+)
 def test_binary_with_python_scalar(op, dtype, scalar):
     fns = {
         "maximum_scalar": lambda a, s: torch.clamp_min(a, s),
@@ -411,7 +553,8 @@ def test_binary_with_python_scalar(op, dtype, scalar):
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32], ids=dname)
 @pytest.mark.parametrize(
-    "lo, hi", [(-3, None), (None, -3), (300, None), (None, 300), (-3, 300), (-3, 3), (-40000, 40000), (2.5, None)],
+    "lo, hi",
+    [(-3, None), (None, -3), (300, None), (None, 300), (-3, 300), (-3, 3), (-40000, 40000), (2.5, None)],
     ids=str,
 )
 def test_integer_clamp_with_bounds_outside_the_dtype(dtype, lo, hi):
@@ -472,9 +615,19 @@ def test_tensors_on_two_foo_devices_are_refused():
         a * b
 
 
-@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.int64, torch.int64), (torch.float32, torch.float64),
-                                    (torch.int32, torch.float32), (torch.float16, torch.float16), (torch.bool, torch.bool),
-                                    (torch.int8, torch.uint8)], ids=pair_id)
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (torch.float32, torch.float32),
+        (torch.int64, torch.int64),
+        (torch.float32, torch.float64),
+        (torch.int32, torch.float32),
+        (torch.float16, torch.float16),
+        (torch.bool, torch.bool),
+        (torch.int8, torch.uint8),
+    ],
+    ids=pair_id,
+)
 @pytest.mark.parametrize("op", list(BINARY_INPLACE), ids=str)
 def test_binary_inplace(op, dtypes):
     fn = BINARY_INPLACE[op]
@@ -490,11 +643,33 @@ def test_binary_inplace(op, dtypes):
 
 
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64, torch.int64, torch.bool], ids=dname)
-@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.int64, torch.int32), (torch.bool, torch.bool)],
-                         ids=pair_id)
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "div_floor", "remainder", "pow", "atan2", "minimum", "fmax",
-                                "eq", "lt", "logical_or", "bitwise_or", "bitwise_left_shift", "copysign", "xlogy", "hypot"],
-                         ids=str)
+@pytest.mark.parametrize(
+    "dtypes", [(torch.float32, torch.float32), (torch.int64, torch.int32), (torch.bool, torch.bool)], ids=pair_id
+)
+@pytest.mark.parametrize(
+    "op",
+    [
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "div_floor",
+        "remainder",
+        "pow",
+        "atan2",
+        "minimum",
+        "fmax",
+        "eq",
+        "lt",
+        "logical_or",
+        "bitwise_or",
+        "bitwise_left_shift",
+        "copysign",
+        "xlogy",
+        "hypot",
+    ],
+    ids=str,
+)
 def test_binary_out(op, dtypes, out_dtype):
     fn = BINARY[op]
     a = values(dtypes[0], seed=7)
@@ -554,8 +729,11 @@ def test_sixteen_bit_ops_round_like_aten():
     # Integers meet bfloat16 as bfloat16 (257 -> 256); scalars compare in float16.
     check(torch.add, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.tensor([257, 3]))
     check(lambda t: t < 0.1, torch.tensor([0.1, 0.05], dtype=torch.float16))
-    check(lambda t, out: torch.exp(t, out=out), torch.tensor([1.0, 0.3], dtype=torch.float16),
-          out=torch.empty(2, dtype=torch.float64))
+    check(
+        lambda t, out: torch.exp(t, out=out),
+        torch.tensor([1.0, 0.3], dtype=torch.float16),
+        out=torch.empty(2, dtype=torch.float64),
+    )
 
 
 def test_float16_and_bfloat16_compute_in_float32_like_aten():
@@ -568,9 +746,20 @@ def test_float16_and_bfloat16_compute_in_float32_like_aten():
 # --------------------------------------------------------------- ternary ops
 
 
-@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.float16, torch.float32), (torch.int64, torch.int64),
-                                    (torch.bool, torch.bool), (torch.int32, torch.float64), (torch.uint8, torch.int8),
-                                    (torch.bfloat16, torch.bfloat16), (torch.float64, torch.float64)], ids=pair_id)
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (torch.float32, torch.float32),
+        (torch.float16, torch.float32),
+        (torch.int64, torch.int64),
+        (torch.bool, torch.bool),
+        (torch.int32, torch.float64),
+        (torch.uint8, torch.int8),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float64, torch.float64),
+    ],
+    ids=pair_id,
+)
 def test_where(dtypes):
     cond = make_tensor((3, 5), torch.bool, seed=9)
     a = values(dtypes[0], seed=10)
@@ -604,10 +793,28 @@ def test_masked_fill_with_foo_value_tensor():
     assert_same(x.to("foo").masked_fill(mask.to("foo"), v.to("foo")), x.masked_fill(mask, v))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int16],
-                         ids=dname)
-@pytest.mark.parametrize("op", ["addcmul", "addcdiv", "addcmul_", "addcdiv_", "addcmul_out", "lerp", "lerp_", "lerp_out",
-                                "clamp", "clamp_", "clamp_out", "clamp_min_only", "clamp_max_only"], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int16], ids=dname
+)
+@pytest.mark.parametrize(
+    "op",
+    [
+        "addcmul",
+        "addcdiv",
+        "addcmul_",
+        "addcdiv_",
+        "addcmul_out",
+        "lerp",
+        "lerp_",
+        "lerp_out",
+        "clamp",
+        "clamp_",
+        "clamp_out",
+        "clamp_min_only",
+        "clamp_max_only",
+    ],
+    ids=str,
+)
 def test_ternary(op, dtype):
     s = values(dtype, seed=14)
     t1 = values(dtype, (5,), seed=15)
@@ -618,19 +825,31 @@ def test_ternary(op, dtype):
     lo = torch.minimum(t1, t2[0].expand_as(t1))
     hi = torch.maximum(t1, t2[0].expand_as(t1)) + 1
     fns = {
-        "addcmul": lambda: (lambda a, b, c: torch.addcmul(a, b, c, value=0.5) if dtype.is_floating_point
-                            else torch.addcmul(a, b, c, value=2), (s, t1, t2)),
+        "addcmul": lambda: (
+            lambda a, b, c: (
+                torch.addcmul(a, b, c, value=0.5) if dtype.is_floating_point else torch.addcmul(a, b, c, value=2)
+            ),
+            (s, t1, t2),
+        ),
         "addcdiv": lambda: (lambda a, b, c: torch.addcdiv(a, b, c, value=2), (s, t1, t2)),
         "addcmul_": lambda: (lambda a, b, c: a.addcmul_(b, c), (s.clone(), t1, t2)),
         "addcdiv_": lambda: (lambda a, b, c: a.addcdiv_(b, c, value=-1), (s.clone(), t1, t2)),
-        "addcmul_out": lambda: (lambda a, b, c: torch.addcmul(a, b, c, out=torch.empty(0, dtype=dtype, device=a.device)),
-                                (s, t1, t2)),
+        "addcmul_out": lambda: (
+            lambda a, b, c: torch.addcmul(a, b, c, out=torch.empty(0, dtype=dtype, device=a.device)),
+            (s, t1, t2),
+        ),
         "lerp": lambda: (lambda a, b, c: torch.lerp(a, b, c), (s, t1, w)),
         "lerp_": lambda: (lambda a, b, c: a.lerp_(b, c), (s.clone(), t1, w)),
-        "lerp_out": lambda: (lambda a, b, c: torch.lerp(a, b, c, out=torch.empty(0, dtype=dtype, device=a.device)), (s, t1, w)),
+        "lerp_out": lambda: (
+            lambda a, b, c: torch.lerp(a, b, c, out=torch.empty(0, dtype=dtype, device=a.device)),
+            (s, t1, w),
+        ),
         "clamp": lambda: (lambda a, b, c: torch.clamp(a, b, c), (s, lo, hi)),
         "clamp_": lambda: (lambda a, b, c: a.clamp_(b, c), (s.clone(), lo, hi)),
-        "clamp_out": lambda: (lambda a, b, c: torch.clamp(a, b, c, out=torch.empty(0, dtype=dtype, device=a.device)), (s, lo, hi)),
+        "clamp_out": lambda: (
+            lambda a, b, c: torch.clamp(a, b, c, out=torch.empty(0, dtype=dtype, device=a.device)),
+            (s, lo, hi),
+        ),
         "clamp_min_only": lambda: (lambda a, b: torch.clamp(a, min=b), (s, lo)),
         "clamp_max_only": lambda: (lambda a, b: torch.clamp(a, max=b), (s, hi)),
     }
@@ -640,7 +859,9 @@ def test_ternary(op, dtype):
 
 def test_clamp_tensor_promotes_and_handles_nan():
     check(torch.clamp, torch.tensor([1, 5, 9]), torch.tensor([2.5]), torch.tensor([6.5]))
-    check(torch.clamp, torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([float("nan"), 0.0, 0.0]), torch.tensor([2.0]))
+    check(
+        torch.clamp, torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([float("nan"), 0.0, 0.0]), torch.tensor([2.0])
+    )
     with pytest.raises(RuntimeError):
         torch.clamp(torch.ones(2, device="foo"))
 
@@ -687,8 +908,9 @@ def test_activation_forward_and_backward(act, dtype):
     assert_same(xf.grad, xc.grad)
 
 
-@pytest.mark.parametrize("act", ["relu", "leaky_relu", "elu", "gelu", "silu", "hardtanh", "hardsigmoid", "hardswish",
-                                 "threshold"], ids=str)
+@pytest.mark.parametrize(
+    "act", ["relu", "leaky_relu", "elu", "gelu", "silu", "hardtanh", "hardsigmoid", "hardswish", "threshold"], ids=str
+)
 def test_inplace_activation(act):
     fns = {
         "relu": lambda x: F.relu(x, inplace=True),
@@ -733,9 +955,18 @@ def test_backward_kernels_directly(dtype):
         check(fn, *args)
     # The grad_input= overloads.
     out = torch.empty(0, dtype=dtype)
-    check(lambda a, b, grad_input: aten.threshold_backward.grad_input(a, b, 0.0, grad_input=grad_input), g, x, grad_input=out)
-    check(lambda a, b, grad_input: aten.sigmoid_backward.grad_input(a, b, grad_input=grad_input), g, y,
-          grad_input=torch.empty(0, dtype=dtype))
+    check(
+        lambda a, b, grad_input: aten.threshold_backward.grad_input(a, b, 0.0, grad_input=grad_input),
+        g,
+        x,
+        grad_input=out,
+    )
+    check(
+        lambda a, b, grad_input: aten.sigmoid_backward.grad_input(a, b, grad_input=grad_input),
+        g,
+        y,
+        grad_input=torch.empty(0, dtype=dtype),
+    )
     check(lambda a, b, out: aten.hardswish_backward.out(a, b, out=out), g, x, out=torch.empty(0, dtype=dtype))
 
 
@@ -794,8 +1025,15 @@ def test_float32_transcendentals_are_within_two_ulp(op):
 
 @pytest.mark.parametrize("op", ["sigmoid", "gelu", "gelu_tanh", "silu", "mish", "softplus", "elu"], ids=str)
 def test_float32_activations_match_cpu_over_a_wide_range(op):
-    fn = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu, "mish": F.mish,
-          "softplus": F.softplus, "elu": F.elu, "sigmoid": torch.sigmoid}[op]
+    fn = {
+        "gelu": F.gelu,
+        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "silu": F.silu,
+        "mish": F.mish,
+        "softplus": F.softplus,
+        "elu": F.elu,
+        "sigmoid": torch.sigmoid,
+    }[op]
     x = torch.linspace(-90, 90, 200_001, dtype=torch.float32)
     torch.testing.assert_close(fn(x.to("foo")).cpu(), fn(x))
 

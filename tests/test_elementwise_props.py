@@ -26,16 +26,58 @@ def make_tensor(shape, dtype, seed=0):
     info = torch.iinfo(dtype)
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
 
-DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-          torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
-UNARY = [torch.neg, torch.abs, torch.exp, torch.log1p, torch.tanh, torch.sigmoid, torch.floor, torch.sign,
-         torch.logical_not, torch.bitwise_not, torch.isnan, torch.erf, F.gelu, F.silu, torch.relu,
-         lambda x: torch.clamp(x, -1, 2), lambda x: x ** 2, lambda x: torch.nan_to_num(x, nan=0.5)]
-BINARY = [torch.add, lambda a, b: torch.sub(a, b, alpha=2), torch.mul, torch.div,
-          lambda a, b: torch.div(a, b, rounding_mode="floor"), torch.maximum, torch.fmin, torch.lt, torch.eq,
-          torch.logical_xor, torch.bitwise_or, torch.atan2, torch.pow, torch.remainder, torch.copysign,
-          lambda a, b: torch.where(a > 0, a, b)]
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
+
+UNARY = [
+    torch.neg,
+    torch.abs,
+    torch.exp,
+    torch.log1p,
+    torch.tanh,
+    torch.sigmoid,
+    torch.floor,
+    torch.sign,
+    torch.logical_not,
+    torch.bitwise_not,
+    torch.isnan,
+    torch.erf,
+    F.gelu,
+    F.silu,
+    torch.relu,
+    lambda x: torch.clamp(x, -1, 2),
+    lambda x: x**2,
+    lambda x: torch.nan_to_num(x, nan=0.5),
+]
+BINARY = [
+    torch.add,
+    lambda a, b: torch.sub(a, b, alpha=2),
+    torch.mul,
+    torch.div,
+    lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    torch.maximum,
+    torch.fmin,
+    torch.lt,
+    torch.eq,
+    torch.logical_xor,
+    torch.bitwise_or,
+    torch.atan2,
+    torch.pow,
+    torch.remainder,
+    torch.copysign,
+    lambda a, b: torch.where(a > 0, a, b),
+]
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -134,7 +134,11 @@ def test_slow_cases_match_cpu(no_fallback, case):
         "broadcast": (lambda a, b: a * b, f32, make_tensor((4,), torch.float32, 2)),
         "strided": (lambda a, b: a - b, f32.t(), make_tensor((4, 3), torch.float32, 2)),
         "zero_dim_foo": (lambda a, b: a / b, f32, torch.tensor(3.0)),
-        "int_div": (lambda a, b: a / b, make_tensor((3, 4), torch.int32, 1), make_tensor((3, 4), torch.int32, 2) + 2000),
+        "int_div": (
+            lambda a, b: a / b,
+            make_tensor((3, 4), torch.int32, 1),
+            make_tensor((3, 4), torch.int32, 2) + 2000,
+        ),
         "int_tensor_float_number": (lambda a, b: a * 1.5, make_tensor((3, 4), torch.int16, 1), None),
     }
     f, a, b = cases[case]
@@ -235,6 +239,7 @@ def test_lane_switch_gives_same_results():
 
 # ---- The native path: calls models make every step run no Python ----------
 
+
 def _f(shape, dtype=torch.float32, seed=0):
     return make_tensor(shape, dtype, seed)
 
@@ -284,8 +289,9 @@ NATIVE_CASES = {
     "cat": lambda t: torch.cat([t(_f((2, 3))), t(_f((4, 3), seed=1))]),
     "cat_dim1_legacy_empty": lambda t: torch.cat([t(_f((2, 3))), t(torch.empty(0)), t(_f((2, 2), seed=1))], 1),
     "stack": lambda t: torch.stack([t(_f((2, 3))), t(_f((2, 3), seed=1))], -1),
-    "layer_norm": lambda t: torch.nn.functional.layer_norm(t(_f((2, 3, 8))), (8,), t(_f((8,), seed=1)),
-                                                            t(_f((8,), seed=2))),
+    "layer_norm": lambda t: torch.nn.functional.layer_norm(
+        t(_f((2, 3, 8))), (8,), t(_f((8,), seed=1)), t(_f((8,), seed=2))
+    ),
     "layer_norm_2d_no_affine": lambda t: torch.nn.functional.layer_norm(t(_f((4, 3, 5)).transpose(0, 1)), (4, 5)),
     "sum_int64": lambda t: t(_f((3, 4), torch.int64)).sum(1),
     # matrix products, reductions, softmax
@@ -303,43 +309,65 @@ NATIVE_CASES = {
     "log_softmax": lambda t: t(_f((2, 3, 7))).log_softmax(1),
     # indexing, embedding, losses, pooling (forward and, through autograd, backward)
     "index_select": lambda t: t(_f((5, 4))).index_select(0, t(torch.tensor([4, 0, 4, 2]))),
-    "index_select_int32_strided": lambda t: t(_f((4, 6), torch.float64)).t().index_select(
-        1, t(torch.tensor([3, 1], dtype=torch.int32))),
-    "index_select_0d_index_out": lambda t: torch.index_select(t(_f((3, 4), torch.int64)), 1, t(torch.tensor(2)),
-                                                              out=t(torch.empty(0, dtype=torch.int64))),
+    "index_select_int32_strided": lambda t: (
+        t(_f((4, 6), torch.float64)).t().index_select(1, t(torch.tensor([3, 1], dtype=torch.int32)))
+    ),
+    "index_select_0d_index_out": lambda t: torch.index_select(
+        t(_f((3, 4), torch.int64)), 1, t(torch.tensor(2)), out=t(torch.empty(0, dtype=torch.int64))
+    ),
     "embedding": lambda t: torch.nn.functional.embedding(t(torch.tensor([[1, 3], [5, 1]])), t(_f((6, 4)))),
     "embedding_backward": lambda t: _grad(
         lambda w: torch.nn.functional.embedding(t(torch.tensor([[1, 3], [5, 1]])), w, padding_idx=3),
-        t(_f((6, 4))), t(_f((2, 2, 4), seed=1))),
+        t(_f((6, 4))),
+        t(_f((2, 2, 4), seed=1)),
+    ),
     "cross_entropy": lambda t: torch.nn.functional.cross_entropy(t(_f((5, 7))), t(torch.tensor([1, 0, 6, 3, 3]))),
     "cross_entropy_backward": lambda t: _grad(
-        lambda x: torch.nn.functional.cross_entropy(x, t(torch.tensor([1, 0, 6, 3, 3]))), t(_f((5, 7))),
-        t(torch.tensor(1.5))),
+        lambda x: torch.nn.functional.cross_entropy(x, t(torch.tensor([1, 0, 6, 3, 3]))),
+        t(_f((5, 7))),
+        t(torch.tensor(1.5)),
+    ),
     "nll_loss_weight_ignore_none": lambda t: torch.nn.functional.nll_loss(
-        t(_f((5, 4), torch.float64)), t(torch.tensor([1, 0, 3, 3, 2])), weight=t(_f((4,), torch.float64).abs()),
-        ignore_index=3, reduction="none"),
+        t(_f((5, 4), torch.float64)),
+        t(torch.tensor([1, 0, 3, 3, 2])),
+        weight=t(_f((4,), torch.float64).abs()),
+        ignore_index=3,
+        reduction="none",
+    ),
     "nll_loss_backward_sum_1d": lambda t: _grad(
-        lambda x: torch.nn.functional.nll_loss(x, t(torch.tensor(2)), reduction="sum"), t(_f((4,))),
-        t(torch.tensor(0.5))),
+        lambda x: torch.nn.functional.nll_loss(x, t(torch.tensor(2)), reduction="sum"),
+        t(_f((4,))),
+        t(torch.tensor(0.5)),
+    ),
     "max_pool2d": lambda t: torch.nn.functional.max_pool2d(t(_f((2, 3, 7, 6))), 3, 2, 1, ceil_mode=True),
-    "max_pool2d_3d_dilated": lambda t: torch.nn.functional.max_pool2d(t(_f((3, 8, 8), torch.float64)), (2, 3),
-                                                                      dilation=2),
-    "max_pool2d_backward": lambda t: _grad(lambda x: torch.nn.functional.max_pool2d(x, 2), t(_f((2, 3, 6, 6))),
-                                           t(_f((2, 3, 3, 3), seed=1))),
+    "max_pool2d_3d_dilated": lambda t: torch.nn.functional.max_pool2d(
+        t(_f((3, 8, 8), torch.float64)), (2, 3), dilation=2
+    ),
+    "max_pool2d_backward": lambda t: _grad(
+        lambda x: torch.nn.functional.max_pool2d(x, 2), t(_f((2, 3, 6, 6))), t(_f((2, 3, 3, 3), seed=1))
+    ),
     # dropout's backward (the mask native_dropout saved), lerp, addcmul, addcdiv
     "dropout_backward": lambda t: torch.ops.aten.native_dropout_backward(
-        t(_f((3, 5))), t(_f((3, 5), seed=1)) > 0, 1.25),
+        t(_f((3, 5))), t(_f((3, 5), seed=1)) > 0, 1.25
+    ),
     "lerp_scalar_inplace": lambda t: t(_f((3, 4))).lerp_(t(_f((3, 4), seed=1)), 0.3),
     "lerp_tensor_broadcast": lambda t: torch.lerp(t(_f((3, 4))), t(_f((4,), seed=1)), t(_f((3, 1), seed=2))),
-    "lerp_out_float64": lambda t: torch.lerp(t(_f((5,), torch.float64)), t(_f((5,), torch.float64, 1)), 0.8,
-                                             out=t(torch.empty(0, dtype=torch.float64))),
-    "addcmul_int64": lambda t: torch.addcmul(t(_f((5,), torch.int64)), t(_f((5,), torch.int64, 1)),
-                                             t(_f((5,), torch.int64, 2)), value=3),
-    "addcmul_inplace_strided": lambda t: t(_f((4, 3))).t().addcmul_(t(_f((3, 4), seed=1)), t(_f((4,), seed=2)),
-                                                                   value=0.5),
-    "addcdiv_bf16_out": lambda t: torch.addcdiv(t(_f((3, 4), torch.bfloat16)), t(_f((3, 4), torch.bfloat16, 1)),
-                                                t(torch.full((4,), 1.5, dtype=torch.bfloat16)), value=-2,
-                                                out=t(torch.empty(3, 4, dtype=torch.bfloat16))),
+    "lerp_out_float64": lambda t: torch.lerp(
+        t(_f((5,), torch.float64)), t(_f((5,), torch.float64, 1)), 0.8, out=t(torch.empty(0, dtype=torch.float64))
+    ),
+    "addcmul_int64": lambda t: torch.addcmul(
+        t(_f((5,), torch.int64)), t(_f((5,), torch.int64, 1)), t(_f((5,), torch.int64, 2)), value=3
+    ),
+    "addcmul_inplace_strided": lambda t: (
+        t(_f((4, 3))).t().addcmul_(t(_f((3, 4), seed=1)), t(_f((4,), seed=2)), value=0.5)
+    ),
+    "addcdiv_bf16_out": lambda t: torch.addcdiv(
+        t(_f((3, 4), torch.bfloat16)),
+        t(_f((3, 4), torch.bfloat16, 1)),
+        t(torch.full((4,), 1.5, dtype=torch.bfloat16)),
+        value=-2,
+        out=t(torch.empty(3, 4, dtype=torch.bfloat16)),
+    ),
     # the foreach path of torch.optim (AdamW's default on foo): per-parameter ops, all native
     "adamw_foreach_step": lambda t: _adamw_steps(t),
 }
@@ -381,8 +409,14 @@ def test_training_step_backward_runs_no_python_for_native_ops(no_fallback):
     """An MLP step's backward (threshold/tanh/sigmoid/softmax backward, mm,
     sum) stays on the native path too, and matches CPU."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16),
-                                torch.nn.LayerNorm(16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 16),
+        torch.nn.LayerNorm(16),
+        torch.nn.Tanh(),
+        torch.nn.Linear(16, 4),
+    )
     x, y = torch.randn(6, 8), torch.randint(0, 4, (6,))
     fmodel = __import__("copy").deepcopy(model).to("foo")
     fx, fy = x.to("foo"), y.to("foo")
@@ -395,8 +429,22 @@ def test_training_step_backward_runs_no_python_for_native_ops(no_fallback):
     out = fmodel(fx)
     (out.softmax(-1) * out.sigmoid()).sum(1).mean().backward()
     ran = foo_rs.python_kernel_calls() - before
-    for op in ("native_layer_norm", "native_layer_norm_backward", "addmm.out", "mm.out", "threshold_backward", "tanh_backward", "sigmoid_backward", "sum.IntList_out",
-               "_softmax.out", "_softmax_backward_data.out", "mul.Tensor", "relu", "tanh", "sigmoid"):
+    for op in (
+        "native_layer_norm",
+        "native_layer_norm_backward",
+        "addmm.out",
+        "mm.out",
+        "threshold_backward",
+        "tanh_backward",
+        "sigmoid_backward",
+        "sum.IntList_out",
+        "_softmax.out",
+        "_softmax_backward_data.out",
+        "mul.Tensor",
+        "relu",
+        "tanh",
+        "sigmoid",
+    ):
         assert op not in ran, f"{op} ran Python: {dict(ran)}"
 
 

@@ -31,7 +31,13 @@ def compare(a, b):
         assert b.device.type == "foo", b.device
         assert a.dtype == b.dtype, (a.dtype, b.dtype)
         assert a.shape == b.shape, (a.shape, b.shape)
-        torch.testing.assert_close(b.cpu(), a, equal_nan=True, atol=1e-5 if a.dtype != torch.bfloat16 else 1e-2, rtol=1e-3 if a.dtype in (torch.float16, torch.bfloat16) else 1.3e-6)
+        torch.testing.assert_close(
+            b.cpu(),
+            a,
+            equal_nan=True,
+            atol=1e-5 if a.dtype != torch.bfloat16 else 1e-2,
+            rtol=1e-3 if a.dtype in (torch.float16, torch.bfloat16) else 1.3e-6,
+        )
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b)
         for x, y in zip(a, b):
@@ -94,8 +100,17 @@ def test_cat_strided_and_transposed():
     check(lambda x: torch.cat([x.expand(2, 4, 6), x.unsqueeze(0)], 0), a)
 
 
-@pytest.mark.parametrize("d1,d2", [(torch.int64, torch.float16), (torch.bool, torch.uint8), (torch.int8, torch.uint8),
-                                   (torch.float32, torch.float64), (torch.bfloat16, torch.float16), (torch.int32, torch.bool)])
+@pytest.mark.parametrize(
+    "d1,d2",
+    [
+        (torch.int64, torch.float16),
+        (torch.bool, torch.uint8),
+        (torch.int8, torch.uint8),
+        (torch.float32, torch.float64),
+        (torch.bfloat16, torch.float16),
+        (torch.int32, torch.bool),
+    ],
+)
 def test_cat_type_promotion(d1, d2):
     check(lambda x, y: torch.cat([x, y]), make_tensor((3, 2), d1, 4), make_tensor((1, 2), d2, 5))
 
@@ -171,7 +186,13 @@ def test_index_select_strided_zero_size_0d():
 
 def test_index_select_out():
     x = make_tensor((4, 5), torch.float64, 13)
-    check(lambda x, i, o: torch.index_select(x, 1, i, out=o), x, idx([4, 0]), torch.empty(0, dtype=torch.float64), mutated=(2,))
+    check(
+        lambda x, i, o: torch.index_select(x, 1, i, out=o),
+        x,
+        idx([4, 0]),
+        torch.empty(0, dtype=torch.float64),
+        mutated=(2,),
+    )
     check(lambda x, i, o: torch.index_select(x, 1, i, out=o), x, idx([4, 0]), torch.empty(0, dtype=torch.float32))
 
 
@@ -248,7 +269,9 @@ def test_index_put(dtype, accumulate):
     v = make_tensor((3, 5), dtype, 23)
     i = idx([3, 0, -1]) if not accumulate else idx([3, 0, 3])  # duplicates summed with accumulate
     check(lambda x, i, v: x.index_put_((i,), v, accumulate=accumulate), x, i, v, mutated=(0,))
-    check(lambda x, i, v: x.index_put_((None, i), v[:, :3].t(), accumulate=accumulate), x, idx([4, 1, 2]), v, mutated=(0,))
+    check(
+        lambda x, i, v: x.index_put_((None, i), v[:, :3].t(), accumulate=accumulate), x, idx([4, 1, 2]), v, mutated=(0,)
+    )
     check(lambda x, i, v: x.index_put((i, i), v[0, :3], accumulate=accumulate), x, idx([1, 2, 3]), v)
     check(lambda x, v: x.index_put_((x != x.flatten()[0],), v[0, 0], accumulate=accumulate), x, v, mutated=(0,))
 
@@ -310,7 +333,13 @@ def test_gather(dtype):
     check(lambda x, i: torch.gather(x, 0, i.int()), x, _rand_index((2, 2, 2), 4, 33))
     check(lambda x, i: torch.gather(x, 0, i), x, _rand_index((0, 2, 2), 4, 34))
     check(lambda x, i: torch.gather(x[0, 0, 0], 0, i), x, torch.tensor(0))
-    check(lambda x, i, o: torch.gather(x, 1, i, out=o), x, _rand_index((4, 2, 3), 5, 35), torch.empty(0, dtype=dtype), mutated=(2,))
+    check(
+        lambda x, i, o: torch.gather(x, 1, i, out=o),
+        x,
+        _rand_index((4, 2, 3), 5, 35),
+        torch.empty(0, dtype=dtype),
+        mutated=(2,),
+    )
 
 
 def test_gather_bad_input():
@@ -359,7 +388,14 @@ def test_scatter_reduce(dtype, reduce, include_self):
     src = make_tensor((7, 4), dtype, 43) if dtype.is_floating_point else torch.randint(-3, 4, (7, 4)).to(dtype)
     i = _rand_index((7, 3), 5, 44)
     check(lambda x, i, s: x.scatter_reduce_(0, i, s, reduce, include_self=include_self), x, i, src, mutated=(0,))
-    check(lambda x, i, s: torch.scatter_reduce(x, 1, i.t()[:, :2].remainder(4), s.t()[:, :2], reduce, include_self=include_self), x, i, src)
+    check(
+        lambda x, i, s: torch.scatter_reduce(
+            x, 1, i.t()[:, :2].remainder(4), s.t()[:, :2], reduce, include_self=include_self
+        ),
+        x,
+        i,
+        src,
+    )
 
 
 def test_scatter_reduce_nan_and_bool():
@@ -401,7 +437,14 @@ def test_index_add(dtype):
     check(lambda x, i, s: torch.index_add(x, 1, i, torch.cat([s, s])[:5, :2]), x, idx([3, 3], torch.int32), src)
     if dtype != torch.bool:
         check(lambda x, i, s: torch.index_add(x, 0, i, s, alpha=2), x, idx([1, 2, 1]), src)
-    check(lambda x, i, s, o: torch.index_add(x, 0, i, s, out=o), x, idx([0, 1, 2]), src, torch.empty(0, dtype=dtype), mutated=(3,))
+    check(
+        lambda x, i, s, o: torch.index_add(x, 0, i, s, out=o),
+        x,
+        idx([0, 1, 2]),
+        src,
+        torch.empty(0, dtype=dtype),
+        mutated=(3,),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool])
@@ -519,7 +562,12 @@ def test_tril_triu(dtype):
     check(lambda x: torch.tril(x[:, :0]), x)
     check(lambda x: torch.triu(x, out=torch.empty(0, dtype=dtype, device=x.device)), x)
     check(lambda x: torch.tril(x[0, 0]), x)  # RuntimeError: 1-d
-    check(lambda x: torch.tril(x, out=torch.empty(0, dtype=torch.float64 if dtype != torch.float64 else torch.float32, device=x.device)), x)
+    check(
+        lambda x: torch.tril(
+            x, out=torch.empty(0, dtype=torch.float64 if dtype != torch.float64 else torch.float32, device=x.device)
+        ),
+        x,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -583,9 +631,26 @@ def test_large_index_select_and_gather():
 
 def test_ops_are_native():
     names = foo_rs.native_ops()
-    for op in ("cat.out", "index_select", "index.Tensor_out", "_index_put_impl_", "gather.out", "scatter.src_out",
-               "scatter_add.out", "scatter_reduce.two_out", "nonzero", "masked_select", "flip", "roll", "tril.out",
-               "triu.out", "arange.start_out", "linspace.out", "index_add.out", "index_fill_.int_Scalar"):
+    for op in (
+        "cat.out",
+        "index_select",
+        "index.Tensor_out",
+        "_index_put_impl_",
+        "gather.out",
+        "scatter.src_out",
+        "scatter_add.out",
+        "scatter_reduce.two_out",
+        "nonzero",
+        "masked_select",
+        "flip",
+        "roll",
+        "tril.out",
+        "triu.out",
+        "arange.start_out",
+        "linspace.out",
+        "index_add.out",
+        "index_fill_.int_Scalar",
+    ):
         assert any(op == n or n.endswith("::" + op) or n == "aten::" + op for n in names), op
 
 
@@ -614,10 +679,20 @@ def test_index_copy_take_put_masked_scatter(dtype):
     src = make_tensor((3, 4), dtype, 60)
     check(lambda x, i, s: x.index_copy_(0, i, s), x, idx([4, 0, 2]), src, mutated=(0,))
     check(lambda x, i, s: torch.index_copy(x, 1, i, torch.cat([s, s[:2]])[:, :2]), x, idx([3, 1]), src)
-    check(lambda x, i, s: torch.index_copy(x, 0, i, s, out=torch.empty(0, dtype=x.dtype, device=x.device)), x, idx([1, 2, 3]), src)
+    check(
+        lambda x, i, s: torch.index_copy(x, 0, i, s, out=torch.empty(0, dtype=x.dtype, device=x.device)),
+        x,
+        idx([1, 2, 3]),
+        src,
+    )
     for bad in (idx([5, 0, 1]), idx([-1, 0, 1]), idx([1, 2]), idx([1, 2, 3], torch.int32), idx([[1, 2, 3]])):
         check(lambda x, i, s: x.index_copy_(0, i, s), x, bad, src)
-    check(lambda x, i, s: x.index_copy_(0, i, s), x, idx([1, 2, 3]), src.double() if dtype != torch.float64 else src.float())
+    check(
+        lambda x, i, s: x.index_copy_(0, i, s),
+        x,
+        idx([1, 2, 3]),
+        src.double() if dtype != torch.float64 else src.float(),
+    )
     check(lambda x, i: torch.take(x, i), x, idx([[19, -20, 3]]))
     check(lambda x, i: torch.take(x.t(), i), x, idx([1, 7]))
     for bad in (idx([20]), idx([-21]), idx([1], torch.int32)):
@@ -655,8 +730,12 @@ def test_outputs_aliasing_inputs_raise_like_cpu():
         lambda d: (lambda x: torch.take(x, x[:2], out=x[2:4]))(x6(d)),
         lambda d: (lambda x: torch.cat([x[:2], x[2:4]], out=x[3:]))(x6(d)),
         # non-dense overlaps are computed, not refused (as CPU)
-        lambda d: (lambda x: torch.index_select(x[:, 2:], 1, torch.tensor([0, 1], device=d), out=x[:, :2]))(torch.arange(12.0, device=d).view(3, 4)),
-        lambda d: (lambda x: torch.cat([x[:, :1], x[:, 1:]], 1, out=x.t()[:1].t()))(torch.arange(12.0, device=d).view(3, 4)),
+        lambda d: (lambda x: torch.index_select(x[:, 2:], 1, torch.tensor([0, 1], device=d), out=x[:, :2]))(
+            torch.arange(12.0, device=d).view(3, 4)
+        ),
+        lambda d: (lambda x: torch.cat([x[:, :1], x[:, 1:]], 1, out=x.t()[:1].t()))(
+            torch.arange(12.0, device=d).view(3, 4)
+        ),
         lambda d: (lambda x: x.masked_scatter_(x > 2, x))(torch.arange(6.0, device=d)),
         lambda d: (lambda x: torch.tril(x, out=x))(torch.arange(6.0, device=d).view(2, 3)),
     ]
@@ -680,8 +759,13 @@ def test_scatter_through_self_aliasing_indices_is_safe():
     assert x.cpu().tolist() == [[1, 0, 2]]
     x = torch.tensor([2, 0, 1], device="foo")
     foo_rs._C.index_scatter(
-        (x.data_ptr(), foo_rs._ops._registry.DTYPE_CODE[torch.int64], (3,), (0,)), None, 9,
-        [((x.data_ptr(), foo_rs._ops._registry.DTYPE_CODE[torch.int64], (3,), (1,)), 3, 1, 0)], False, "assign", True,
+        (x.data_ptr(), foo_rs._ops._registry.DTYPE_CODE[torch.int64], (3,), (0,)),
+        None,
+        9,
+        [((x.data_ptr(), foo_rs._ops._registry.DTYPE_CODE[torch.int64], (3,), (1,)), 3, 1, 0)],
+        False,
+        "assign",
+        True,
         (0, "bad {index}"),
     )
     assert x.cpu().tolist() == [9, 9, 9]
@@ -708,8 +792,20 @@ def test_zero_size_with_bad_indices_and_noncontiguous_put():
     check(lambda x, i: torch.index_select(x[0], 0, i), x, idx([0]))
     check(lambda x, i: torch.ops.aten.index_put_(x, [None, i], torch.tensor(1.0)), x, idx([9]))
     y = make_tensor((3, 4, 5), torch.float64, 66)
-    check(lambda y, i, j: y.index_put_((i, None, j), torch.ones(4, device=y.device)), y, idx([[2], [0]]), idx([4, 1, 0]), mutated=(0,))
-    check(lambda y, i, j: y.index_put_((i, None, j), torch.ones(2, 3, 4, device=y.device), accumulate=True), y, idx([[2], [2]]), idx([4, 4, 0]), mutated=(0,))
+    check(
+        lambda y, i, j: y.index_put_((i, None, j), torch.ones(4, device=y.device)),
+        y,
+        idx([[2], [0]]),
+        idx([4, 1, 0]),
+        mutated=(0,),
+    )
+    check(
+        lambda y, i, j: y.index_put_((i, None, j), torch.ones(2, 3, 4, device=y.device), accumulate=True),
+        y,
+        idx([[2], [2]]),
+        idx([4, 4, 0]),
+        mutated=(0,),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
@@ -731,11 +827,32 @@ def test_embedding_renorm(dtype, norm_type):
 @pytest.mark.parametrize("include_self", [True, False])
 def test_index_reduce(dtype, reduce, include_self):
     x = make_tensor((5, 4), dtype, 68)
-    src = make_tensor((6, 4), dtype, 69) if dtype.is_floating_point or dtype == torch.bool else torch.randint(-3, 4, (6, 4)).to(dtype)
+    src = (
+        make_tensor((6, 4), dtype, 69)
+        if dtype.is_floating_point or dtype == torch.bool
+        else torch.randint(-3, 4, (6, 4)).to(dtype)
+    )
     i = idx([4, 0, 4, 2, 4, 0])
     check(lambda x, i, s: x.index_reduce_(0, i, s, reduce, include_self=include_self), x, i, src, mutated=(0,))
-    check(lambda x, i, s: torch.index_reduce(x, 1, i[:4].remainder(4), s[:5].t(), reduce, include_self=include_self), x, i, src)
-    check(lambda x, i, s: x.index_reduce_(0, i.int(), s, reduce, include_self=include_self,), x, i, src, mutated=(0,))
+    check(
+        lambda x, i, s: torch.index_reduce(x, 1, i[:4].remainder(4), s[:5].t(), reduce, include_self=include_self),
+        x,
+        i,
+        src,
+    )
+    check(
+        lambda x, i, s: x.index_reduce_(
+            0,
+            i.int(),
+            s,
+            reduce,
+            include_self=include_self,
+        ),
+        x,
+        i,
+        src,
+        mutated=(0,),
+    )
     for bad in (idx([5] * 6), idx([-1] * 6), idx([1.0] * 6, torch.float32), idx([[1] * 6]), idx([1, 2])):
         check(lambda x, i, s: x.index_reduce_(0, i, s, reduce, include_self=include_self), x, bad, src)
     check(lambda x, i, s: x.index_reduce_(0, i, s, "sum"), x, i, src)

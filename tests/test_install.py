@@ -22,11 +22,7 @@ from foo_rs import _torch_check
 
 
 def _import_with_version(version: str) -> subprocess.CompletedProcess:
-    code = (
-        "import torch\n"
-        f"torch.__version__ = {version!r}\n"
-        "import foo_rs\n"
-    )
+    code = f"import torch\ntorch.__version__ = {version!r}\nimport foo_rs\n"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
@@ -78,7 +74,10 @@ def test_import_in_a_fresh_process_without_library_path():
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     r = subprocess.run(
         [sys.executable, "-c", "import torch, foo_rs; print(torch.ones(2, device='foo').sum().item())"],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "2.0"

@@ -25,18 +25,66 @@ INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 #: The aten overloads this file's kernels serve (none may fall back).
 OWN_OPS = {
-    "mm.out", "addmm.out", "bmm.out", "baddbmm.out", "addbmm", "addbmm.out", "addbmm_", "addmv.out",
-    "dot", "vdot", "sum.IntList_out", "nansum", "nansum.out", "mean.out", "prod", "prod.int_out",
-    "amax.out", "amin.out", "max", "min", "max.unary_out", "min.unary_out", "max.dim_max",
-    "min.dim_min", "argmax.out", "argmin.out", "aminmax.out", "var.correction", "std.correction",
-    "var.correction_out", "std.correction_out", "var_mean.correction", "std_mean.correction",
-    "linalg_vector_norm.out", "norm.out", "norm.dtype_out", "all.out", "any.out", "all.dims_out",
-    "any.dims_out", "all.all_out", "any.all_out", "count_nonzero.dim_IntList", "cumsum.out",
-    "cumprod.out", "trace", "_softmax.out", "_log_softmax.out", "_softmax_backward_data.out",
-    "_log_softmax_backward_data.out", "nll_loss_forward.output", "nll_loss_backward.grad_input",
-    "nll_loss2d_forward", "nll_loss2d_forward.output", "nll_loss2d_backward",
-    "nll_loss2d_backward.grad_input", "mse_loss.out", "mse_loss_backward",
-    "mse_loss_backward.grad_input", "embedding_dense_backward",
+    "mm.out",
+    "addmm.out",
+    "bmm.out",
+    "baddbmm.out",
+    "addbmm",
+    "addbmm.out",
+    "addbmm_",
+    "addmv.out",
+    "dot",
+    "vdot",
+    "sum.IntList_out",
+    "nansum",
+    "nansum.out",
+    "mean.out",
+    "prod",
+    "prod.int_out",
+    "amax.out",
+    "amin.out",
+    "max",
+    "min",
+    "max.unary_out",
+    "min.unary_out",
+    "max.dim_max",
+    "min.dim_min",
+    "argmax.out",
+    "argmin.out",
+    "aminmax.out",
+    "var.correction",
+    "std.correction",
+    "var.correction_out",
+    "std.correction_out",
+    "var_mean.correction",
+    "std_mean.correction",
+    "linalg_vector_norm.out",
+    "norm.out",
+    "norm.dtype_out",
+    "all.out",
+    "any.out",
+    "all.dims_out",
+    "any.dims_out",
+    "all.all_out",
+    "any.all_out",
+    "count_nonzero.dim_IntList",
+    "cumsum.out",
+    "cumprod.out",
+    "trace",
+    "_softmax.out",
+    "_log_softmax.out",
+    "_softmax_backward_data.out",
+    "_log_softmax_backward_data.out",
+    "nll_loss_forward.output",
+    "nll_loss_backward.grad_input",
+    "nll_loss2d_forward",
+    "nll_loss2d_forward.output",
+    "nll_loss2d_backward",
+    "nll_loss2d_backward.grad_input",
+    "mse_loss.out",
+    "mse_loss_backward",
+    "mse_loss_backward.grad_input",
+    "embedding_dense_backward",
 }
 
 
@@ -128,8 +176,18 @@ def test_mm_dtypes(dtype):
     check(torch.mm, a, b)
 
 
-@pytest.mark.parametrize("shape", [((3, 4), (4, 5)), ((0, 4), (4, 5)), ((3, 0), (0, 5)), ((3, 4), (4, 0)),
-                                   ((1, 1), (1, 1)), ((130, 70), (70, 90)), ((1, 300), (300, 1))])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ((3, 4), (4, 5)),
+        ((0, 4), (4, 5)),
+        ((3, 0), (0, 5)),
+        ((3, 4), (4, 0)),
+        ((1, 1), (1, 1)),
+        ((130, 70), (70, 90)),
+        ((1, 300), (300, 1)),
+    ],
+)
 def test_mm_shapes(shape):
     check(torch.mm, mat(shape[0], torch.float32, 3), mat(shape[1], torch.float32, 4))
 
@@ -149,9 +207,15 @@ def test_mm_errors():
     check(torch.mm, torch.ones(2, 3), torch.ones(3))
     check(torch.mm, torch.ones(2, 3, 1), torch.ones(3, 3))
     check(torch.mm, torch.ones(2, 3), torch.ones(3, 2, dtype=torch.float64))
-    check(lambda x, y: torch.mm(x, y, out=torch.empty(0, dtype=torch.float64, device=x.device)),
-          torch.ones(2, 3), torch.ones(3, 2))
-    with foo_rs.fallback_disabled(), pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+    check(
+        lambda x, y: torch.mm(x, y, out=torch.empty(0, dtype=torch.float64, device=x.device)),
+        torch.ones(2, 3),
+        torch.ones(3, 2),
+    )
+    with (
+        foo_rs.fallback_disabled(),
+        pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"),
+    ):
         torch.mm(torch.ones(2, 3, device="foo"), torch.ones(4, 5, device="foo"))
 
 
@@ -235,8 +299,18 @@ def test_dot_large_and_dtype_mismatch():
     check(torch.dot, torch.ones(3), torch.ones(3, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("shapes", [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((2, 3, 5), (5, 4)),
-                                    ((3, 5), (2, 5, 4)), ((2, 1, 3, 5), (4, 5, 2)), ((2, 3, 5), (2, 5, 4))])
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((5,), (5,)),
+        ((3, 5), (5,)),
+        ((5,), (5, 4)),
+        ((2, 3, 5), (5, 4)),
+        ((3, 5), (2, 5, 4)),
+        ((2, 1, 3, 5), (4, 5, 2)),
+        ((2, 3, 5), (2, 5, 4)),
+    ],
+)
 def test_matmul(shapes):
     check(torch.matmul, mat(shapes[0], torch.float32, 1), mat(shapes[1], torch.float32, 2))
 
@@ -299,8 +373,10 @@ def test_sum_edge_cases():
     check(torch.nansum, torch.tensor([1.0, float("nan"), 2.0]))
     check(lambda x: torch.sum(x, 0, out=torch.empty(0, dtype=torch.int64, device=x.device)), torch.ones(2, 3))
     check(lambda x: torch.sum(x, 0, out=torch.empty(0, device=x.device)), torch.ones(2, 3, dtype=torch.int32))
-    check(lambda x: torch.sum(x, 0, dtype=torch.float32, out=torch.empty(0, dtype=torch.float64, device=x.device)),
-          torch.ones(2, 3, dtype=torch.int32))
+    check(
+        lambda x: torch.sum(x, 0, dtype=torch.float32, out=torch.empty(0, dtype=torch.float64, device=x.device)),
+        torch.ones(2, 3, dtype=torch.int32),
+    )
     check(lambda x: torch.mean(x, 0, out=torch.empty(0, dtype=torch.float64, device=x.device)), torch.ones(2, 3))
 
 
@@ -536,7 +612,11 @@ def test_mse_loss(reduction, dtype):
 
 
 def test_mse_loss_int_error():
-    check(lambda a, b: torch.ops.aten.mse_loss(a, b, 1), torch.ones(3, dtype=torch.int32), torch.ones(3, dtype=torch.int32))
+    check(
+        lambda a, b: torch.ops.aten.mse_loss(a, b, 1),
+        torch.ones(3, dtype=torch.int32),
+        torch.ones(3, dtype=torch.int32),
+    )
 
 
 @pytest.mark.parametrize("scale", [False, True])

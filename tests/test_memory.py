@@ -82,10 +82,17 @@ def test_peaks_and_reset():
 def test_memory_stats_has_cuda_keys():
     s = torch.foo.memory_stats()
     for key in [
-        "allocated_bytes.all.current", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
-        "allocated_bytes.all.freed", "reserved_bytes.all.peak", "reserved_bytes.small_pool.current",
-        "reserved_bytes.large_pool.current", "active.all.current", "segment.all.current",
-        "num_alloc_retries", "num_ooms",
+        "allocated_bytes.all.current",
+        "allocated_bytes.all.peak",
+        "allocated_bytes.all.allocated",
+        "allocated_bytes.all.freed",
+        "reserved_bytes.all.peak",
+        "reserved_bytes.small_pool.current",
+        "reserved_bytes.large_pool.current",
+        "active.all.current",
+        "segment.all.current",
+        "num_alloc_retries",
+        "num_ooms",
     ]:
         assert key in s, key
     torch.foo.reset_accumulated_memory_stats()

@@ -51,7 +51,14 @@ def _train(model, batches, loss_fn, device, steps, opt="sgd"):
 
 
 def _check_same_training(
-    make_model, make_batches, loss_fn, steps, opt="sgd", rtol=FP32_RTOL, atol=FP32_ATOL, param_atol=None,
+    make_model,
+    make_batches,
+    loss_fn,
+    steps,
+    opt="sgd",
+    rtol=FP32_RTOL,
+    atol=FP32_ATOL,
+    param_atol=None,
     buffers=True,
 ):
     torch.manual_seed(0)
@@ -63,7 +70,10 @@ def _check_same_training(
     # The model learns: a falling loss shows the gradients were applied.
     assert cpu_losses[-1] < cpu_losses[0]
     torch.testing.assert_close(
-        torch.tensor(foo_losses), torch.tensor(cpu_losses), rtol=rtol, atol=atol,
+        torch.tensor(foo_losses),
+        torch.tensor(cpu_losses),
+        rtol=rtol,
+        atol=atol,
         msg=lambda m: f"losses on foo {foo_losses} vs CPU {cpu_losses}\n{m}",
     )
     params = dict(cpu_model.named_parameters())

@@ -44,17 +44,21 @@ def _quiet(f):
 CASES = {
     # gather: every dtype class, int32/int64 index, strides, 0-d, out=, empty index
     "gather_f32": lambda t: torch.gather(t(_f((4, 5))), 1, t(_idx([[0, 4, 4], [1, 0, 2], [3, 3, 3], [4, 0, 1]]))),
-    "gather_int32_index_dim0": lambda t: torch.gather(t(_f((4, 3), torch.float64)), 0,
-                                                      t(_idx([[3, 0, 1], [2, 2, 0]], torch.int32))),
+    "gather_int32_index_dim0": lambda t: torch.gather(
+        t(_f((4, 3), torch.float64)), 0, t(_idx([[3, 0, 1], [2, 2, 0]], torch.int32))
+    ),
     "gather_strided_self_and_index": lambda t: torch.gather(
-        t(_f((6, 5), torch.bfloat16)).t(), 1, t(_idx([[5, 0, 1, 2], [4, 4, 4, 4], [0, 1, 2, 3]])).t()),
-    "gather_int64_data_3d": lambda t: torch.gather(t(_f((2, 3, 4), torch.int64)), 2,
-                                                   t(_idx([[[3], [0], [1]], [[2], [2], [0]]]))),
+        t(_f((6, 5), torch.bfloat16)).t(), 1, t(_idx([[5, 0, 1, 2], [4, 4, 4, 4], [0, 1, 2, 3]])).t()
+    ),
+    "gather_int64_data_3d": lambda t: torch.gather(
+        t(_f((2, 3, 4), torch.int64)), 2, t(_idx([[[3], [0], [1]], [[2], [2], [0]]]))
+    ),
     "gather_bool": lambda t: torch.gather(t(_f((3, 4), torch.bool)), 1, t(_idx([[1, 3], [0, 0], [2, 1]]))),
     "gather_0d": lambda t: torch.gather(t(torch.tensor(2.5)), 0, t(torch.tensor(0))),
     "gather_empty_index": lambda t: torch.gather(t(_f((3, 4))), 1, t(torch.empty(3, 0, dtype=torch.long))),
-    "gather_out": lambda t: torch.gather(t(_f((4, 5), torch.float16)), 1, t(_idx([[4], [3], [2], [1]])),
-                                         out=t(torch.empty(0, dtype=torch.float16))),
+    "gather_out": lambda t: torch.gather(
+        t(_f((4, 5), torch.float16)), 1, t(_idx([[4], [3], [2], [1]])), out=t(torch.empty(0, dtype=torch.float16))
+    ),
     # advanced indexing: x[idx], leading/trailing slices, negative indices,
     # broadcasting index tensors, non-adjacent indexed dims, int32, zero-size, out=
     "index_rows": lambda t: t(_f((5, 3)))[t(_idx([4, 0, -1, 2]))],
@@ -63,68 +67,86 @@ CASES = {
     "index_non_adjacent": lambda t: t(_f((3, 4, 5)))[t(_idx([2, 0])), :, t(_idx([4, 1]))],
     "index_strided_self": lambda t: t(_f((6, 4), torch.bfloat16)).t()[t(_idx([3, 3, 1]))],
     "index_zero_size": lambda t: t(_f((4, 3)))[t(torch.empty(0, dtype=torch.long))],
-    "index_out": lambda t: torch.ops.aten.index.Tensor_out(t(_f((5, 2), torch.int16)), [t(_idx([1, 4]))],
-                                                           out=t(torch.empty(0, dtype=torch.int16))),
+    "index_out": lambda t: torch.ops.aten.index.Tensor_out(
+        t(_f((5, 2), torch.int16)), [t(_idx([1, 4]))], out=t(torch.empty(0, dtype=torch.int16))
+    ),
     "index_cpu_index": lambda t: t(_f((5, 3)))[_idx([2, 1])],
     # index_put_: assign and accumulate (duplicates add up), broadcast values, int32, negative
     "index_put_assign": lambda t: _put(t, _f((5, 3)), [_idx([4, 0, -2])], _f((3, 3), seed=1)),
-    "index_put_accumulate_dups": lambda t: _put(t, _f((4, 3), torch.float64), [_idx([1, 1, 3, 1])],
-                                                _f((4, 3), torch.float64, 1), accumulate=True),
-    "index_put_broadcast_value": lambda t: _put(t, _f((3, 4), torch.int64), [None, _idx([0, 3], torch.int32)],
-                                                _f((3, 1), torch.int64, 1)),
-    "index_put_pair_accumulate": lambda t: _put(t, _f((3, 4)), [_idx([0, 2, 0]), _idx([1, 1, 1])],
-                                                _f((3,), seed=2), accumulate=True),
-    "index_put_non_adjacent": lambda t: _put(t, _f((3, 2, 4), torch.bfloat16), [_idx([2, 0]), None, _idx([1, 3])],
-                                             _f((2, 2), torch.bfloat16, 3)),
+    "index_put_accumulate_dups": lambda t: _put(
+        t, _f((4, 3), torch.float64), [_idx([1, 1, 3, 1])], _f((4, 3), torch.float64, 1), accumulate=True
+    ),
+    "index_put_broadcast_value": lambda t: _put(
+        t, _f((3, 4), torch.int64), [None, _idx([0, 3], torch.int32)], _f((3, 1), torch.int64, 1)
+    ),
+    "index_put_pair_accumulate": lambda t: _put(
+        t, _f((3, 4)), [_idx([0, 2, 0]), _idx([1, 1, 1])], _f((3,), seed=2), accumulate=True
+    ),
+    "index_put_non_adjacent": lambda t: _put(
+        t, _f((3, 2, 4), torch.bfloat16), [_idx([2, 0]), None, _idx([1, 3])], _f((2, 2), torch.bfloat16, 3)
+    ),
     "index_put_bool_values": lambda t: _put(t, _f((4,), torch.bool), [_idx([3, 0])], _f((2,), torch.bool, 1)),
     # the scatter family: src and value, reductions, in-place, int32 index, strides, 0-d, out=
-    "scatter_src": lambda t: torch.scatter(t(_f((3, 5))), 1, t(_idx([[4, 0], [1, 1], [2, 3]])),
-                                           t(_f((3, 4), seed=1))),
+    "scatter_src": lambda t: torch.scatter(t(_f((3, 5))), 1, t(_idx([[4, 0], [1, 1], [2, 3]])), t(_f((3, 4), seed=1))),
     "scatter_value_inplace_int32": lambda t: t(_f((4, 3), torch.int64)).scatter_(
-        0, t(_idx([[3, 0, 1]], torch.int32)), 7),
-    "scatter_reduce_multiply": lambda t: _quiet(lambda: torch.scatter(
-        t(_f((3, 4), torch.float64)), 1, t(_idx([[1, 1], [0, 3], [2, 2]])), t(_f((3, 2), torch.float64, 1)),
-        reduce="multiply")),
-    "scatter_value_reduce_add": lambda t: torch.scatter(t(_f((3, 4))), 0, t(_idx([[2, 2, 0, 1]])), 1.5,
-                                                        reduce="add"),
-    "scatter_add_dups_bf16": lambda t: torch.scatter_add(t(_f((2, 4), torch.bfloat16)), 1,
-                                                         t(_idx([[0, 0, 0], [3, 1, 3]])),
-                                                         t(_f((2, 3), torch.bfloat16, 1))),
+        0, t(_idx([[3, 0, 1]], torch.int32)), 7
+    ),
+    "scatter_reduce_multiply": lambda t: _quiet(
+        lambda: torch.scatter(
+            t(_f((3, 4), torch.float64)),
+            1,
+            t(_idx([[1, 1], [0, 3], [2, 2]])),
+            t(_f((3, 2), torch.float64, 1)),
+            reduce="multiply",
+        )
+    ),
+    "scatter_value_reduce_add": lambda t: torch.scatter(t(_f((3, 4))), 0, t(_idx([[2, 2, 0, 1]])), 1.5, reduce="add"),
+    "scatter_add_dups_bf16": lambda t: torch.scatter_add(
+        t(_f((2, 4), torch.bfloat16)), 1, t(_idx([[0, 0, 0], [3, 1, 3]])), t(_f((2, 3), torch.bfloat16, 1))
+    ),
     "scatter_add_strided_out": lambda t: torch.scatter_add(
-        t(_f((5, 3))).t(), 1, t(_idx([[4, 0], [1, 1], [0, 0]])), t(_f((3, 2), seed=2)),
-        out=t(torch.empty(0))),
-    "scatter_add_inplace_0d": lambda t: t(torch.tensor(1.0)).scatter_add_(0, t(torch.tensor(0)),
-                                                                        t(torch.tensor(2.5))),
+        t(_f((5, 3))).t(), 1, t(_idx([[4, 0], [1, 1], [0, 0]])), t(_f((3, 2), seed=2)), out=t(torch.empty(0))
+    ),
+    "scatter_add_inplace_0d": lambda t: t(torch.tensor(1.0)).scatter_add_(0, t(torch.tensor(0)), t(torch.tensor(2.5))),
     "scatter_reduce_mean_exclude_self": lambda t: torch.scatter_reduce(
-        t(_f((2, 4))), 1, t(_idx([[0, 0, 3], [1, 2, 1]])), t(_f((2, 3), seed=3)), "mean", include_self=False),
+        t(_f((2, 4))), 1, t(_idx([[0, 0, 3], [1, 2, 1]])), t(_f((2, 3), seed=3)), "mean", include_self=False
+    ),
     "scatter_reduce_amax_int": lambda t: torch.scatter_reduce(
-        t(_f((2, 4), torch.int32)), 1, t(_idx([[0, 0, 3], [1, 2, 1]])), t(_f((2, 3), torch.int32, 3)), "amax"),
-    "gather_backward": lambda t: _grad(lambda x: torch.gather(x, 1, t(_idx([[1, 0, 1], [2, 2, 0]]))),
-                                       t(_f((2, 3))), t(_f((2, 3), seed=1))),
+        t(_f((2, 4), torch.int32)), 1, t(_idx([[0, 0, 3], [1, 2, 1]])), t(_f((2, 3), torch.int32, 3)), "amax"
+    ),
+    "gather_backward": lambda t: _grad(
+        lambda x: torch.gather(x, 1, t(_idx([[1, 0, 1], [2, 2, 0]]))), t(_f((2, 3))), t(_f((2, 3), seed=1))
+    ),
     # avg_pool2d: padding, ceil_mode, count_include_pad, divisor, 3-d, integers, channels-last, backward
     "avg_pool2d": lambda t: F.avg_pool2d(t(_f((2, 3, 7, 6))), 3, 2, 1, ceil_mode=True),
-    "avg_pool2d_no_pad_count_divisor": lambda t: F.avg_pool2d(t(_f((3, 6, 6), torch.float64)), (2, 3), 1, (1, 1),
-                                                              count_include_pad=False, divisor_override=5),
+    "avg_pool2d_no_pad_count_divisor": lambda t: F.avg_pool2d(
+        t(_f((3, 6, 6), torch.float64)), (2, 3), 1, (1, 1), count_include_pad=False, divisor_override=5
+    ),
     "avg_pool2d_int64": lambda t: F.avg_pool2d(t(_f((1, 2, 4, 4), torch.int64)), 2),
     "avg_pool2d_channels_last": lambda t: F.avg_pool2d(
-        t(_f((2, 4, 6, 6))).contiguous(memory_format=torch.channels_last), 2),
-    "avg_pool2d_backward": lambda t: _grad(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
-                                           t(_f((2, 3, 7, 7))), t(_f((2, 3, 4, 4), seed=1))),
+        t(_f((2, 4, 6, 6))).contiguous(memory_format=torch.channels_last), 2
+    ),
+    "avg_pool2d_backward": lambda t: _grad(
+        lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), t(_f((2, 3, 7, 7))), t(_f((2, 3, 4, 4), seed=1))
+    ),
     # arange: GPT-2's positions, float steps, half precision, int32 out, out= resized
     "arange_long": lambda t: torch.arange(0, 17, dtype=torch.long, device=t(torch.empty(0)).device),
     "arange_float_step": lambda t: torch.arange(-1.5, 2.25, 0.25, device=t(torch.empty(0)).device),
     "arange_float16": lambda t: torch.arange(0, 9.5, 0.5, dtype=torch.float16, device=t(torch.empty(0)).device),
-    "arange_int32_fractional": lambda t: torch.arange(0.5, 7.9, 2.2, dtype=torch.int32,
-                                                      device=t(torch.empty(0)).device),
+    "arange_int32_fractional": lambda t: torch.arange(
+        0.5, 7.9, 2.2, dtype=torch.int32, device=t(torch.empty(0)).device
+    ),
     "arange_negative_step_out": lambda t: torch.arange(10, -3, -3, out=t(torch.empty(0, dtype=torch.int64))),
     "arange_empty": lambda t: torch.arange(4, 4, device=t(torch.empty(0)).device),
     # adaptive average pooling (not 1x1: that is mean) and its backward
     "adaptive_avg_pool2d": lambda t: F.adaptive_avg_pool2d(t(_f((2, 3, 7, 9))), (3, 4)),
     "adaptive_avg_pool2d_3d_f64": lambda t: F.adaptive_avg_pool2d(t(_f((3, 5, 5), torch.float64)), (2, 5)),
     "adaptive_avg_pool2d_channels_last": lambda t: F.adaptive_avg_pool2d(
-        t(_f((2, 4, 6, 6))).contiguous(memory_format=torch.channels_last), 4),
-    "adaptive_avg_pool2d_backward": lambda t: _grad(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), t(_f((2, 3, 5, 7))),
-                                                    t(_f((2, 3, 2, 3), seed=1))),
+        t(_f((2, 4, 6, 6))).contiguous(memory_format=torch.channels_last), 4
+    ),
+    "adaptive_avg_pool2d_backward": lambda t: _grad(
+        lambda x: F.adaptive_avg_pool2d(x, (2, 3)), t(_f((2, 3, 5, 7))), t(_f((2, 3, 2, 3), seed=1))
+    ),
 }
 
 
@@ -146,10 +168,23 @@ def test_native_cases_match_cpu_and_run_no_python(no_fallback, name):
 
 def test_native_cases_are_registered():
     lane = fast_lane_ops()
-    assert {"gather.out", "index.Tensor", "index.Tensor_out", "_index_put_impl_", "arange.start_out",
-            "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward", "scatter.src_out", "scatter.value_out",
-            "scatter.reduce_out", "scatter.value_reduce_out", "scatter_add.out", "scatter_reduce.two_out",
-            "avg_pool2d.out", "avg_pool2d_backward.grad_input"} <= lane
+    assert {
+        "gather.out",
+        "index.Tensor",
+        "index.Tensor_out",
+        "_index_put_impl_",
+        "arange.start_out",
+        "_adaptive_avg_pool2d",
+        "_adaptive_avg_pool2d_backward",
+        "scatter.src_out",
+        "scatter.value_out",
+        "scatter.reduce_out",
+        "scatter.value_reduce_out",
+        "scatter_add.out",
+        "scatter_reduce.two_out",
+        "avg_pool2d.out",
+        "avg_pool2d_backward.grad_input",
+    } <= lane
 
 
 def test_bool_mask_index_and_put_match_cpu(no_fallback):

@@ -70,6 +70,7 @@ def fwd_tol(dtype):
 def autograd_check(fn, cpu_inputs, dtype, out_tol=None, seed=7):
     """Runs fn on CPU and on foo copies of cpu_inputs (floating tensors
     require grad), compares outputs and the gradients of every input."""
+
     def leaves(dev):
         res = []
         for t in cpu_inputs:
@@ -225,9 +226,13 @@ def test_batch_norm_ranks(shape):
     rm, rv = torch.randn(4, dtype=torch.float64), torch.rand(4, dtype=torch.float64) + 0.5
     w, b = torch.rand(4, dtype=torch.float64) + 0.5, torch.randn(4, dtype=torch.float64)
     rm_f, rv_f = foo(rm), foo(rv)
-    autograd_check(lambda x, w, b: F.batch_norm(x, rm_f if x.device.type == "foo" else rm,
-                                                rv_f if x.device.type == "foo" else rv, w, b, True, 0.2, 1e-3),
-                   [x, w, b], torch.float64)
+    autograd_check(
+        lambda x, w, b: F.batch_norm(
+            x, rm_f if x.device.type == "foo" else rm, rv_f if x.device.type == "foo" else rv, w, b, True, 0.2, 1e-3
+        ),
+        [x, w, b],
+        torch.float64,
+    )
     close(rm_f, rm)
     close(rv_f, rv)
 
@@ -236,8 +241,9 @@ def test_batch_norm_channels_last_and_strided():
     x = make_tensor((4, 3, 5, 6), torch.float32, seed=42).contiguous(memory_format=torch.channels_last)
     w, b = torch.rand(3) + 0.5, torch.randn(3)
     cpu = A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)
-    got = A.native_batch_norm(foo(x).contiguous(memory_format=torch.channels_last), foo(w), foo(b), None, None,
-                              True, 0.1, 1e-5)
+    got = A.native_batch_norm(
+        foo(x).contiguous(memory_format=torch.channels_last), foo(w), foo(b), None, None, True, 0.1, 1e-5
+    )
     close(got, cpu)
     assert got[0].stride() == cpu[0].stride()
     xt = make_tensor((4, 6, 5, 3), torch.float32, seed=43).permute(0, 3, 2, 1)  # neither layout
@@ -259,14 +265,20 @@ def test_batch_norm_direct_overloads():
     rm, rv = torch.randn(3), torch.rand(3) + 0.5
     rmf, rvf = foo(rm), foo(rv)
     for training in (True, False):
-        close(A._native_batch_norm_legit(foo(x), foo(w), foo(b), rmf, rvf, training, 0.1, 1e-5),
-              A._native_batch_norm_legit(x, w, b, rm, rv, training, 0.1, 1e-5))
+        close(
+            A._native_batch_norm_legit(foo(x), foo(w), foo(b), rmf, rvf, training, 0.1, 1e-5),
+            A._native_batch_norm_legit(x, w, b, rm, rv, training, 0.1, 1e-5),
+        )
         close(rmf, rm)
         close(rvf, rv)
-    close(A._native_batch_norm_legit.no_stats(foo(x), foo(w), foo(b), True, 0.1, 1e-5),
-          A._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5))
-    close(A._native_batch_norm_legit_no_training(foo(x), foo(w), foo(b), rmf, rvf, 0.1, 1e-5),
-          A._native_batch_norm_legit_no_training(x, w, b, rm, rv, 0.1, 1e-5))
+    close(
+        A._native_batch_norm_legit.no_stats(foo(x), foo(w), foo(b), True, 0.1, 1e-5),
+        A._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5),
+    )
+    close(
+        A._native_batch_norm_legit_no_training(foo(x), foo(w), foo(b), rmf, rvf, 0.1, 1e-5),
+        A._native_batch_norm_legit_no_training(x, w, b, rm, rv, 0.1, 1e-5),
+    )
     cpu = A._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5)
     got = A._batch_norm_with_update(foo(x), foo(w), foo(b), rmf, rvf, 0.1, 1e-5)
     close(got, cpu)
@@ -280,19 +292,24 @@ def test_batch_norm_direct_overloads():
             close(res, exp, rtol=1e-4, atol=1e-4)
     # out= forms
     outs = [torch.empty(0, device="foo") for _ in range(3)]
-    A.native_batch_norm.out(foo(x), foo(w), foo(b), None, None, True, 0.1, 1e-5,
-                            out=outs[0], save_mean=outs[1], save_invstd=outs[2])
+    A.native_batch_norm.out(
+        foo(x), foo(w), foo(b), None, None, True, 0.1, 1e-5, out=outs[0], save_mean=outs[1], save_invstd=outs[2]
+    )
     close(tuple(outs), A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5))
 
 
 def test_batch_norm_zero_batch_and_bad_input():
     # F.batch_norm's composite handles the empty batch; native_batch_norm raises in training
     x0 = torch.randn(0, 3, 2)
-    close(F.batch_norm(foo(x0), foo(torch.zeros(3)), foo(torch.ones(3)), training=True),
-          F.batch_norm(x0, torch.zeros(3), torch.ones(3), training=True))
+    close(
+        F.batch_norm(foo(x0), foo(torch.zeros(3)), foo(torch.ones(3)), training=True),
+        F.batch_norm(x0, torch.zeros(3), torch.ones(3), training=True),
+    )
     raises_like(A.native_batch_norm, [x0, None, None, torch.zeros(3), torch.ones(3), True, 0.1, 1e-5])
-    close(A.native_batch_norm(foo(x0), None, None, foo(torch.zeros(3)), foo(torch.ones(3)), False, 0.1, 1e-5),
-          A.native_batch_norm(x0, None, None, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5))
+    close(
+        A.native_batch_norm(foo(x0), None, None, foo(torch.zeros(3)), foo(torch.ones(3)), False, 0.1, 1e-5),
+        A.native_batch_norm(x0, None, None, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5),
+    )
     x = make_tensor((4, 3, 5, 5), torch.float32)
     raises_like(F.batch_norm, [x, torch.zeros(4), torch.ones(4)], cpu_kwargs={"training": True})
     raises_like(F.batch_norm, [x, torch.zeros(3), torch.ones(3), torch.ones(4)], cpu_kwargs={"training": True})
@@ -300,8 +317,9 @@ def test_batch_norm_zero_batch_and_bad_input():
     raises_like(A.native_batch_norm, [x.int(), None, None, None, None, True, 0.1, 1e-5])
     raises_like(A.native_batch_norm, [torch.randn(3), None, None, torch.zeros(3), torch.ones(3), True, 0.1, 1e-5])
     raises_like(A.native_batch_norm, [x.double(), torch.ones(3), None, None, None, True, 0.1, 1e-5])
-    raises_like(A.native_batch_norm, [x.bfloat16(), torch.ones(3), None, torch.zeros(3).bfloat16(), None, True,
-                                      0.1, 1e-5])
+    raises_like(
+        A.native_batch_norm, [x.bfloat16(), torch.ones(3), None, torch.zeros(3).bfloat16(), None, True, 0.1, 1e-5]
+    )
     # eval without running statistics: CPU crashes here; foo raises.
     with pytest.raises(RuntimeError, match="foo"):
         A.native_batch_norm(foo(x), None, None, None, None, False, 0.1, 1e-5)
@@ -365,8 +383,9 @@ def test_max_pool2d_out_variants():
     exp = A.max_pool2d_with_indices_backward(g, x, [3], [2], [1], [1], True, idx.cpu())
     close(gi, exp)
     with pytest.raises(RuntimeError):
-        A.max_pool2d_with_indices.out(foo(x), [3], [2], [1], [1], True, out=torch.empty(0, device="foo",
-                                      dtype=torch.float64), indices=idx)
+        A.max_pool2d_with_indices.out(
+            foo(x), [3], [2], [1], [1], True, out=torch.empty(0, device="foo", dtype=torch.float64), indices=idx
+        )
 
 
 def test_max_pool2d_bad_input():
@@ -461,8 +480,10 @@ def test_adaptive_avg_pool2d_direct_layouts_and_bad_input():
 @pytest.mark.parametrize("shape", [(2, 3, 7, 9), (3, 5, 6)])
 def test_adaptive_max_pool2d(dtype, out_size, shape):
     x = torch.randn(shape, dtype=torch.float64).to(dtype)
-    close(F.adaptive_max_pool2d(foo(x), out_size, return_indices=True),
-          F.adaptive_max_pool2d(x, out_size, return_indices=True))
+    close(
+        F.adaptive_max_pool2d(foo(x), out_size, return_indices=True),
+        F.adaptive_max_pool2d(x, out_size, return_indices=True),
+    )
     autograd_check(lambda x: F.adaptive_max_pool2d(x, out_size), [x], dtype)
 
 
@@ -583,9 +604,18 @@ def test_bernoulli_tensor_generator_and_bad_input():
 def test_cnn_step_is_native():
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AvgPool2d(2),
-        nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Dropout(0.2), nn.Linear(4, 3),
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(4, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.AvgPool2d(2),
+        nn.AdaptiveAvgPool2d((1, 1)),
+        nn.Flatten(),
+        nn.Dropout(0.2),
+        nn.Linear(4, 3),
     ).to("foo")
     x = foo(torch.randn(4, 3, 8, 8))
     y = foo(torch.randint(0, 3, (4,)))
@@ -624,8 +654,12 @@ def test_large_inputs_take_the_parallel_path():
     # planes over threads.
     x = make_tensor((8, 16, 48, 48), torch.float32, seed=90)
     w, b = torch.rand(16) + 0.5, torch.randn(16)
-    close(A.native_batch_norm(foo(x), foo(w), foo(b), None, None, True, 0.1, 1e-5),
-          A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5), rtol=1e-4, atol=1e-4)
+    close(
+        A.native_batch_norm(foo(x), foo(w), foo(b), None, None, True, 0.1, 1e-5),
+        A.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5),
+        rtol=1e-4,
+        atol=1e-4,
+    )
     close(F.max_pool2d(foo(x), 3, 2, 1, return_indices=True), F.max_pool2d(x, 3, 2, 1, return_indices=True))
     close(F.avg_pool2d(foo(x), 3, 2, 1), F.avg_pool2d(x, 3, 2, 1))
     xl = make_tensor((600, 512), torch.float32, seed=91)
@@ -651,8 +685,10 @@ def test_pooling_parameter_errors_match_cpu():
     raises_like(F.max_pool2d, [x, 3, -1])
     raises_like(F.avg_pool2d, [x, 3, 1, -1])
     raises_like(F.avg_pool2d, [x, 3, 0])
-    raises_like(A.max_pool2d_with_indices_backward,
-                [torch.ones(2, 3, 9, 9), x, [2], [2], [0], [1], False, torch.zeros(2, 3, 3, 3, dtype=torch.long)])
+    raises_like(
+        A.max_pool2d_with_indices_backward,
+        [torch.ones(2, 3, 9, 9), x, [2], [2], [0], [1], False, torch.zeros(2, 3, 3, 3, dtype=torch.long)],
+    )
 
 
 def test_inconsistent_arguments_raise_where_cpu_corrupts_memory():
@@ -660,16 +696,32 @@ def test_inconsistent_arguments_raise_where_cpu_corrupts_memory():
     x = foo(torch.randn(2, 3, 7, 7))
     bad_idx = torch.full((2, 3, 3, 3), 100, dtype=torch.long, device="foo")
     with pytest.raises(RuntimeError, match="foo"):
-        A.max_pool2d_with_indices_backward(torch.ones(2, 3, 3, 3, device="foo"), x, [2], [2], [0], [1], False,
-                                           bad_idx)
+        A.max_pool2d_with_indices_backward(torch.ones(2, 3, 3, 3, device="foo"), x, [2], [2], [0], [1], False, bad_idx)
     with pytest.raises(RuntimeError, match="foo"):
         A._adaptive_avg_pool2d_backward(torch.ones(2, 4, 3, 3, device="foo"), x)
     with pytest.raises(RuntimeError, match="foo"):
-        A.native_batch_norm_backward(torch.ones(2, 3, 7, 6, device="foo"), x, None, None, None,
-                                     torch.zeros(3, device="foo"), torch.ones(3, device="foo"), True, 1e-5,
-                                     [True, True, True])
+        A.native_batch_norm_backward(
+            torch.ones(2, 3, 7, 6, device="foo"),
+            x,
+            None,
+            None,
+            None,
+            torch.zeros(3, device="foo"),
+            torch.ones(3, device="foo"),
+            True,
+            1e-5,
+            [True, True, True],
+        )
     with pytest.raises(RuntimeError, match="foo"):
-        A.native_layer_norm_backward(torch.ones_like(x), x, [7], torch.zeros(3, device="foo"),
-                                     torch.zeros(3, device="foo"), None, None, [True, False, False])
+        A.native_layer_norm_backward(
+            torch.ones_like(x),
+            x,
+            [7],
+            torch.zeros(3, device="foo"),
+            torch.zeros(3, device="foo"),
+            None,
+            None,
+            [True, False, False],
+        )
     with pytest.raises(RuntimeError, match="foo"):
         torch.empty(3, device="foo").bernoulli_(torch.full((4,), 0.5, device="foo"))

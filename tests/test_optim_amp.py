@@ -45,8 +45,12 @@ OPTIMIZERS = {
     "adagrad-decay-wd": (torch.optim.Adagrad, dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, maximize=True)),
 }
 
-TOL = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-12, 1e-12), torch.bfloat16: (2e-2, 1e-2),
-       torch.float16: (2e-3, 1e-3)}
+TOL = {
+    torch.float32: (1e-5, 1e-6),
+    torch.float64: (1e-12, 1e-12),
+    torch.bfloat16: (2e-2, 1e-2),
+    torch.float16: (2e-3, 1e-3),
+}
 
 
 def _run(opt_cls, kwargs, params, device, steps, **mode):
@@ -72,8 +76,13 @@ def test_fused_optimizer_matches_cpu_for_loop(name, dtype):
         cpu, _ = _run(opt_cls, kwargs, params, "cpu", 3, foreach=False)
         for i, (a, b) in enumerate(zip(foo, cpu)):
             assert a.device.type == "foo" and a.dtype == dtype
-            torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=rtol, atol=atol,
-                                       msg=lambda m: f"param {i} of shape {tuple(a.shape)}: {m}")
+            torch.testing.assert_close(
+                a.detach().cpu(),
+                b.detach(),
+                rtol=rtol,
+                atol=atol,
+                msg=lambda m: f"param {i} of shape {tuple(a.shape)}: {m}",
+            )
     else:
         # The half types store their state rounded, so no float reference
         # matches them; foo must be at least as close to the float64
@@ -134,13 +143,41 @@ def test_grad_scale_unscales_and_writes_back_and_found_inf_skips():
         ps, gs, ms, vs, steps = _fused_args(device=dev)
         ps = [p.clone() for p in ps]
         gs_scaled = [g * 8 for g in gs]
-        torch._fused_adam_(ps, gs_scaled, ms, vs, [], steps, lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0,
-                           eps=1e-8, amsgrad=False, maximize=False, grad_scale=torch.tensor(8.0, device=dev),
-                           found_inf=torch.tensor(0.0, device=dev))
+        torch._fused_adam_(
+            ps,
+            gs_scaled,
+            ms,
+            vs,
+            [],
+            steps,
+            lr=0.1,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+            grad_scale=torch.tensor(8.0, device=dev),
+            found_inf=torch.tensor(0.0, device=dev),
+        )
         before = [p.clone() for p in ps]
-        torch._fused_adam_(ps, gs_scaled, ms, vs, [], steps, lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0,
-                           eps=1e-8, amsgrad=False, maximize=False, grad_scale=torch.tensor(8.0, device=dev),
-                           found_inf=torch.tensor(1.0, device=dev))
+        torch._fused_adam_(
+            ps,
+            gs_scaled,
+            ms,
+            vs,
+            [],
+            steps,
+            lr=0.1,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+            grad_scale=torch.tensor(8.0, device=dev),
+            found_inf=torch.tensor(1.0, device=dev),
+        )
         for a, b in zip(ps, before):
             assert torch.equal(a.cpu(), b.cpu())  # found_inf: the step is skipped
         results[dev] = (ps, gs_scaled, ms, vs)
@@ -155,8 +192,18 @@ def test_fused_optimizer_on_strided_parameters():
     p = base.clone().to("foo")[:, ::2]
     g = torch.full_like(p, 2.0)
     buf = torch.zeros(6, 8, device="foo")[:, 1::2]
-    torch._fused_sgd_([p], [g], [buf], weight_decay=0.0, momentum=0.9, lr=0.5, dampening=0.0, nesterov=False,
-                      maximize=False, is_first_step=True)
+    torch._fused_sgd_(
+        [p],
+        [g],
+        [buf],
+        weight_decay=0.0,
+        momentum=0.9,
+        lr=0.5,
+        dampening=0.0,
+        nesterov=False,
+        maximize=False,
+        is_first_step=True,
+    )
     torch.testing.assert_close(p.cpu(), base[:, ::2] - 1.0)
     torch.testing.assert_close(buf.cpu(), torch.full((6, 4), 2.0))
     assert torch.equal(buf._base.cpu()[:, ::2], torch.zeros(6, 4))  # the gaps are untouched
@@ -167,8 +214,18 @@ def test_fused_optimizer_rejects_integer_params_like_cpu():
     for dev in ("cpu", "foo"):
         with pytest.raises(NotImplementedError):
             q = [t.to(dev) for t in p]
-            torch._fused_sgd_(q, q, [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False,
-                              maximize=False, is_first_step=True)
+            torch._fused_sgd_(
+                q,
+                q,
+                [],
+                weight_decay=0.0,
+                momentum=0.0,
+                lr=0.1,
+                dampening=0.0,
+                nesterov=False,
+                maximize=False,
+                is_first_step=True,
+            )
 
 
 # ---------------------------------------------------------------- GradScaler
@@ -216,8 +273,7 @@ def test_unscale_bad_arguments_raise_like_cpu(case):
     with pytest.raises(Exception) as cpu_exc:
         torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
     with pytest.raises(type(cpu_exc.value), match="foo"):
-        torch._amp_foreach_non_finite_check_and_unscale_([g.to("foo") for g in grads], found.to("foo"),
-                                                         inv.to("foo"))
+        torch._amp_foreach_non_finite_check_and_unscale_([g.to("foo") for g in grads], found.to("foo"), inv.to("foo"))
 
 
 def test_update_scale_op_matches_cpu_over_a_sequence():
@@ -239,8 +295,9 @@ def test_update_scale_bad_arguments_raise_like_cpu():
     with pytest.raises(Exception) as cpu_exc:
         torch._amp_update_scale_(torch.ones(1), torch.zeros(1), torch.zeros(1), 2.0, 0.5, 3)  # float tracker
     with pytest.raises(type(cpu_exc.value), match="foo"):
-        torch._amp_update_scale_(torch.ones(1, device="foo"), torch.zeros(1, device="foo"),
-                                 torch.zeros(1, device="foo"), 2.0, 0.5, 3)
+        torch._amp_update_scale_(
+            torch.ones(1, device="foo"), torch.zeros(1, device="foo"), torch.zeros(1, device="foo"), 2.0, 0.5, 3
+        )
 
 
 def _amp_model():
@@ -252,8 +309,7 @@ def _amp_model():
 def test_grad_scaler_training_skips_inf_steps_and_grows(fused):
     model = _amp_model().to("foo")
     opt = torch.optim.SGD(model.parameters(), lr=0.05, fused=fused or None)
-    scaler = torch.amp.GradScaler("foo", init_scale=2.0**10, growth_factor=2.0, backoff_factor=0.5,
-                                  growth_interval=2)
+    scaler = torch.amp.GradScaler("foo", init_scale=2.0**10, growth_factor=2.0, backoff_factor=0.5, growth_interval=2)
     x = torch.randn(8, 16).to("foo")
     y = torch.randn(8, 4).to("foo")
     scales, losses = [], []
@@ -300,6 +356,13 @@ def test_grad_scaler_training_matches_cpu():
 
 
 def test_kernels_are_native():
-    for op in ("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_", "_fused_adam_.tensor_lr",
-               "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"):
+    for op in (
+        "_fused_adam_",
+        "_fused_adamw_",
+        "_fused_sgd_",
+        "_fused_adagrad_",
+        "_fused_adam_.tensor_lr",
+        "_amp_foreach_non_finite_check_and_unscale_",
+        "_amp_update_scale_",
+    ):
         assert op in foo_rs.native_ops(), op

@@ -101,7 +101,9 @@ def test_torch_profiler_foo_track(capfd, tmp_path):
     assert all(a[1] <= b[0] + 1 for a, b in zip(spans, spans[1:]))
     # The kernels run inside the block take no more than the block's time.
     (blk,) = [e for e in prof.events() if e.name == "foo_block"]
-    inside = [e for e in kernels if e.time_range.start >= blk.time_range.start and e.time_range.end <= blk.time_range.end]
+    inside = [
+        e for e in kernels if e.time_range.start >= blk.time_range.start and e.time_range.end <= blk.time_range.end
+    ]
     assert {"aten::mm (foo)", "aten::sum (foo)"} <= {e.name for e in inside}
     assert 0 < sum(e.time_range.end - e.time_range.start for e in inside) <= blk.time_range.end - blk.time_range.start
     # Each kernel row's time is linked to its CPU op: mm's foo time covers the

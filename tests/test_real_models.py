@@ -46,24 +46,42 @@ def _quiet():
 
 def _gpt2():
     cfg = transformers.GPT2Config(
-        vocab_size=97, n_positions=32, n_embd=32, n_layer=2, n_head=4,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        vocab_size=97,
+        n_positions=32,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
     )
     return transformers.GPT2LMHeadModel(cfg)
 
 
 def _bert_mlm():
     cfg = transformers.BertConfig(
-        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
     )
     return transformers.BertForMaskedLM(cfg)
 
 
 def _llama():
     cfg = transformers.LlamaConfig(
-        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=32, tie_word_embeddings=True,
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        tie_word_embeddings=True,
     )
     return transformers.LlamaForCausalLM(cfg)
 
@@ -115,19 +133,28 @@ def test_trains_like_cpu_parameter_by_parameter(name):
             p_cpu = grads_cpu[n]
             assert p_foo.grad is not None and p_foo.grad.device.type == "foo", (step, n)
             torch.testing.assert_close(
-                p_foo.grad.cpu(), p_cpu.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL,
+                p_foo.grad.cpu(),
+                p_cpu.grad,
+                rtol=GRAD_RTOL,
+                atol=GRAD_ATOL,
                 msg=lambda m: f"step {step}, gradient of {n}: {m}",
             )
         opt_cpu.step()
         opt_foo.step()
 
     torch.testing.assert_close(
-        torch.tensor(foo_losses), torch.tensor(cpu_losses), rtol=LOSS_RTOL, atol=LOSS_ATOL,
+        torch.tensor(foo_losses),
+        torch.tensor(cpu_losses),
+        rtol=LOSS_RTOL,
+        atol=LOSS_ATOL,
         msg=lambda m: f"losses on foo {foo_losses} vs CPU {cpu_losses}\n{m}",
     )
     for n, p_cpu in cpu.named_parameters():
         torch.testing.assert_close(
-            _param(foo, n).detach().cpu(), p_cpu.detach(), rtol=GRAD_RTOL, atol=GRAD_ATOL,
+            _param(foo, n).detach().cpu(),
+            p_cpu.detach(),
+            rtol=GRAD_RTOL,
+            atol=GRAD_ATOL,
             msg=lambda m: f"parameter {n} after training: {m}",
         )
     assert _param(foo, tied_a) is _param(foo, tied_b)

@@ -324,8 +324,14 @@ def test_fork_child_lazy_init_raises(fork_probe):
 
 @pytest.mark.parametrize(
     "use",
-    ["alloc", "kernel_on_parent_tensor", "copy_to_cpu", "fast_lane_inplace_tensor", "fast_lane_inplace_scalar",
-     "fast_lane_unary_inplace"],
+    [
+        "alloc",
+        "kernel_on_parent_tensor",
+        "copy_to_cpu",
+        "fast_lane_inplace_tensor",
+        "fast_lane_inplace_scalar",
+        "fast_lane_unary_inplace",
+    ],
 )
 def test_fork_child_first_use_raises_clearly(fork_probe, use):
     child = fork_probe["child"]

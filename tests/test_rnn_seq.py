@@ -68,12 +68,27 @@ def _check_whole_sequence(counts, cell, packed=False):
     assert counts[SEQ_OPS[cell][1 if packed else 0]] >= 1
 
 
-def _compare(cell, dtype, *, layers=1, bidirectional=False, batch_first=False, bias=True, give_state=True,
-             t=5, b=3, n_in=4, hidden=6, seed=0):
+def _compare(
+    cell,
+    dtype,
+    *,
+    layers=1,
+    bidirectional=False,
+    batch_first=False,
+    bias=True,
+    give_state=True,
+    t=5,
+    b=3,
+    n_in=4,
+    hidden=6,
+    seed=0,
+):
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)
-    cpu, foo = _pair(_module(cell, n_in, hidden, num_layers=layers, bias=bias, batch_first=batch_first,
-                             bidirectional=bidirectional), dtype)
+    cpu, foo = _pair(
+        _module(cell, n_in, hidden, num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidirectional),
+        dtype,
+    )
     shape = (b, t, n_in) if batch_first else (t, b, n_in)
     x = torch.randn(shape, dtype=dtype, generator=gen, requires_grad=True)
     xf = _to_foo(x)
@@ -195,8 +210,9 @@ def test_dropout_is_seeded_and_matches_the_composite_path(no_fallback, cell):
         op = torch.ops.aten.lstm.input if cell == "lstm" else torch.ops.aten.gru.input
         h = torch.zeros(3, 3, 8, dtype=torch.float64, device="foo")
         hx = [h, h] if cell == "lstm" else h
-        return op._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, x, hx, m._flat_weights, True, 3, 0.4,
-                         True, False, False)[0]
+        return op._op_dk(
+            torch._C.DispatchKey.CompositeImplicitAutograd, x, hx, m._flat_weights, True, 3, 0.4, True, False, False
+        )[0]
 
     with _Counts() as counts:
         a, b = native(), native()
@@ -218,8 +234,18 @@ def test_dropout_gradients_match_the_composite_path(no_fallback):
         if native:
             out = m(x, (h, h))[0]
         else:
-            out = torch.ops.aten.lstm.input._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, x, [h, h],
-                                                   m._flat_weights, True, 2, 0.5, True, False, False)[0]
+            out = torch.ops.aten.lstm.input._op_dk(
+                torch._C.DispatchKey.CompositeImplicitAutograd,
+                x,
+                [h, h],
+                m._flat_weights,
+                True,
+                2,
+                0.5,
+                True,
+                False,
+                False,
+            )[0]
         grads.append(torch.autograd.grad(out.sin().sum(), [x, m.weight_ih_l0, m.weight_hh_l1]))
     for a, b in zip(*grads):
         torch.testing.assert_close(a.cpu(), b.cpu())

@@ -68,8 +68,10 @@ def test_wrong_device_type():
         torch.foo.get_device_properties("cpu")
 
 
-@pytest.mark.skipif(not hasattr(torch.accelerator, "get_device_capability"),
-                    reason="torch.accelerator.get_device_capability is new in this torch version")
+@pytest.mark.skipif(
+    not hasattr(torch.accelerator, "get_device_capability"),
+    reason="torch.accelerator.get_device_capability is new in this torch version",
+)
 def test_accelerator_capability_lists_foo_dtypes():
     cap = torch.accelerator.get_device_capability("foo:1")
     assert set(cap["supported_dtypes"]) == set(foo_rs.SUPPORTED_DTYPES)

@@ -209,8 +209,13 @@ def test_bad_streams_and_devices_raise():
     with pytest.raises(RuntimeError, match="Invalid foo device index 3"):
         torch.foo.current_stream(3)
     forged = torch.foo.Stream(stream_id=12345, device_index=0, device_type=_FOO_TYPE)
-    for use in (forged.query, forged.synchronize, lambda: torch.foo.set_stream(forged),
-                lambda: torch.accelerator.set_stream(forged), lambda: torch.foo.Event().record(forged)):
+    for use in (
+        forged.query,
+        forged.synchronize,
+        lambda: torch.foo.set_stream(forged),
+        lambda: torch.accelerator.set_stream(forged),
+        lambda: torch.foo.Event().record(forged),
+    ):
         with pytest.raises(RuntimeError, match="foo:0 has no stream with id 12345"):
             use()
     assert torch.foo.current_stream(0).stream_id == 0  # nothing changed

@@ -288,6 +288,7 @@ def _see_foo_as_cpp_device() -> None:
 
     node_is_cpu = scheduler.BaseSchedulerNode.is_cpu
     if not getattr(node_is_cpu, "_foo", False):
+
         def is_cpu(self) -> bool:
             device = self.get_device()
             return node_is_cpu(self) or (device is not None and device.type == DEVICE)
@@ -297,6 +298,7 @@ def _see_foo_as_cpp_device() -> None:
 
     current_backend = utils.get_current_backend
     if not getattr(current_backend, "_foo", False):
+
         def get_current_backend(device_type: str | None = None) -> str:
             if device_type is None:
                 from torch._inductor.virtualized import V
@@ -312,6 +314,7 @@ def _see_foo_as_cpp_device() -> None:
 
     ir_is_cpu = ir.is_cpu
     if not getattr(ir_is_cpu, "_foo", False):
+
         def ir_is_cpu_or_foo(x) -> bool:
             return ir_is_cpu(x) or ir.get_device_type(x) == DEVICE
 

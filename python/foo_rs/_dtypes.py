@@ -27,6 +27,4 @@ def _all_dtypes() -> list[torch.dtype]:
 
 #: Every dtype torch knows that foo cannot hold (complex, float8, quantized,
 #: unsigned 16/32/64, sub-byte and bit types).
-UNSUPPORTED_DTYPES: list[torch.dtype] = sorted(
-    {d for d in _all_dtypes() if d not in DTYPE_CODE}, key=str
-)
+UNSUPPORTED_DTYPES: list[torch.dtype] = sorted({d for d in _all_dtypes() if d not in DTYPE_CODE}, key=str)

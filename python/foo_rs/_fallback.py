@@ -134,8 +134,7 @@ def _device_of(args, kwargs):
                 found = dev
             elif dev != found and isinstance(x, torch.Tensor):
                 raise RuntimeError(
-                    "Expected all tensors to be on the same device, but found at least two devices, "
-                    f"{found} and {dev}!"
+                    f"Expected all tensors to be on the same device, but found at least two devices, {found} and {dev}!"
                 )
     return found if found is not None else torch.device("foo", torch.foo.current_device())
 

@@ -37,9 +37,7 @@ def supported_range() -> tuple[str, str] | None:
         m = re.match(r"torch\s*(?:\(\s*)?([^;)]*)", req)
         if m is None or not req.startswith("torch"):
             continue
-        spec = dict(
-            (op, v.strip()) for op, v in re.findall(r"(>=|<)\s*([\d.]+)", m.group(1))
-        )
+        spec = dict((op, v.strip()) for op, v in re.findall(r"(>=|<)\s*([\d.]+)", m.group(1)))
         if ">=" in spec and "<" in spec:
             return spec[">="], spec["<"]
     return None

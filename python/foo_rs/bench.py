@@ -121,8 +121,14 @@ def _transformers_step(kind: str):
             cfg = transformers.GPT2Config(vocab_size=1000, n_positions=128, n_embd=128, n_layer=2, n_head=4)
             model = transformers.GPT2LMHeadModel(cfg)
         else:
-            cfg = transformers.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2,
-                                          num_attention_heads=4, intermediate_size=512, max_position_embeddings=128)
+            cfg = transformers.BertConfig(
+                vocab_size=1000,
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=512,
+                max_position_embeddings=128,
+            )
             model = transformers.BertForMaskedLM(cfg)
         model.to(device).train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -168,7 +174,7 @@ PER_OP = {
     "gt number": lambda t: (lambda a=t(4, 8): lambda: a > 0)(),
     "where": lambda t: (lambda c=t(4, 8) > 0, a=t(4, 8), b=t(4, 8): lambda: torch.where(c, a, b))(),
     "clamp": lambda t: (lambda a=t(4, 8): lambda: a.clamp(-1, 1))(),
-    "pow 2": lambda t: (lambda a=t(4, 8): lambda: a ** 2)(),
+    "pow 2": lambda t: (lambda a=t(4, 8): lambda: a**2)(),
     "to bf16": lambda t: (lambda a=t(4, 8): lambda: a.to(torch.bfloat16))(),
     "relu": lambda t: (lambda a=t(4, 8): lambda: torch.relu(a))(),
     "gelu": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.gelu(a))(),
@@ -181,34 +187,48 @@ PER_OP = {
     "mm": lambda t: (lambda a=t(4, 8), b=t(8, 8): lambda: a @ b)(),
     "linear": lambda t: (lambda a=t(4, 8), w=t(8, 8), b=t(8): lambda: torch.nn.functional.linear(a, w, b))(),
     "bmm": lambda t: (lambda a=t(2, 4, 8), b=t(2, 8, 4): lambda: torch.bmm(a, b))(),
-    "layer_norm": lambda t: (lambda a=t(4, 8), w=t(8), b=t(8):
-                             lambda: torch.nn.functional.layer_norm(a, (8,), w, b))(),
+    "layer_norm": lambda t: (lambda a=t(4, 8), w=t(8), b=t(8): lambda: torch.nn.functional.layer_norm(a, (8,), w, b))(),
     "cat": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: torch.cat([a, b]))(),
-    "index_select": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device):
-                               lambda: a.index_select(0, i))(),
-    "embedding": lambda t: (lambda w=t(16, 8), i=torch.tensor([[1, 3], [5, 7]]).to(t.device):
-                            lambda: torch.nn.functional.embedding(i, w))(),
-    "cross_entropy": lambda t: (lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(t.device):
-                                lambda: torch.nn.functional.cross_entropy(a, y))(),
-    "gather": lambda t: (lambda a=t(4, 8), i=torch.tensor([[1, 3], [5, 7], [0, 0], [2, 6]]).to(t.device):
-                         lambda: torch.gather(a, 1, i))(),
+    "index_select": lambda t: (
+        lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device): lambda: a.index_select(0, i)
+    )(),
+    "embedding": lambda t: (
+        lambda w=t(16, 8), i=torch.tensor([[1, 3], [5, 7]]).to(t.device): lambda: torch.nn.functional.embedding(i, w)
+    )(),
+    "cross_entropy": lambda t: (
+        lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(t.device): lambda: torch.nn.functional.cross_entropy(a, y)
+    )(),
+    "gather": lambda t: (
+        lambda a=t(4, 8), i=torch.tensor([[1, 3], [5, 7], [0, 0], [2, 6]]).to(t.device): lambda: torch.gather(a, 1, i)
+    )(),
     "index x[idx]": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device): lambda: a[i])(),
-    "index_put_ accumulate": lambda t: (lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device), v=t(3, 8):
-                                        lambda: a.index_put_((i,), v, accumulate=True))(),
+    "index_put_ accumulate": lambda t: (
+        lambda a=t(16, 8), i=torch.tensor([1, 3, 5]).to(t.device), v=t(3, 8): (
+            lambda: a.index_put_((i,), v, accumulate=True)
+        )
+    )(),
     "arange": lambda t: (lambda d=t.device: lambda: torch.arange(0, 16, device=d))(),
-    "adaptive_avg_pool2d": lambda t: (lambda a=t(1, 2, 6, 6):
-                                      lambda: torch.nn.functional.adaptive_avg_pool2d(a, (2, 2)))(),
+    "adaptive_avg_pool2d": lambda t: (
+        lambda a=t(1, 2, 6, 6): lambda: torch.nn.functional.adaptive_avg_pool2d(a, (2, 2))
+    )(),
     "max_pool2d": lambda t: (lambda a=t(1, 2, 4, 4): lambda: torch.nn.functional.max_pool2d(a, 2))(),
     "sdpa": lambda t: (lambda q=t(1, 2, 4, 8): lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))(),
     "copy_": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: a.copy_(b))(),
-    "conv2d": lambda t: (lambda x=t(1, 4, 8, 8), w=t(8, 4, 3, 3), b=t(8):
-                         lambda: torch.nn.functional.conv2d(x, w, b, padding=1))(),
-    "conv2d backward": lambda t: (lambda x=t(1, 4, 8, 8), w=t(8, 4, 3, 3), g=t(1, 8, 8, 8):
-                                  lambda: torch.ops.aten.convolution_backward(
-                                      g, x, w, [8], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
-                                      [True, True, True]))(),
-    "batch_norm train": lambda t: (lambda x=t(2, 8, 4, 4), rm=t(8), rv=t(8).abs(), w=t(8), b=t(8):
-                                   lambda: torch.nn.functional.batch_norm(x, rm, rv, w, b, True))(),
+    "conv2d": lambda t: (
+        lambda x=t(1, 4, 8, 8), w=t(8, 4, 3, 3), b=t(8): lambda: torch.nn.functional.conv2d(x, w, b, padding=1)
+    )(),
+    "conv2d backward": lambda t: (
+        lambda x=t(1, 4, 8, 8), w=t(8, 4, 3, 3), g=t(1, 8, 8, 8): (
+            lambda: torch.ops.aten.convolution_backward(
+                g, x, w, [8], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]
+            )
+        )
+    )(),
+    "batch_norm train": lambda t: (
+        lambda x=t(2, 8, 4, 4), rm=t(8), rv=t(8).abs(), w=t(8), b=t(8): (
+            lambda: torch.nn.functional.batch_norm(x, rm, rv, w, b, True)
+        )
+    )(),
     "hardswish": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.hardswish(a))(),
     "zero_": lambda t: (lambda a=t(4, 8): lambda: a.zero_())(),
 }
@@ -270,8 +290,11 @@ def _sdpa_table(rows) -> list[str]:
     names = [r[0].name for r in rows if r[0].name in SDPA_PEAK]
     if not names:
         return []
-    lines = ["", "| SDPA case | foo peak memory above inputs | one 8-head score matrix (seq^2 x 8 x 4 B) |",
-             "|---|---:|---:|"]
+    lines = [
+        "",
+        "| SDPA case | foo peak memory above inputs | one 8-head score matrix (seq^2 x 8 x 4 B) |",
+        "|---|---:|---:|",
+    ]
     for name in names:
         seq = int(name.split("seq ")[1].split("k")[0]) * 1024
         lines.append(f"| {name} | {SDPA_PEAK[name] / 2**20:.1f} MiB | {seq * seq * 8 * 4 / 2**20:.0f} MiB |")
@@ -286,12 +309,19 @@ def _training_model(kind: str) -> torch.nn.Module:
     torch.manual_seed(0)
     if kind == "mlp":
         return torch.nn.Sequential(
-            torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-            torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+            torch.nn.Linear(784, 1024),
+            torch.nn.ReLU(),
+            torch.nn.Linear(1024, 1024),
+            torch.nn.ReLU(),
             torch.nn.Linear(1024, 10),
         )
     return torch.nn.TransformerEncoderLayer(
-        d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0, batch_first=True, norm_first=True,
+        d_model=256,
+        nhead=4,
+        dim_feedforward=1024,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=True,
     )
 
 
@@ -420,10 +450,15 @@ def _compile_table(rows) -> list[str]:
         )
     if not lines:
         return []
-    return ["", "torch.compile (training step; medians; first compile in a fresh Inductor cache):", "",
-            "| case | foo eager | foo compiled | compiled/eager | CPU compiled | foo/CPU compiled "
-            "| first compile foo | first compile CPU |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|", *lines]
+    return [
+        "",
+        "torch.compile (training step; medians; first compile in a fresh Inductor cache):",
+        "",
+        "| case | foo eager | foo compiled | compiled/eager | CPU compiled | foo/CPU compiled "
+        "| first compile foo | first compile CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *lines,
+    ]
 
 
 #: Every distinct convolution layer of torchvision's resnet18 and
@@ -492,8 +527,9 @@ CONV_BATCH = 8
 def _conv_name(shape, backward: bool) -> str:
     model, cin, cout, k, stride, pad, groups, hw, _ = shape
     kind = "dw " if groups > 1 else ""
-    return (f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} "
-            f"@{hw} (b{CONV_BATCH})")
+    return (
+        f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} @{hw} (b{CONV_BATCH})"
+    )
 
 
 def _conv(shape, backward: bool):
@@ -557,8 +593,10 @@ def _have(module: str) -> bool:
 
 
 CASES = [
-    *(Case(f"{op} 16M f32 (fresh out)", "elementwise", _elementwise(op))
-      for op in ["add", "mul", "exp", "gelu", "sigmoid", "relu", "where"]),
+    *(
+        Case(f"{op} 16M f32 (fresh out)", "elementwise", _elementwise(op))
+        for op in ["add", "mul", "exp", "gelu", "sigmoid", "relu", "where"]
+    ),
     Case("empty+fill 64 MiB (fresh)", "allocator", _fresh_alloc),
     Case("sum 16M f32", "reduction", _elementwise("sum")),
     *(Case(f"{name} 16M (in place)", "random", _random_fill(name)) for name in RANDOM_FILLS),
@@ -574,18 +612,34 @@ CASES = [
     Case("GRU language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("gru")),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
     Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
-    *([Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
-       Case("BERT-MLM 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("bert"))]
-      if _have("transformers") else []),
+    *(
+        [
+            Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),
+            Case("BERT-MLM 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("bert")),
+        ]
+        if _have("transformers")
+        else []
+    ),
     *(Case(_conv_name(shape, bwd), "conv", _conv(shape, bwd)) for shape in CONV_SHAPES for bwd in (False, True)),
-    *([Case("resnet18 training step, batch 8x3x224x224 (torchvision)", "conv", _vision_step("resnet18", 224)),
-       Case("mobilenet_v3_small training step, batch 8x3x224x224 (torchvision)", "conv",
-            _vision_step("mobilenet_v3_small", 224)),
-       # Small inputs: the per-call cost of every conv / batch norm layer dominates.
-       Case("resnet18 training step, batch 4x3x64x64 (torchvision)", "conv", _vision_step("resnet18", 64, 4, 10)),
-       Case("mobilenet_v3_small training step, batch 4x3x64x64 (torchvision)", "conv",
-            _vision_step("mobilenet_v3_small", 64, 4, 10))]
-      if _have("torchvision") else []),
+    *(
+        [
+            Case("resnet18 training step, batch 8x3x224x224 (torchvision)", "conv", _vision_step("resnet18", 224)),
+            Case(
+                "mobilenet_v3_small training step, batch 8x3x224x224 (torchvision)",
+                "conv",
+                _vision_step("mobilenet_v3_small", 224),
+            ),
+            # Small inputs: the per-call cost of every conv / batch norm layer dominates.
+            Case("resnet18 training step, batch 4x3x64x64 (torchvision)", "conv", _vision_step("resnet18", 64, 4, 10)),
+            Case(
+                "mobilenet_v3_small training step, batch 4x3x64x64 (torchvision)",
+                "conv",
+                _vision_step("mobilenet_v3_small", 64, 4, 10),
+            ),
+        ]
+        if _have("torchvision")
+        else []
+    ),
 ]
 
 
@@ -623,11 +677,16 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--out", default="bench-results")
-    p.add_argument("-k", action="append", default=[],
-                   help="only cases whose name contains this (repeat -k for several)")
+    p.add_argument(
+        "-k", action="append", default=[], help="only cases whose name contains this (repeat -k for several)"
+    )
     p.add_argument("--group", default="", help="only cases of this group (elementwise, per-op, training, ...)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads for both backends (default: torch's, all cores)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads for both backends (default: torch's, all cores)",
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -646,22 +705,33 @@ def main(argv=None) -> int:
             # Per call for cases that loop (`inner`).
             cpu, foo = statistics.median(s["cpu"]) / case.inner, statistics.median(s["foo"]) / case.inner
             rows.append((case, cpu, foo, foo / cpu, fell_back))
-            print(f"  {case.name}: cpu {_fmt(cpu)}  foo {_fmt(foo)}  ratio {foo / cpu:.2f}"
-                  + (f"  ({fell_back} fallback calls)" if fell_back else ""), flush=True)
+            print(
+                f"  {case.name}: cpu {_fmt(cpu)}  foo {_fmt(foo)}  ratio {foo / cpu:.2f}"
+                + (f"  ({fell_back} fallback calls)" if fell_back else ""),
+                flush=True,
+            )
 
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-               f"{torch.get_num_threads()} threads, {repeats} repeats")
-    lines = [f"Machine: {machine}", "",
-             "| case | torch CPU (median) | foo (median) | foo/CPU | fallback calls |",
-             "|---|---:|---:|---:|---:|"]
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {repeats} repeats"
+    )
+    lines = [
+        f"Machine: {machine}",
+        "",
+        "| case | torch CPU (median) | foo (median) | foo/CPU | fallback calls |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for case, cpu, foo, ratio, fb in rows:
         lines.append(f"| {case.name} | {_fmt(cpu)} | {_fmt(foo)} | {ratio:.2f} | {fb} |")
     per_op = [r[3] for r in rows if r[0].group == "per-op"]
     if per_op:
         geo = statistics.geometric_mean(per_op)
         within = sum(r <= 1.2 for r in per_op)
-        lines += ["", f"Per-op (tiny tensors, per call): {within} of {len(per_op)} ops within 1.2x of torch CPU; "
-                      f"geometric mean of foo/CPU {geo:.2f}."]
+        lines += [
+            "",
+            f"Per-op (tiny tensors, per call): {within} of {len(per_op)} ops within 1.2x of torch CPU; "
+            f"geometric mean of foo/CPU {geo:.2f}.",
+        ]
     lines += _compile_table(rows)
     lines += _sdpa_table(rows)
     table = "\n".join(lines)

@@ -133,7 +133,11 @@ def _worker_ddp(repeats: int, batch: int, threads: int, check: bool) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
+        torch.nn.Linear(784, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
     ).to("foo")
     ddp = DDP(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)

@@ -111,6 +111,8 @@ def _spread(n: int, k: int) -> list[int]:
     if k <= 1:
         return [0][:k]
     return sorted({round(j * (n - 1) / (k - 1)) for j in range(k)})
+
+
 _FALLBACK_OFF_MSG = "CPU fallback is switched off"
 #: foo's refusal of a dtype it cannot hold (an intermediate, e.g. complex in
 #: fft.irfft): that sample is out of scope. A refusal of a dtype foo does hold
@@ -256,7 +258,11 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
         flat, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
         pinned: set[int] = set()
         if twin is not None and len(twin[0]) == len(flat) and str(twin[1]) == str(spec):
-            pinned = {j for j, m in enumerate(twin[0]) if is_cpu_device(m) or (isinstance(m, torch.Tensor) and m.device.type == "cpu")}
+            pinned = {
+                j
+                for j, m in enumerate(twin[0])
+                if is_cpu_device(m) or (isinstance(m, torch.Tensor) and m.device.type == "cpu")
+            }
         out = []
         for j, v in enumerate(flat):
             if j in pinned:
@@ -311,8 +317,15 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
             else:
                 tol = (0.0, 0.0)
             torch.testing.assert_close(
-                a, e, rtol=tol[0], atol=tol[1], equal_nan=True,
-                check_device=False, check_dtype=True, check_layout=True, check_stride=False,
+                a,
+                e,
+                rtol=tol[0],
+                atol=tol[1],
+                equal_nan=True,
+                check_device=False,
+                check_dtype=True,
+                check_layout=True,
+                check_stride=False,
                 msg=(lambda m, j=j: f"output {j}: {m}") if len(fe) > 1 else None,
             )
 
@@ -446,7 +459,10 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
                     return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU did not"}
                 if foo_exc is None:
                     return {"status": "error", "detail": f"{where} -> CPU raised {short(cpu_exc)}; foo did not"}
-                return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}"}
+                return {
+                    "status": "error",
+                    "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}",
+                }
             try:
                 with foo_rs.fallback_disabled():
                     foo_cpu = tree_map(lambda x: back_to_cpu(x, cpu_ok), foo_out)  # noqa: B023  (called here)
@@ -536,8 +552,18 @@ def run(
     env["PYTHONUNBUFFERED"] = "1"
     while True:
         cmd = [
-            sys.executable, "-m", "foo_rs.conformance", "--worker", "--dtype", dtype,
-            "--start", str(start), "--max-samples", str(max_samples), "--op-timeout", str(op_timeout),
+            sys.executable,
+            "-m",
+            "foo_rs.conformance",
+            "--worker",
+            "--dtype",
+            dtype,
+            "--start",
+            str(start),
+            "--max-samples",
+            str(max_samples),
+            "--op-timeout",
+            str(op_timeout),
         ]
         if only is not None:
             cmd += ["--ops", ",".join(only)]
@@ -564,7 +590,7 @@ def run(
                         text = line.decode(errors="replace")
                         if not text.startswith(_MARK):
                             continue
-                        rec = json.loads(text[len(_MARK):])
+                        rec = json.loads(text[len(_MARK) :])
                         last = time.monotonic()
                         limit = hard
                         ev = rec.pop("event")
@@ -592,8 +618,7 @@ def run(
             tail = err.read().decode(errors="replace").strip().splitlines()[-5:]
             if current is None:
                 raise RuntimeError(
-                    f"conformance worker for {dtype} exited (rc={rc}) between ops; stderr tail:\n"
-                    + "\n".join(tail)
+                    f"conformance worker for {dtype} exited (rc={rc}) between ops; stderr tail:\n" + "\n".join(tail)
                 )
             i, name = current
             if killed:
@@ -638,7 +663,9 @@ def summary(results: dict[str, dict], dtype: str) -> str:
         "  " + ", ".join(f"{k[2:]}={v}" for k, v in c.items() if k.startswith("n_")),
     ]
     if missing:
-        lines.append("  most wanted kernels (OpInfo ops blocked): " + ", ".join(f"{k} ({n})" for k, n in missing.most_common(15)))
+        lines.append(
+            "  most wanted kernels (OpInfo ops blocked): " + ", ".join(f"{k} ({n})" for k, n in missing.most_common(15))
+        )
     return "\n".join(lines)
 
 

@@ -62,8 +62,10 @@ def main(argv=None) -> None:
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for k, m in models.items()}
     data = {"cpu": (x, y), "foo": (x.to("foo"), y.to("foo"))}
 
-    print(f"foo_rs demo: MLP {d_in}-{args.hidden}-{args.hidden}-{n_classes}, batch {args.batch}, "
-          f"SGD momentum, {args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"foo_rs demo: MLP {d_in}-{args.hidden}-{args.hidden}-{n_classes}, batch {args.batch}, "
+        f"SGD momentum, {args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     print(f"{'step':>4} {'loss cpu':>10} {'loss foo':>10} {'|diff|':>9} {'ms cpu':>8} {'ms foo':>8}")
     foo_rs.reset_fallback_stats()
     times = {"cpu": [], "foo": []}
@@ -73,20 +75,23 @@ def main(argv=None) -> None:
             lo = (step * args.batch) % x.shape[0]
             losses = {}
             for dev in ("cpu", "foo"):
-                xb, yb = (t[lo:lo + args.batch] for t in data[dev])
+                xb, yb = (t[lo : lo + args.batch] for t in data[dev])
                 t0 = time.perf_counter()
                 losses[dev] = train_step(models[dev], opts[dev], xb, yb)
                 times[dev].append(time.perf_counter() - t0)
-            print(f"{step:4d} {losses['cpu']:10.5f} {losses['foo']:10.5f} "
-                  f"{abs(losses['cpu'] - losses['foo']):9.2e} "
-                  f"{times['cpu'][-1] * 1e3:8.2f} {times['foo'][-1] * 1e3:8.2f}")
+            print(
+                f"{step:4d} {losses['cpu']:10.5f} {losses['foo']:10.5f} "
+                f"{abs(losses['cpu'] - losses['foo']):9.2e} "
+                f"{times['cpu'][-1] * 1e3:8.2f} {times['foo'][-1] * 1e3:8.2f}"
+            )
     med = {k: sorted(v)[len(v) // 2] * 1e3 for k, v in times.items()}
-    print(f"median step: cpu {med['cpu']:.2f} ms, foo {med['foo']:.2f} ms "
-          f"(foo/cpu = {med['foo'] / med['cpu']:.2f})")
+    print(f"median step: cpu {med['cpu']:.2f} ms, foo {med['foo']:.2f} ms (foo/cpu = {med['foo'] / med['cpu']:.2f})")
     fb = foo_rs.fallback_stats()
     if fb:
-        print(f"ops that fell back to the CPU ({sum(fb.values())} calls): "
-              + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
+        print(
+            f"ops that fell back to the CPU ({sum(fb.values())} calls): "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1]))
+        )
     else:
         print("every op ran natively on foo")
 

@@ -348,11 +348,7 @@ class _FooWork(_Work):  # type: ignore[misc,valid-type]
     def _to_foo(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             for alias, foo in self._aliases:
-                if (
-                    value.data_ptr() == alias.data_ptr()
-                    and value.dtype == alias.dtype
-                    and value.shape == alias.shape
-                ):
+                if value.data_ptr() == alias.data_ptr() and value.dtype == alias.dtype and value.shape == alias.shape:
                     return foo
             return value
         if isinstance(value, list):
@@ -470,9 +466,7 @@ class FooGlooProcessGroup(dist.ProcessGroup):
         if dist.get_debug_level() == dist.DebugLevel.DETAIL:
             # as torch does for its own backends: check every collective's shapes and dtypes
             # across ranks first (a separate helper gloo group), so a mismatch raises
-            gloo = dist.distributed_c10d._create_process_group_wrapper(
-                gloo, "foo_gloo", store, rank, size, timeout
-            )
+            gloo = dist.distributed_c10d._create_process_group_wrapper(gloo, "foo_gloo", store, rank, size, timeout)
         self._inner = dist.ProcessGroup(store, rank, size)
         gloo_type = dist.ProcessGroup.BackendType.GLOO
         self._inner._set_default_backend(gloo_type)

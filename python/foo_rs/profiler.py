@@ -54,10 +54,14 @@ class _Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func.name())
-        involves_foo = any(
-            isinstance(a, torch.Tensor) and a.device.type == "foo"
-            for a in torch.utils._pytree.tree_leaves((args, kwargs or {}))
-        ) or (kwargs or {}).get("device") is not None and "foo" in str(kwargs.get("device"))
+        involves_foo = (
+            any(
+                isinstance(a, torch.Tensor) and a.device.type == "foo"
+                for a in torch.utils._pytree.tree_leaves((args, kwargs or {}))
+            )
+            or (kwargs or {}).get("device") is not None
+            and "foo" in str(kwargs.get("device"))
+        )
         before = fallback_stats() if involves_foo else None
         t0 = time.perf_counter()
         out = func(*args, **(kwargs or {}))

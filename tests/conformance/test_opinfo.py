@@ -133,7 +133,16 @@ from torch.testing._internal.common_utils import TestCase  # noqa: E402
 # whole session; no foo test sets torch.backends flags.)
 
 _GENERIC_OPS = ("clone", "t", "transpose", "view", "reshape", "zero_", "fill", "contiguous", "narrow", "expand")
-_FOO_FLOAT_INT = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool)
+_FOO_FLOAT_INT = (
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.uint8,
+    torch.bool,
+)
 
 
 class TestFooGeneric(TestCase):

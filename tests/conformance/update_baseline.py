@@ -27,9 +27,7 @@ DEFAULT_DTYPES = ("float32", "int64", "bfloat16")
 
 
 def main(argv: list[str]) -> int:
-    dtypes = argv or sorted(
-        {p.stem.removeprefix("baseline_") for p in HERE.glob("baseline_*.json")} or DEFAULT_DTYPES
-    )
+    dtypes = argv or sorted({p.stem.removeprefix("baseline_") for p in HERE.glob("baseline_*.json")} or DEFAULT_DTYPES)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:  # as the test runs them: two sweeps at a time
         futures = {d: pool.submit(conformance.run, d) for d in dtypes}
@@ -45,8 +43,10 @@ def main(argv: list[str]) -> int:
         print(conformance.summary(results, dtype))
         print(f"  wrote {path.relative_to(HERE.parents[1])}: {len(new)} ops (+{len(gained)} -{len(lost)})")
         if lost:
-            print("  NO LONGER PASSING (regressions!): " + ", ".join(
-                f"{op} [{results.get(op, {}).get('status', 'gone')}]" for op in lost))
+            print(
+                "  NO LONGER PASSING (regressions!): "
+                + ", ".join(f"{op} [{results.get(op, {}).get('status', 'gone')}]" for op in lost)
+            )
         if gained:
             print("  newly passing: " + ", ".join(gained))
     print(f"({time.perf_counter() - t0:.0f} s)")

@@ -11,8 +11,19 @@ import torch
 from .. import _C
 from .._dtypes import DTYPE_CODE
 
-__all__ = ["impl", "desc", "DTYPE_CODE", "_C", "check_same_device", "registered_ops", "dtype_code", "fast_lane_ops",
-           "FAST_LANE", "python_kernel_calls", "native_only"]
+__all__ = [
+    "impl",
+    "desc",
+    "DTYPE_CODE",
+    "_C",
+    "check_same_device",
+    "registered_ops",
+    "dtype_code",
+    "fast_lane_ops",
+    "FAST_LANE",
+    "python_kernel_calls",
+    "native_only",
+]
 
 _lib = torch.library.Library("aten", "IMPL")
 _registered: set[str] = set()
@@ -22,9 +33,7 @@ _registered: set[str] = set()
 #: call the op's Rust kernel covers (dtypes, broadcasting, strides, Python
 #: numbers, out= and in-place); this module's Python kernel otherwise.
 #: ``FOO_RS_FAST_LANE=0`` registers the Python kernels directly instead.
-FAST_LANE: frozenset[str] = (
-    frozenset(_C.fast_ops()) if os.environ.get("FOO_RS_FAST_LANE", "1") != "0" else frozenset()
-)
+FAST_LANE: frozenset[str] = frozenset(_C.fast_ops()) if os.environ.get("FOO_RS_FAST_LANE", "1") != "0" else frozenset()
 _slow_lib = torch.library.Library("foo_slow", "DEF")
 _fast: set[str] = set()
 _python_calls: Counter[str] = Counter()
@@ -37,7 +46,7 @@ def _register_fast(name: str, fn: Callable) -> None:
     base, _, ov = name.partition(".")
     schema = str(getattr(getattr(torch.ops.aten, base), ov or "default")._schema)
     slow = name.replace(".", "_")
-    _slow_lib.define(slow + schema[schema.index("("):])
+    _slow_lib.define(slow + schema[schema.index("(") :])
     _slow_lib.impl(slow, fn, "PrivateUse1")
     _C.register_fast(name)
     _fast.add(name)

@@ -56,9 +56,7 @@ def _bias_4d(op, bias, full):
     if bias is None:
         return None
     if bias.dim() > 4 or any(m not in (1, f) for m, f in zip(reversed(bias.shape), reversed(full))):
-        raise RuntimeError(
-            f"{op}: attn_bias of shape {list(bias.shape)} does not broadcast to {list(full)} (on foo)"
-        )
+        raise RuntimeError(f"{op}: attn_bias of shape {list(bias.shape)} does not broadcast to {list(full)} (on foo)")
     return bias.expand(full)
 
 
@@ -82,8 +80,9 @@ def _i64(v: int) -> int:
 
 
 @impl(_OP)
-def sdpa_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
-                      *, scale=None):
+def sdpa_overrideable(
+    query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None
+):
     check_same_device(_OP, query, key, value, attn_bias)
     q, k, v = _as_4d(_OP, query, key, value)
     b, hq, seq_q, d = q.shape
@@ -94,8 +93,16 @@ def sdpa_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causa
     lse = torch.empty((b, hq, seq_q), dtype=torch.float32, device=query.device)
     p = float(dropout_p)
     seed, offset = _C.sdpa_forward(
-        desc(out4), desc(lse), desc(q), desc(k), desc(v), None if bias is None else desc(bias),
-        bool(is_causal), _scale(scale, d), p, query.device.index or 0,
+        desc(out4),
+        desc(lse),
+        desc(q),
+        desc(k),
+        desc(v),
+        None if bias is None else desc(bias),
+        bool(is_causal),
+        _scale(scale, d),
+        p,
+        query.device.index or 0,
     )
     debug = torch.empty(0, dtype=query.dtype, device=query.device)
     if return_debug_mask and p > 0.0:
@@ -108,9 +115,26 @@ def sdpa_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causa
 
 
 @impl(_OP + "_backward")
-def sdpa_overrideable_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
-                               cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *,
-                               scale=None):
+def sdpa_overrideable_backward(
+    grad_out,
+    query,
+    key,
+    value,
+    attn_bias,
+    grad_input_mask,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed,
+    philox_offset,
+    *,
+    scale=None,
+):
     op = _OP + "_backward"
     check_same_device(op, grad_out, query, key, value, attn_bias, out, logsumexp)
     q, k, v = _as_4d(op, query, key, value)
@@ -135,10 +159,23 @@ def sdpa_overrideable_backward(grad_out, query, key, value, attn_bias, grad_inpu
     seed = int(philox_seed.item()) & ((1 << 64) - 1) if philox_seed is not None and philox_seed.numel() else 0
     offset = int(philox_offset.item()) & ((1 << 64) - 1) if philox_offset is not None and philox_offset.numel() else 0
     _C.sdpa_backward(
-        None if gq4 is None else desc(gq4), None if gk4 is None else desc(gk4),
-        None if gv4 is None else desc(gv4), None if gbias is None else desc(gbias),
-        desc(g4), desc(q), desc(k), desc(v), None if bias is None else desc(bias), desc(o4),
-        desc(logsumexp.contiguous()), desc(work), bool(is_causal), _scale(scale, d), float(dropout_p), seed, offset,
+        None if gq4 is None else desc(gq4),
+        None if gk4 is None else desc(gk4),
+        None if gv4 is None else desc(gv4),
+        None if gbias is None else desc(gbias),
+        desc(g4),
+        desc(q),
+        desc(k),
+        desc(v),
+        None if bias is None else desc(bias),
+        desc(o4),
+        desc(logsumexp.contiguous()),
+        desc(work),
+        bool(is_causal),
+        _scale(scale, d),
+        float(dropout_p),
+        seed,
+        offset,
     )
     del work
     if gbias is not None:

@@ -75,8 +75,10 @@ def _ints(v, n: int, name: str) -> list[int]:
     if len(v) == 1 and n > 1:
         v = v * n
     if len(v) != n:
-        raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} values to match the "
-                           f"convolution dimensions, but got {name}={v}")
+        raise RuntimeError(
+            f"expected {name} to be a single integer value or a list of {n} values to match the "
+            f"convolution dimensions, but got {name}={v}"
+        )
     return v
 
 
@@ -290,7 +292,7 @@ def _check(name, input, weight, bias, stride, padding, dilation, transposed, out
     if any(q < 0 for q in output_padding):
         raise RuntimeError("negative output_padding is not supported")
     if any(q >= s and q >= d for q, s, d in zip(output_padding, stride, dilation)):
-        dims = ["depth", "height", "width"][3 - nd:] if nd <= 3 else [str(i) for i in range(nd)]
+        dims = ["depth", "height", "width"][3 - nd :] if nd <= 3 else [str(i) for i in range(nd)]
         got = " ".join(
             f"{what}_{dim}: {v}"
             for what, vals in (("output_padding", output_padding), ("stride", stride), ("dilation", dilation))
@@ -302,9 +304,18 @@ def _check(name, input, weight, bias, stride, padding, dilation, transposed, out
         raise RuntimeError(f"Input type ({input.type()}) and weight type ({weight.type()}) should be the same")
     if bias is not None and bias.dtype != input.dtype:
         raise RuntimeError(f"Input type ({input.type()}) and bias type ({bias.type()}) should be the same")
-    if input.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-                           torch.int16, torch.int8, torch.uint8):
-        raise RuntimeError(f'"{name}" not implemented for \'{SCALAR_NAME.get(input.dtype, input.dtype)}\' on foo')
+    if input.dtype not in (
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+    ):
+        raise RuntimeError(f"\"{name}\" not implemented for '{SCALAR_NAME.get(input.dtype, input.dtype)}' on foo")
     c = input.shape[1]
     if transposed:
         if weight.shape[0] != c:
@@ -405,8 +416,9 @@ def _native_backward(grad, x, w, in_shape, stride, padding, dilation, groups, ne
         size2.insert(2, 1)
     # The contiguous copies must outlive the call: a descriptor holds a bare pointer.
     g2, w2 = _as_2d(grad, nd), _as_2d(w, nd)
-    _C.conv2d_backward(desc(g2), _opt_desc(x2), desc(w2), _opt_desc(gi), _opt_desc(gw), _opt_desc(gb), size2, s, p, d,
-                       groups)
+    _C.conv2d_backward(
+        desc(g2), _opt_desc(x2), desc(w2), _opt_desc(gi), _opt_desc(gw), _opt_desc(gb), size2, s, p, d, groups
+    )
     return _from_2d(gi, nd), _from_2d(gw, nd), gb
 
 
@@ -421,8 +433,9 @@ def convolution_overrideable(input, weight, bias, stride, padding, dilation, tra
     if _native(input, input.dim() - 2):
         if transposed:
             out_shape = [input.shape[0], weight.shape[1] * groups, *out_size]
-            out, _, _ = _native_backward(input, None, weight, out_shape, stride, padding, dilation, groups,
-                                         True, False, False)
+            out, _, _ = _native_backward(
+                input, None, weight, out_shape, stride, padding, dilation, groups, True, False, False
+            )
         else:
             out = _native_forward(input, weight, bias, stride, padding, dilation, groups, out_size)
             bias = None
@@ -441,8 +454,16 @@ def convolution_backward_overrideable(
     grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask
 ):
     stride, padding, dilation, output_padding, groups, out_size = _check(
-        "convolution_backward_overrideable", input, weight, None, stride, padding, dilation, transposed,
-        output_padding, groups,
+        "convolution_backward_overrideable",
+        input,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
     )
     check_same_device("convolution_backward_overrideable", grad_output, input)
     expected = [input.shape[0], weight.shape[1] * groups if transposed else weight.shape[0], *out_size]
@@ -464,23 +485,36 @@ def convolution_backward_overrideable(
     gi = gw = gb = None
     native = _native(input, input.dim() - 2)
     if native and not transposed:
-        gi, gw, gb = _native_backward(grad_output, input, weight, input.shape, stride, padding, dilation, groups,
-                                      need_input, need_weight, need_bias)
+        gi, gw, gb = _native_backward(
+            grad_output,
+            input,
+            weight,
+            input.shape,
+            stride,
+            padding,
+            dilation,
+            groups,
+            need_input,
+            need_weight,
+            need_bias,
+        )
     elif native:
         # input -> grad_output is the input-gradient of conv(grad_output, weight).
         if need_input:
             gi = _native_forward(grad_output, weight, None, stride, padding, dilation, groups, in_size)
         if need_weight:
-            _, gw, _ = _native_backward(input, grad_output, weight, grad_output.shape, stride, padding, dilation,
-                                        groups, False, True, False)
+            _, gw, _ = _native_backward(
+                input, grad_output, weight, grad_output.shape, stride, padding, dilation, groups, False, True, False
+            )
     elif transposed:
         if need_input:
             gi = _conv_forward(grad_output, weight, stride, padding, dilation, groups, in_size)
         if need_weight:
             _, gw = _conv_grads(grad_output, input, weight, None, stride, padding, dilation, groups, False, True)
     else:
-        gi, gw = _conv_grads(input, grad_output, weight, in_size, stride, padding, dilation, groups,
-                             need_input, need_weight)
+        gi, gw = _conv_grads(
+            input, grad_output, weight, in_size, stride, padding, dilation, groups, need_input, need_weight
+        )
     if need_bias and gb is None:
         gb = grad_output.sum([0, *range(2, grad_output.dim())])
     gi = _downcast(gi, dtype)

@@ -99,9 +99,7 @@ def _copy_from_and_resize(self, dst):
 @impl("_local_scalar_dense")
 def _local_scalar_dense(self):
     if self.numel() != 1:
-        raise RuntimeError(
-            f"a Tensor with {self.numel()} elements cannot be converted to Scalar"
-        )
+        raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
     return _C.local_scalar(desc(self))
 
 

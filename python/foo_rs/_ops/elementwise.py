@@ -162,8 +162,21 @@ def _device_error(opname: str, *tensors) -> RuntimeError:
     return RuntimeError(f"foo: {opname} got tensors on different devices")
 
 
-def _run(fn, name: str, op, func, cmp: bool, inputs: tuple, params: tuple, args: tuple, kwargs: dict,
-         out: _Tensor | None, inplace: bool, keyx: tuple, contiguous: bool = False):
+def _run(
+    fn,
+    name: str,
+    op,
+    func,
+    cmp: bool,
+    inputs: tuple,
+    params: tuple,
+    args: tuple,
+    kwargs: dict,
+    out: _Tensor | None,
+    inplace: bool,
+    keyx: tuple,
+    contiguous: bool = False,
+):
     # One pass over the inputs: signature key, Rust operands, foo tensors,
     # common shape. This is the per-op overhead: only cheap attribute reads.
     key = [op, keyx]
@@ -228,14 +241,24 @@ def _run(fn, name: str, op, func, cmp: bool, inputs: tuple, params: tuple, args:
         if out.shape != shape:
             # An out= that is also an input is never resized (TensorIterator's is_read_write).
             if inplace or any(out is x for x in inputs):
-                raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
+                raise RuntimeError(
+                    f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}"
+                )
             _resize_out(out, shape, tensors)
     fn(name, (out.data_ptr(), _CODE[out.dtype], out.shape, out.stride()), *operands, sig.ct, *params)
     return out
 
 
-def _register(names: str | tuple[str, ...], fn, rust: str, build: Callable, *, func: str | None = None, cmp: bool = False,
-              contiguous: bool = False) -> None:
+def _register(
+    names: str | tuple[str, ...],
+    fn,
+    rust: str,
+    build: Callable,
+    *,
+    func: str | None = None,
+    cmp: bool = False,
+    contiguous: bool = False,
+) -> None:
     """Registers one kernel per aten overload in ``names``.
 
     ``build(*args, **kwargs)`` maps the schema's arguments to
@@ -252,7 +275,9 @@ def _register(names: str | tuple[str, ...], fn, rust: str, build: Callable, *, f
 
         def kernel(*args, _op=op, **kwargs):
             inputs, params, out, inplace, keyx = build(*args, **kwargs)
-            return _run(fn, rust, _op, functional or _op, cmp, inputs, params, args, kwargs, out, inplace, keyx, contiguous)
+            return _run(
+                fn, rust, _op, functional or _op, cmp, inputs, params, args, kwargs, out, inplace, keyx, contiguous
+            )
 
         impl(name)(kernel)
 
@@ -263,6 +288,7 @@ def _overload(name: str):
 
 
 # ---- builders: (inputs, params, out, inplace, keyx) -------------------------
+
 
 def _b_unary(self):
     return (self,), (), None, False, ()
@@ -296,8 +322,15 @@ def _unary(name: str, rust: str, *, cmp: bool = False, inplace: bool = True, out
         _register(f"{name}.{out}", _U, rust, _b_unary_out, func=name, cmp=cmp)
 
 
-def _binary(base: str, rust: str, *, functional: str = "Tensor", inplace: str | None = "Tensor",
-            out: str = "out", cmp: bool = False) -> None:
+def _binary(
+    base: str,
+    rust: str,
+    *,
+    functional: str = "Tensor",
+    inplace: str | None = "Tensor",
+    out: str = "out",
+    cmp: bool = False,
+) -> None:
     f = f"{base}.{functional}" if functional else base
     _register(f, _B, rust, _b_bin, cmp=cmp)
     if inplace is not None:
@@ -307,34 +340,76 @@ def _binary(base: str, rust: str, *, functional: str = "Tensor", inplace: str | 
 
 # ---- arithmetic -------------------------------------------------------------
 
+
 def _alpha_key(alpha):
     return (type(alpha),)
 
 
 for _base, _rust in (("add", "add"), ("sub", "sub")):
-    _register(f"{_base}.Tensor", _B, _rust, lambda self, other, *, alpha=1: ((self, other), (alpha,), None, False, _alpha_key(alpha)))
-    _register(f"{_base}_.Tensor", _B, _rust, lambda self, other, *, alpha=1: ((self, other), (alpha,), self, True, _alpha_key(alpha)),
-              func=f"{_base}.Tensor")
-    _register(f"{_base}.out", _B, _rust, lambda self, other, *, alpha=1, out: ((self, other), (alpha,), out, False, _alpha_key(alpha)),
-              func=f"{_base}.Tensor")
+    _register(
+        f"{_base}.Tensor",
+        _B,
+        _rust,
+        lambda self, other, *, alpha=1: ((self, other), (alpha,), None, False, _alpha_key(alpha)),
+    )
+    _register(
+        f"{_base}_.Tensor",
+        _B,
+        _rust,
+        lambda self, other, *, alpha=1: ((self, other), (alpha,), self, True, _alpha_key(alpha)),
+        func=f"{_base}.Tensor",
+    )
+    _register(
+        f"{_base}.out",
+        _B,
+        _rust,
+        lambda self, other, *, alpha=1, out: ((self, other), (alpha,), out, False, _alpha_key(alpha)),
+        func=f"{_base}.Tensor",
+    )
 
-_register("rsub.Tensor", _B, "sub", lambda self, other, *, alpha=1: ((other, self), (alpha,), None, False, _alpha_key(alpha)))
+_register(
+    "rsub.Tensor", _B, "sub", lambda self, other, *, alpha=1: ((other, self), (alpha,), None, False, _alpha_key(alpha))
+)
 
 _binary("mul", "mul")
 _register("div.Tensor", _B, "div", lambda self, other: ((self, other), (None,), None, False, ()))
 _register("div_.Tensor", _B, "div", lambda self, other: ((self, other), (None,), self, True, ()), func="div.Tensor")
 _register("div.out", _B, "div", lambda self, other, *, out: ((self, other), (None,), out, False, ()), func="div.Tensor")
-_register("div.Tensor_mode", _B, "div",
-          lambda self, other, *, rounding_mode: ((self, other), (rounding_mode,), None, False, (rounding_mode,)))
-_register("div_.Tensor_mode", _B, "div",
-          lambda self, other, *, rounding_mode: ((self, other), (rounding_mode,), self, True, (rounding_mode,)),
-          func="div.Tensor_mode")
-_register("div.out_mode", _B, "div",
-          lambda self, other, *, rounding_mode, out: ((self, other), (rounding_mode,), out, False, (rounding_mode,)),
-          func="div.Tensor_mode")
+_register(
+    "div.Tensor_mode",
+    _B,
+    "div",
+    lambda self, other, *, rounding_mode: ((self, other), (rounding_mode,), None, False, (rounding_mode,)),
+)
+_register(
+    "div_.Tensor_mode",
+    _B,
+    "div",
+    lambda self, other, *, rounding_mode: ((self, other), (rounding_mode,), self, True, (rounding_mode,)),
+    func="div.Tensor_mode",
+)
+_register(
+    "div.out_mode",
+    _B,
+    "div",
+    lambda self, other, *, rounding_mode, out: ((self, other), (rounding_mode,), out, False, (rounding_mode,)),
+    func="div.Tensor_mode",
+)
 _register("floor_divide", _B, "div", lambda self, other: ((self, other), ("floor",), None, False, ()))
-_register("floor_divide_.Tensor", _B, "div", lambda self, other: ((self, other), ("floor",), self, True, ()), func="floor_divide")
-_register("floor_divide.out", _B, "div", lambda self, other, *, out: ((self, other), ("floor",), out, False, ()), func="floor_divide")
+_register(
+    "floor_divide_.Tensor",
+    _B,
+    "div",
+    lambda self, other: ((self, other), ("floor",), self, True, ()),
+    func="floor_divide",
+)
+_register(
+    "floor_divide.out",
+    _B,
+    "div",
+    lambda self, other, *, out: ((self, other), ("floor",), out, False, ()),
+    func="floor_divide",
+)
 
 _binary("remainder", "remainder", out="Tensor_out")
 _register("remainder.Scalar_Tensor", _B, "remainder", _b_bin)
@@ -348,17 +423,41 @@ def _pow_key(exponent):
     return (type(exponent), isinstance(exponent, int) and exponent < 0)
 
 
-_register("pow.Tensor_Scalar", _U, "pow_scalar",
-          lambda self, exponent: ((self,), (exponent,), None, False, _pow_key(exponent)))
-_register("pow_.Scalar", _U, "pow_scalar",
-          lambda self, exponent: ((self,), (exponent,), self, True, _pow_key(exponent)), func="pow.Tensor_Scalar")
-_register("pow.Tensor_Scalar_out", _U, "pow_scalar",
-          lambda self, exponent, *, out: ((self,), (exponent,), out, False, _pow_key(exponent)), func="pow.Tensor_Scalar")
+_register(
+    "pow.Tensor_Scalar",
+    _U,
+    "pow_scalar",
+    lambda self, exponent: ((self,), (exponent,), None, False, _pow_key(exponent)),
+)
+_register(
+    "pow_.Scalar",
+    _U,
+    "pow_scalar",
+    lambda self, exponent: ((self,), (exponent,), self, True, _pow_key(exponent)),
+    func="pow.Tensor_Scalar",
+)
+_register(
+    "pow.Tensor_Scalar_out",
+    _U,
+    "pow_scalar",
+    lambda self, exponent, *, out: ((self,), (exponent,), out, False, _pow_key(exponent)),
+    func="pow.Tensor_Scalar",
+)
 # pow(Scalar, Tensor) allocates its result contiguous (its meta function does).
-_register("pow.Scalar", _U, "rpow_scalar", lambda self, exponent: ((exponent,), (self,), None, False, (type(self),)),
-          contiguous=True)
-_register("pow.Scalar_out", _U, "rpow_scalar",
-          lambda self, exponent, *, out: ((exponent,), (self,), out, False, (type(self),)), func="pow.Scalar")
+_register(
+    "pow.Scalar",
+    _U,
+    "rpow_scalar",
+    lambda self, exponent: ((exponent,), (self,), None, False, (type(self),)),
+    contiguous=True,
+)
+_register(
+    "pow.Scalar_out",
+    _U,
+    "rpow_scalar",
+    lambda self, exponent, *, out: ((exponent,), (self,), out, False, (type(self),)),
+    func="pow.Scalar",
+)
 
 _unary("neg", "neg")
 _register("abs.out", _U, "abs", _b_unary_out)
@@ -366,18 +465,64 @@ _unary("sign", "sign")
 _unary("sgn", "sign")
 _unary("reciprocal", "reciprocal")
 
-for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "asin",
-              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "lgamma", "digamma", "floor", "ceil",
-              "trunc", "frac", "sigmoid", "hardsigmoid", "hardswish", "silu", "mish"):
+for _name in (
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "erf",
+    "erfc",
+    "erfinv",
+    "lgamma",
+    "digamma",
+    "floor",
+    "ceil",
+    "trunc",
+    "frac",
+    "sigmoid",
+    "hardsigmoid",
+    "hardswish",
+    "silu",
+    "mish",
+):
     _unary(_name, _name)
 _register("round", _U, "round", lambda self: ((self,), (0,), None, False, ()))
 _register("round_", _U, "round", lambda self: ((self,), (0,), self, True, ()), func="round")
 _register("round.out", _U, "round", lambda self, *, out: ((self,), (0,), out, False, ()), func="round")
-_register("round.decimals", _U, "round", lambda self, *, decimals: ((self,), (decimals,), None, False, (decimals != 0,)))
-_register("round_.decimals", _U, "round",
-          lambda self, *, decimals: ((self,), (decimals,), self, True, (decimals != 0,)), func="round.decimals")
-_register("round.decimals_out", _U, "round",
-          lambda self, *, decimals, out: ((self,), (decimals,), out, False, (decimals != 0,)), func="round.decimals")
+_register(
+    "round.decimals", _U, "round", lambda self, *, decimals: ((self,), (decimals,), None, False, (decimals != 0,))
+)
+_register(
+    "round_.decimals",
+    _U,
+    "round",
+    lambda self, *, decimals: ((self,), (decimals,), self, True, (decimals != 0,)),
+    func="round.decimals",
+)
+_register(
+    "round.decimals_out",
+    _U,
+    "round",
+    lambda self, *, decimals, out: ((self,), (decimals,), out, False, (decimals != 0,)),
+    func="round.decimals",
+)
 
 _binary("atan2", "atan2", functional="", inplace="", out="out")
 _binary("hypot", "hypot", functional="", inplace="", out="out")
@@ -393,7 +538,13 @@ def _clamp_key(lo, hi):
     return (type(lo), type(hi))
 
 
-_C_TYPE = {torch.uint8: "uint8_t", torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int", torch.int64: "int64_t"}
+_C_TYPE = {
+    torch.uint8: "uint8_t",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int",
+    torch.int64: "int64_t",
+}
 _INT_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long"}
 
 
@@ -459,43 +610,111 @@ def _clamp_tensor(self, min=None, max=None, *, out=None, _inplace=False, _op=Non
         fn, rust, inputs = _U, "clamp", (self,)
     args, kwargs = (self, min, max), ({"out": out} if out is not None else {})
     target = self if _inplace else out
-    return _run(fn, rust, _op, _aten.clamp.Tensor, False, inputs, (None, None) if fn is _U else (), args, kwargs,
-                target, _inplace, (min is None, max is None))
+    return _run(
+        fn,
+        rust,
+        _op,
+        _aten.clamp.Tensor,
+        False,
+        inputs,
+        (None, None) if fn is _U else (),
+        args,
+        kwargs,
+        target,
+        _inplace,
+        (min is None, max is None),
+    )
 
 
 impl("clamp.Tensor")(lambda self, min=None, max=None: _clamp_tensor(self, min, max, _op=_aten.clamp.Tensor))
-impl("clamp_.Tensor")(lambda self, min=None, max=None: _clamp_tensor(self, min, max, _inplace=True, _op=_aten.clamp_.Tensor))
-impl("clamp.Tensor_out")(lambda self, min=None, max=None, *, out: _clamp_tensor(self, min, max, out=out,
-                                                                                    _op=_aten.clamp.Tensor_out))
+impl("clamp_.Tensor")(
+    lambda self, min=None, max=None: _clamp_tensor(self, min, max, _inplace=True, _op=_aten.clamp_.Tensor)
+)
+impl("clamp.Tensor_out")(
+    lambda self, min=None, max=None, *, out: _clamp_tensor(self, min, max, out=out, _op=_aten.clamp.Tensor_out)
+)
 
 for _name, _bound in (("clamp_min", "min"), ("clamp_max", "max")):
-    _register(_name, _U, "clamp", (lambda self, v: _b_clamp(self, v, None)) if _bound == "min"
-              else (lambda self, v: _b_clamp(self, None, v)))
-    _register(_name + "_", _U, "clamp", (lambda self, v: _b_clamp_(self, v, None)) if _bound == "min"
-              else (lambda self, v: _b_clamp_(self, None, v)), func=_name)
-    _register(_name + ".out", _U, "clamp", (lambda self, v, *, out: _b_clamp_out(self, v, None, out=out))
-              if _bound == "min" else (lambda self, v, *, out: _b_clamp_out(self, None, v, out=out)), func=_name)
+    _register(
+        _name,
+        _U,
+        "clamp",
+        (lambda self, v: _b_clamp(self, v, None)) if _bound == "min" else (lambda self, v: _b_clamp(self, None, v)),
+    )
+    _register(
+        _name + "_",
+        _U,
+        "clamp",
+        (lambda self, v: _b_clamp_(self, v, None)) if _bound == "min" else (lambda self, v: _b_clamp_(self, None, v)),
+        func=_name,
+    )
+    _register(
+        _name + ".out",
+        _U,
+        "clamp",
+        (lambda self, v, *, out: _b_clamp_out(self, v, None, out=out))
+        if _bound == "min"
+        else (lambda self, v, *, out: _b_clamp_out(self, None, v, out=out)),
+        func=_name,
+    )
     _binary(_name, _name, functional="Tensor", inplace="Tensor", out="Tensor_out")
 
 # ---- lerp, addcmul, addcdiv -------------------------------------------------
 
 _register("lerp.Scalar", _B, "lerp", lambda self, end, weight: ((self, end), (weight,), None, False, (type(weight),)))
-_register("lerp_.Scalar", _B, "lerp", lambda self, end, weight: ((self, end), (weight,), self, True, (type(weight),)),
-          func="lerp.Scalar")
-_register("lerp.Scalar_out", _B, "lerp",
-          lambda self, end, weight, *, out: ((self, end), (weight,), out, False, (type(weight),)), func="lerp.Scalar")
+_register(
+    "lerp_.Scalar",
+    _B,
+    "lerp",
+    lambda self, end, weight: ((self, end), (weight,), self, True, (type(weight),)),
+    func="lerp.Scalar",
+)
+_register(
+    "lerp.Scalar_out",
+    _B,
+    "lerp",
+    lambda self, end, weight, *, out: ((self, end), (weight,), out, False, (type(weight),)),
+    func="lerp.Scalar",
+)
 _register("lerp.Tensor", _T, "lerp", lambda self, end, weight: ((self, end, weight), (), None, False, ()))
-_register("lerp_.Tensor", _T, "lerp", lambda self, end, weight: ((self, end, weight), (), self, True, ()), func="lerp.Tensor")
-_register("lerp.Tensor_out", _T, "lerp",
-          lambda self, end, weight, *, out: ((self, end, weight), (), out, False, ()), func="lerp.Tensor")
+_register(
+    "lerp_.Tensor", _T, "lerp", lambda self, end, weight: ((self, end, weight), (), self, True, ()), func="lerp.Tensor"
+)
+_register(
+    "lerp.Tensor_out",
+    _T,
+    "lerp",
+    lambda self, end, weight, *, out: ((self, end, weight), (), out, False, ()),
+    func="lerp.Tensor",
+)
 
 for _name in ("addcmul", "addcdiv"):
-    _register(_name, _T, _name, lambda self, tensor1, tensor2, *, value=1: ((self, tensor1, tensor2), (value,), None, False, (type(value),)))
-    _register(_name + "_", _T, _name,
-              lambda self, tensor1, tensor2, *, value=1: ((self, tensor1, tensor2), (value,), self, True, (type(value),)), func=_name)
-    _register(_name + ".out", _T, _name,
-              lambda self, tensor1, tensor2, *, value=1, out: ((self, tensor1, tensor2), (value,), out, False, (type(value),)),
-              func=_name)
+    _register(
+        _name,
+        _T,
+        _name,
+        lambda self, tensor1, tensor2, *, value=1: ((self, tensor1, tensor2), (value,), None, False, (type(value),)),
+    )
+    _register(
+        _name + "_",
+        _T,
+        _name,
+        lambda self, tensor1, tensor2, *, value=1: ((self, tensor1, tensor2), (value,), self, True, (type(value),)),
+        func=_name,
+    )
+    _register(
+        _name + ".out",
+        _T,
+        _name,
+        lambda self, tensor1, tensor2, *, value=1, out: (
+            (self, tensor1, tensor2),
+            (value,),
+            out,
+            False,
+            (type(value),),
+        ),
+        func=_name,
+    )
 
 # ---- comparisons, logic, bits -----------------------------------------------
 
@@ -520,12 +739,27 @@ for _dunder, _rust in (("lshift", "lshift"), ("rshift", "rshift")):
 # ---- selection ---------------------------------------------------------------
 
 _register("where.self", _T, "where", lambda condition, self, other: ((condition, self, other), (), None, False, ()))
-_register("where.self_out", _T, "where",
-          lambda condition, self, other, *, out: ((condition, self, other), (), out, False, ()), func="where.self")
-_register("masked_fill_.Scalar", _T, "where",
-          lambda self, mask, value: ((mask, value, self), (), self, True, (type(value),)), func="masked_fill.Scalar")
-_register("masked_fill_.Tensor", _T, "where",
-          lambda self, mask, value: ((mask, value, self), (), self, True, ()), func="masked_fill.Tensor")
+_register(
+    "where.self_out",
+    _T,
+    "where",
+    lambda condition, self, other, *, out: ((condition, self, other), (), out, False, ()),
+    func="where.self",
+)
+_register(
+    "masked_fill_.Scalar",
+    _T,
+    "where",
+    lambda self, mask, value: ((mask, value, self), (), self, True, (type(value),)),
+    func="masked_fill.Scalar",
+)
+_register(
+    "masked_fill_.Tensor",
+    _T,
+    "where",
+    lambda self, mask, value: ((mask, value, self), (), self, True, ()),
+    func="masked_fill.Tensor",
+)
 
 # ---- floating-point classification --------------------------------------------
 
@@ -538,13 +772,26 @@ for _name in ("isposinf", "isneginf"):
     _register(_name, _U, _name, _b_unary, cmp=True)
     _register(_name + ".out", _U, _name, _b_unary_out, func=_name, cmp=True)
 
-_register("nan_to_num", _U, "nan_to_num",
-          lambda self, nan=None, posinf=None, neginf=None: ((self,), (nan, posinf, neginf), None, False, ()))
-_register("nan_to_num_", _U, "nan_to_num",
-          lambda self, nan=None, posinf=None, neginf=None: ((self,), (nan, posinf, neginf), self, True, ()), func="nan_to_num")
-_register("nan_to_num.out", _U, "nan_to_num",
-          lambda self, nan=None, posinf=None, neginf=None, *, out: ((self,), (nan, posinf, neginf), out, False, ()),
-          func="nan_to_num")
+_register(
+    "nan_to_num",
+    _U,
+    "nan_to_num",
+    lambda self, nan=None, posinf=None, neginf=None: ((self,), (nan, posinf, neginf), None, False, ()),
+)
+_register(
+    "nan_to_num_",
+    _U,
+    "nan_to_num",
+    lambda self, nan=None, posinf=None, neginf=None: ((self,), (nan, posinf, neginf), self, True, ()),
+    func="nan_to_num",
+)
+_register(
+    "nan_to_num.out",
+    _U,
+    "nan_to_num",
+    lambda self, nan=None, posinf=None, neginf=None, *, out: ((self,), (nan, posinf, neginf), out, False, ()),
+    func="nan_to_num",
+)
 
 _register("logit", _U, "logit", lambda self, eps=None: ((self,), (eps,), None, False, ()))
 _register("logit_", _U, "logit", lambda self, eps=None: ((self,), (eps,), self, True, ()), func="logit")
@@ -556,38 +803,92 @@ _register("relu", _U, "relu", _b_unary)
 _register("relu_", _U, "relu", _b_unary_, func="relu")
 _register("relu.out", _U, "relu", _b_unary_out, func="relu")
 
-_register("leaky_relu", _U, "leaky_relu", lambda self, negative_slope=0.01: ((self,), (negative_slope,), None, False, ()))
-_register("leaky_relu_", _U, "leaky_relu",
-          lambda self, negative_slope=0.01: ((self,), (negative_slope,), self, True, ()), func="leaky_relu")
-_register("leaky_relu.out", _U, "leaky_relu",
-          lambda self, negative_slope=0.01, *, out: ((self,), (negative_slope,), out, False, ()), func="leaky_relu")
+_register(
+    "leaky_relu", _U, "leaky_relu", lambda self, negative_slope=0.01: ((self,), (negative_slope,), None, False, ())
+)
+_register(
+    "leaky_relu_",
+    _U,
+    "leaky_relu",
+    lambda self, negative_slope=0.01: ((self,), (negative_slope,), self, True, ()),
+    func="leaky_relu",
+)
+_register(
+    "leaky_relu.out",
+    _U,
+    "leaky_relu",
+    lambda self, negative_slope=0.01, *, out: ((self,), (negative_slope,), out, False, ()),
+    func="leaky_relu",
+)
 
-_register("elu", _U, "elu", lambda self, alpha=1, scale=1, input_scale=1: ((self,), (alpha, scale, input_scale), None, False, ()))
-_register("elu_", _U, "elu",
-          lambda self, alpha=1, scale=1, input_scale=1: ((self,), (alpha, scale, input_scale), self, True, ()), func="elu")
-_register("elu.out", _U, "elu",
-          lambda self, alpha=1, scale=1, input_scale=1, *, out: ((self,), (alpha, scale, input_scale), out, False, ()),
-          func="elu")
-_register("celu", _U, "elu",
-          lambda self, alpha=1.0: ((self,), (alpha, 1.0, 1.0 / alpha if alpha else float("inf")), None, False, (alpha == 0,)))
-_register("celu_", _U, "elu",
-          lambda self, alpha=1.0: ((self,), (alpha, 1.0, 1.0 / alpha if alpha else float("inf")), self, True, (alpha == 0,)),
-          func="celu")
+_register(
+    "elu",
+    _U,
+    "elu",
+    lambda self, alpha=1, scale=1, input_scale=1: ((self,), (alpha, scale, input_scale), None, False, ()),
+)
+_register(
+    "elu_",
+    _U,
+    "elu",
+    lambda self, alpha=1, scale=1, input_scale=1: ((self,), (alpha, scale, input_scale), self, True, ()),
+    func="elu",
+)
+_register(
+    "elu.out",
+    _U,
+    "elu",
+    lambda self, alpha=1, scale=1, input_scale=1, *, out: ((self,), (alpha, scale, input_scale), out, False, ()),
+    func="elu",
+)
+_register(
+    "celu",
+    _U,
+    "elu",
+    lambda self, alpha=1.0: ((self,), (alpha, 1.0, 1.0 / alpha if alpha else float("inf")), None, False, (alpha == 0,)),
+)
+_register(
+    "celu_",
+    _U,
+    "elu",
+    lambda self, alpha=1.0: ((self,), (alpha, 1.0, 1.0 / alpha if alpha else float("inf")), self, True, (alpha == 0,)),
+    func="celu",
+)
 
 
 def _gelu_params(approximate):
     return (approximate == "tanh",)
 
 
-_register("gelu", _U, "gelu", lambda self, *, approximate="none": ((self,), _gelu_params(approximate), None, False, (approximate,)))
-_register("gelu_", _U, "gelu",
-          lambda self, *, approximate="none": ((self,), _gelu_params(approximate), self, True, (approximate,)), func="gelu")
-_register("gelu.out", _U, "gelu",
-          lambda self, *, approximate="none", out: ((self,), _gelu_params(approximate), out, False, (approximate,)), func="gelu")
+_register(
+    "gelu",
+    _U,
+    "gelu",
+    lambda self, *, approximate="none": ((self,), _gelu_params(approximate), None, False, (approximate,)),
+)
+_register(
+    "gelu_",
+    _U,
+    "gelu",
+    lambda self, *, approximate="none": ((self,), _gelu_params(approximate), self, True, (approximate,)),
+    func="gelu",
+)
+_register(
+    "gelu.out",
+    _U,
+    "gelu",
+    lambda self, *, approximate="none", out: ((self,), _gelu_params(approximate), out, False, (approximate,)),
+    func="gelu",
+)
 
 _register("softplus", _U, "softplus", lambda self, beta=1, threshold=20: ((self,), (beta, threshold), None, False, ()))
-_register("softplus.out", _U, "softplus",
-          lambda self, beta=1, threshold=20, *, out: ((self,), (beta, threshold), out, False, ()), func="softplus")
+_register(
+    "softplus.out",
+    _U,
+    "softplus",
+    lambda self, beta=1, threshold=20, *, out: ((self,), (beta, threshold), out, False, ()),
+    func="softplus",
+)
 
 
 def _hardtanh_key(lo, hi):
@@ -595,20 +896,48 @@ def _hardtanh_key(lo, hi):
     return (lo < 0 or hi < 0,)
 
 
-_register("hardtanh", _U, "hardtanh",
-          lambda self, min_val=-1, max_val=1: ((self,), (min_val, max_val), None, False, _hardtanh_key(min_val, max_val)))
-_register("hardtanh_", _U, "hardtanh",
-          lambda self, min_val=-1, max_val=1: ((self,), (min_val, max_val), self, True, _hardtanh_key(min_val, max_val)),
-          func="hardtanh")
-_register("hardtanh.out", _U, "hardtanh",
-          lambda self, min_val=-1, max_val=1, *, out: ((self,), (min_val, max_val), out, False, _hardtanh_key(min_val, max_val)),
-          func="hardtanh")
+_register(
+    "hardtanh",
+    _U,
+    "hardtanh",
+    lambda self, min_val=-1, max_val=1: ((self,), (min_val, max_val), None, False, _hardtanh_key(min_val, max_val)),
+)
+_register(
+    "hardtanh_",
+    _U,
+    "hardtanh",
+    lambda self, min_val=-1, max_val=1: ((self,), (min_val, max_val), self, True, _hardtanh_key(min_val, max_val)),
+    func="hardtanh",
+)
+_register(
+    "hardtanh.out",
+    _U,
+    "hardtanh",
+    lambda self, min_val=-1, max_val=1, *, out: (
+        (self,),
+        (min_val, max_val),
+        out,
+        False,
+        _hardtanh_key(min_val, max_val),
+    ),
+    func="hardtanh",
+)
 
 _register("threshold", _U, "threshold", lambda self, threshold, value: ((self,), (threshold, value), None, False, ()))
-_register("threshold_", _U, "threshold",
-          lambda self, threshold, value: ((self,), (threshold, value), self, True, ()), func="threshold")
-_register("threshold.out", _U, "threshold",
-          lambda self, threshold, value, *, out: ((self,), (threshold, value), out, False, ()), func="threshold")
+_register(
+    "threshold_",
+    _U,
+    "threshold",
+    lambda self, threshold, value: ((self,), (threshold, value), self, True, ()),
+    func="threshold",
+)
+_register(
+    "threshold.out",
+    _U,
+    "threshold",
+    lambda self, threshold, value, *, out: ((self,), (threshold, value), out, False, ()),
+    func="threshold",
+)
 
 # ---- backward kernels ---------------------------------------------------------
 
@@ -619,41 +948,110 @@ def _backward(name: str, rust: str, build: Callable, build_out: Callable, out_na
         _register(f"{name}.{out_name}", _B, rust, build_out, func=name)
 
 
-_backward("threshold_backward", "threshold_backward",
-          lambda grad_output, self, threshold: ((grad_output, self), (threshold,), None, False, ()),
-          lambda grad_output, self, threshold, *, grad_input: ((grad_output, self), (threshold,), grad_input, False, ()))
-_backward("gelu_backward", "gelu_backward",
-          lambda grad_output, self, *, approximate="none": ((grad_output, self), _gelu_params(approximate), None, False, (approximate,)),
-          lambda grad_output, self, *, approximate="none", grad_input: (
-              (grad_output, self), _gelu_params(approximate), grad_input, False, (approximate,)))
+_backward(
+    "threshold_backward",
+    "threshold_backward",
+    lambda grad_output, self, threshold: ((grad_output, self), (threshold,), None, False, ()),
+    lambda grad_output, self, threshold, *, grad_input: ((grad_output, self), (threshold,), grad_input, False, ()),
+)
+_backward(
+    "gelu_backward",
+    "gelu_backward",
+    lambda grad_output, self, *, approximate="none": (
+        (grad_output, self),
+        _gelu_params(approximate),
+        None,
+        False,
+        (approximate,),
+    ),
+    lambda grad_output, self, *, approximate="none", grad_input: (
+        (grad_output, self),
+        _gelu_params(approximate),
+        grad_input,
+        False,
+        (approximate,),
+    ),
+)
 for _name in ("silu_backward", "mish_backward", "hardsigmoid_backward", "hardswish_backward"):
-    _backward(_name, _name,
-              lambda grad_output, self: ((grad_output, self), (), None, False, ()),
-              (lambda grad_output, self, *, grad_input: ((grad_output, self), (), grad_input, False, ()))
-              if _name != "hardswish_backward"
-              else (lambda grad_output, self, *, out: ((grad_output, self), (), out, False, ())),
-              out_name={"mish_backward": "", "hardswish_backward": "out"}.get(_name, "grad_input"))
+    _backward(
+        _name,
+        _name,
+        lambda grad_output, self: ((grad_output, self), (), None, False, ()),
+        (lambda grad_output, self, *, grad_input: ((grad_output, self), (), grad_input, False, ()))
+        if _name != "hardswish_backward"
+        else (lambda grad_output, self, *, out: ((grad_output, self), (), out, False, ())),
+        out_name={"mish_backward": "", "hardswish_backward": "out"}.get(_name, "grad_input"),
+    )
 for _name in ("sigmoid_backward", "tanh_backward"):
-    _backward(_name, _name,
-              lambda grad_output, output: ((grad_output, output), (), None, False, ()),
-              lambda grad_output, output, *, grad_input: ((grad_output, output), (), grad_input, False, ()))
-_backward("elu_backward", "elu_backward",
-          lambda grad_output, alpha, scale, input_scale, is_result, self_or_result: (
-              (grad_output, self_or_result), (alpha, scale, input_scale, is_result), None, False, (is_result and alpha < 0,)),
-          lambda grad_output, alpha, scale, input_scale, is_result, self_or_result, *, grad_input: (
-              (grad_output, self_or_result), (alpha, scale, input_scale, is_result), grad_input, False,
-              (is_result and alpha < 0,)))
-_backward("leaky_relu_backward", "leaky_relu_backward",
-          lambda grad_output, self, negative_slope, self_is_result: (
-              (grad_output, self), (negative_slope,), None, False, (self_is_result and negative_slope < 0,)),
-          lambda grad_output, self, negative_slope, self_is_result, *, grad_input: (
-              (grad_output, self), (negative_slope,), grad_input, False, (self_is_result and negative_slope < 0,)))
-_backward("hardtanh_backward", "hardtanh_backward",
-          lambda grad_output, self, min_val, max_val: ((grad_output, self), (min_val, max_val), None, False, ()),
-          lambda grad_output, self, min_val, max_val, *, grad_input: ((grad_output, self), (min_val, max_val), grad_input, False, ()))
-_backward("softplus_backward", "softplus_backward",
-          lambda grad_output, self, beta, threshold: ((grad_output, self), (beta, threshold), None, False, ()),
-          lambda grad_output, self, beta, threshold, *, grad_input: ((grad_output, self), (beta, threshold), grad_input, False, ()))
-_backward("logit_backward", "logit_backward",
-          lambda grad_output, self, eps=None: ((grad_output, self), (eps,), None, False, ()),
-          lambda grad_output, self, eps=None, *, grad_input: ((grad_output, self), (eps,), grad_input, False, ()))
+    _backward(
+        _name,
+        _name,
+        lambda grad_output, output: ((grad_output, output), (), None, False, ()),
+        lambda grad_output, output, *, grad_input: ((grad_output, output), (), grad_input, False, ()),
+    )
+_backward(
+    "elu_backward",
+    "elu_backward",
+    lambda grad_output, alpha, scale, input_scale, is_result, self_or_result: (
+        (grad_output, self_or_result),
+        (alpha, scale, input_scale, is_result),
+        None,
+        False,
+        (is_result and alpha < 0,),
+    ),
+    lambda grad_output, alpha, scale, input_scale, is_result, self_or_result, *, grad_input: (
+        (grad_output, self_or_result),
+        (alpha, scale, input_scale, is_result),
+        grad_input,
+        False,
+        (is_result and alpha < 0,),
+    ),
+)
+_backward(
+    "leaky_relu_backward",
+    "leaky_relu_backward",
+    lambda grad_output, self, negative_slope, self_is_result: (
+        (grad_output, self),
+        (negative_slope,),
+        None,
+        False,
+        (self_is_result and negative_slope < 0,),
+    ),
+    lambda grad_output, self, negative_slope, self_is_result, *, grad_input: (
+        (grad_output, self),
+        (negative_slope,),
+        grad_input,
+        False,
+        (self_is_result and negative_slope < 0,),
+    ),
+)
+_backward(
+    "hardtanh_backward",
+    "hardtanh_backward",
+    lambda grad_output, self, min_val, max_val: ((grad_output, self), (min_val, max_val), None, False, ()),
+    lambda grad_output, self, min_val, max_val, *, grad_input: (
+        (grad_output, self),
+        (min_val, max_val),
+        grad_input,
+        False,
+        (),
+    ),
+)
+_backward(
+    "softplus_backward",
+    "softplus_backward",
+    lambda grad_output, self, beta, threshold: ((grad_output, self), (beta, threshold), None, False, ()),
+    lambda grad_output, self, beta, threshold, *, grad_input: (
+        (grad_output, self),
+        (beta, threshold),
+        grad_input,
+        False,
+        (),
+    ),
+)
+_backward(
+    "logit_backward",
+    "logit_backward",
+    lambda grad_output, self, eps=None: ((grad_output, self), (eps,), None, False, ()),
+    lambda grad_output, self, eps=None, *, grad_input: ((grad_output, self), (eps,), grad_input, False, ()),
+)

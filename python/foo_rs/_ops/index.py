@@ -176,7 +176,9 @@ def cat_out(tensors, dim=0, *, out):
     valid, ref, d = _cat_checks(tensors, dim)
     dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
     if not torch.can_cast(dtype, out.dtype):
-        raise TypeError(f"torch.cat(): input types can't be cast to the desired output type {SCALAR_NAME[out.dtype]} (foo)")
+        raise TypeError(
+            f"torch.cat(): input types can't be cast to the desired output type {SCALAR_NAME[out.dtype]} (foo)"
+        )
     if valid:
         shape = list(ref.shape)
         shape[d] = sum(t.shape[d] for t in valid)
@@ -200,7 +202,9 @@ def cat_out(tensors, dim=0, *, out):
 
 
 def _index_select_checks(self, dim, index):
-    _index_dtype(index, (torch.int64, torch.int32), RuntimeError, "index_select(): Expected dtype int32 or int64 for index (foo)")
+    _index_dtype(
+        index, (torch.int64, torch.int32), RuntimeError, "index_select(): Expected dtype int32 or int64 for index (foo)"
+    )
     if index.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector (foo)")
     return wrap_dim(dim, self.dim())
@@ -214,12 +218,13 @@ def _index_select_into(out, self, d, index):
             raise RuntimeError("index_select(): self indexing axis dim should be positive (foo)")
         i1 = index.reshape(-1)
         _C.check_index(
-            [_arg(i1, [n], [i1.stride(0)], self.shape[d], 0, d)], False,
+            [_arg(i1, [n], [i1.stride(0)], self.shape[d], 0, d)],
+            False,
             (1, "INDICES element is out of DATA bounds, id={index} axis_dim={size} (foo)"),
         )
     if self.dim() == 0 and n != 1:
         # CPU: a 0-d self takes exactly one index.
-        raise IndexError("index_select(): Index to scalar can have only 1 value, got " f"{n} value(s) (foo)")
+        raise IndexError(f"index_select(): Index to scalar can have only 1 value, got {n} value(s) (foo)")
 
     def run(target):
         # The plan is Rust's (kernels::entry::index_select, shared with the
@@ -281,7 +286,8 @@ def _expand_indices(self, indices):
             if idx.dtype == torch.uint8:
                 warnings.warn(
                     "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
-                    UserWarning, stacklevel=3,
+                    UserWarning,
+                    stacklevel=3,
                 )
             start = len(out)
             for j in range(idx.dim()):
@@ -316,7 +322,9 @@ def _index_plan(self, indices):
         bshape = tuple(torch.broadcast_shapes(*[idx[k].shape for k in defined]))
     except RuntimeError:
         shapes = ", ".join(str(list(idx[k].shape)) for k in defined)
-        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes} (foo)") from None
+        raise IndexError(
+            f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes} (foo)"
+        ) from None
     adjacent = defined == list(range(defined[0], defined[-1] + 1))
     view = self
     dims = list(range(self.dim()))
@@ -327,10 +335,10 @@ def _index_plan(self, indices):
         idx = [idx[k] for k in dims]
         defined = list(range(len(defined)))
     first, last = defined[0], defined[-1]
-    before, after = list(view.shape[:first]), list(view.shape[last + 1:])
+    before, after = list(view.shape[:first]), list(view.shape[last + 1 :])
     shape = before + list(bshape) + after
     nb = len(bshape)
-    dstr = list(view.stride()[:first]) + [0] * nb + list(view.stride()[last + 1:])
+    dstr = list(view.stride()[:first]) + [0] * nb + list(view.stride()[last + 1 :])
     args = []
     keep = [idx[k] for k in defined]
     for k in defined:
@@ -419,7 +427,9 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
     check_same_device("gather", self, index, out)
     d = wrap_dim(dim, self.dim())
     if index.numel():
-        _index_dtype(index, (torch.int64, torch.int32), RuntimeError, "gather(): Expected dtype int32/int64 for index (foo)")
+        _index_dtype(
+            index, (torch.int64, torch.int32), RuntimeError, "gather(): Expected dtype int32/int64 for index (foo)"
+        )
     if index.numel() == 0:  # CPU checks neither dtype nor shapes of an empty index
         check_out(out, index.shape, self.dtype)
         return out
@@ -440,13 +450,15 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
     check_same_device(name, *tensors)
     d = wrap_dim(dim, self.dim())
     if index.numel():
-        _index_dtype(index, (torch.int64, torch.int32), RuntimeError, f"{name}(): Expected dtype int32/int64 for index (foo)")
+        _index_dtype(
+            index, (torch.int64, torch.int32), RuntimeError, f"{name}(): Expected dtype int32/int64 for index (foo)"
+        )
     if src is not None:
         src = _on(src, self.device)
         if src.dtype != self.dtype:
             raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype (foo)")
     if op == "mean" and self.dtype == torch.bool:
-        raise NotImplementedError('"scatter_gather_tensor_cpu_reduce_mean" not implemented for \'Bool\' (foo)')
+        raise NotImplementedError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool' (foo)")
     s, i = _as1d(self), _as1d(index)
     if index.numel() > 0:
         if index.dim() != self.dim() and not (max(index.dim(), 1) == 1 and max(self.dim(), 1) == 1):
@@ -458,7 +470,8 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
             if (k != d and i.shape[k] > s.shape[k]) or (sv is not None and i.shape[k] > sv.shape[k]):
                 raise RuntimeError(
                     f"Expected index {list(index.shape)} to be no larger than self {list(self.shape)} apart from "
-                    f"dimension {d}" + (f" and to be no larger size than src {list(src.shape)}" if src is not None else "")
+                    f"dimension {d}"
+                    + (f" and to be no larger size than src {list(src.shape)}" if src is not None else "")
                     + " (foo)"
                 )
     check_out(out, self.shape, self.dtype)
@@ -480,8 +493,15 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
     if src is None and isinstance(value, torch.Tensor):
         value = value.item()
     _C.index_scatter(
-        _desc_as(o, shape, dstr), sdesc, value, [_arg(i, shape, i.stride(), o.shape[d], o.stride(d), d)], False,
-        op, include_self, _RUNTIME_OOB, True,
+        _desc_as(o, shape, dstr),
+        sdesc,
+        value,
+        [_arg(i, shape, i.stride(), o.shape[d], o.stride(d), d)],
+        False,
+        op,
+        include_self,
+        _RUNTIME_OOB,
+        True,
     )
     return out
 
@@ -539,7 +559,9 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
             f"index_add_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
             f"{SCALAR_NAME.get(index.dtype, index.dtype)} and size: {list(index.shape)} (foo)"
         )
-    _index_dtype(index, (torch.int64, torch.int32), RuntimeError, "index_add_(): Expected dtype int32/int64 for index (foo)")
+    _index_dtype(
+        index, (torch.int64, torch.int32), RuntimeError, "index_add_(): Expected dtype int32/int64 for index (foo)"
+    )
     if source.dtype != self.dtype:
         raise RuntimeError(
             f"index_add_(): self ({SCALAR_NAME[self.dtype]}) and source ({SCALAR_NAME[source.dtype]}) must have the "
@@ -583,8 +605,15 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
     via_scatter = self.dim() > 1 and d in (0, self.dim() - 1) and index.dtype == torch.int64
     err = _RUNTIME_OOB if via_scatter else (0, "index out of range in self (foo index_add)")
     _C.index_scatter(
-        _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
-        "add", True, err, via_scatter,
+        _desc_as(o, shape, dstr),
+        desc(src1),
+        None,
+        [_arg(index, shape, istr, o.shape[d], o.stride(d), d)],
+        False,
+        "add",
+        True,
+        err,
+        via_scatter,
     )
     return out
 
@@ -605,8 +634,14 @@ def _index_fill(self, dim, index, value):
     istr = [0] * len(shape)
     istr[d] = _as1d(index).stride(0)
     _C.index_scatter(
-        _desc_as(o, shape, dstr), None, value, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], True,
-        "assign", True, _INDEX_ERR,
+        _desc_as(o, shape, dstr),
+        None,
+        value,
+        [_arg(index, shape, istr, o.shape[d], o.stride(d), d)],
+        True,
+        "assign",
+        True,
+        _INDEX_ERR,
     )
     return self
 
@@ -650,8 +685,10 @@ def nonzero_out(self, *, out):
     if tuple(out.shape) != (n, self.dim()):
         out.resize_((n, self.dim()))
     if n:
+
         def run(target):
             _C.nonzero(desc(target), desc(self))
+
         _run_gather(out, run, self)
     return out
 
@@ -744,7 +781,9 @@ def flip_out(self, dims, *, out):
     check_same_device("flip", self, out)
     ds = _flip_dims(self, dims)
     if out.dtype != self.dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {c10_name(self.dtype)}, but got {c10_name(out.dtype)} instead (foo)")
+        raise RuntimeError(
+            f"Expected out tensor to have dtype {c10_name(self.dtype)}, but got {c10_name(out.dtype)} instead (foo)"
+        )
     resize_out(out, self.shape)
     return _run_gather(out, lambda t: _C.flip(desc(t), desc(self), ds), self)
 
@@ -782,7 +821,9 @@ def roll_out(self, shifts, dims=(), *, out):
     check_same_device("roll", self, out)
     r = _roll(self, shifts, dims)
     if out.dtype != self.dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {c10_name(self.dtype)}, but got {c10_name(out.dtype)} instead (foo)")
+        raise RuntimeError(
+            f"Expected out tensor to have dtype {c10_name(self.dtype)}, but got {c10_name(out.dtype)} instead (foo)"
+        )
     resize_out(out, r.shape)
     out.copy_(r)
     return out
@@ -866,7 +907,8 @@ def arange_start_out(start, end, step=1, *, out):
                 f"The number of elements in the out tensor of shape {list(out.shape)} is {out.numel()} which does not "
                 f"match the computed number of elements {size}. Note that this may occur as a result of rounding "
                 f"error. The out tensor will be resized to a tensor of shape ({size},).",
-                UserWarning, stacklevel=2,
+                UserWarning,
+                stacklevel=2,
             )
         out.resize_((size,))
     if size:
@@ -918,7 +960,9 @@ def index_copy_out(self, dim, index, source, *, out):
             f"({source.shape[d] if source.dim() else 1}) (foo)"
         )
     if index.dtype != torch.int64:
-        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)")
+        raise RuntimeError(
+            f"index_copy_(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)"
+        )
     if source.dtype != self.dtype:
         raise RuntimeError(
             "index_copy_(): self and source expected to have the same dtype, but got (self) "
@@ -947,8 +991,14 @@ def index_copy_out(self, dim, index, source, *, out):
     istr = [0] * len(shape)
     istr[d] = _as1d(index).stride(0)
     _C.index_scatter(
-        _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
-        "assign", True, (0, "index_copy_(): index {index} is out of bounds for dimension {dim} with size {size} (foo)"),
+        _desc_as(o, shape, dstr),
+        desc(src1),
+        None,
+        [_arg(index, shape, istr, o.shape[d], o.stride(d), d)],
+        False,
+        "assign",
+        True,
+        (0, "index_copy_(): index {index} is out of bounds for dimension {dim} with size {size} (foo)"),
     )
     return out
 
@@ -965,7 +1015,9 @@ def _flat(t):
 def take(self, index):
     check_same_device("take", self, index)
     if index.dtype != torch.int64:
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)")
+        raise RuntimeError(
+            f"take(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)"
+        )
     if self.numel() == 0 and index.numel() > 0:
         raise IndexError("take(): tried to take from an empty tensor (foo)")
     out = torch.empty(index.shape, dtype=self.dtype, device=self.device)
@@ -974,8 +1026,11 @@ def take(self, index):
     flat = _flat(self)
     shape = list(index.shape)
     _C.index_gather(
-        desc(out), _desc_as(flat, shape, [0] * len(shape)), [_arg(index, shape, index.stride(), flat.numel(), 1, 0)],
-        True, _TAKE_OOB,
+        desc(out),
+        _desc_as(flat, shape, [0] * len(shape)),
+        [_arg(index, shape, index.stride(), flat.numel(), 1, 0)],
+        True,
+        _TAKE_OOB,
     )
     return out
 
@@ -984,7 +1039,9 @@ def take(self, index):
 def put_(self, index, source, accumulate=False):
     check_same_device("put_", self, index, source)
     if index.dtype != torch.int64:
-        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)")
+        raise RuntimeError(
+            f"put_(): Expected a long tensor for index, but got {SCALAR_NAME.get(index.dtype, index.dtype)} (foo)"
+        )
     if source.dtype != self.dtype:
         raise RuntimeError(
             "put_(): self and source expected to have the same dtype, but got self.dtype = "
@@ -1007,8 +1064,14 @@ def put_(self, index, source, accumulate=False):
         src = src.clone()
     n = idx.numel()
     _C.index_scatter(
-        _desc_as(target, [n], [0]), _desc_as(src, [n], [1]), None, [_arg(idx, [n], [1], target.numel(), 1, 0)],
-        True, "add" if accumulate else "assign", True, _TAKE_OOB,
+        _desc_as(target, [n], [0]),
+        _desc_as(src, [n], [1]),
+        None,
+        [_arg(idx, [n], [1], target.numel(), 1, 0)],
+        True,
+        "add" if accumulate else "assign",
+        True,
+        _TAKE_OOB,
     )
     if flat is None:
         self.copy_(target.view(self.shape))
@@ -1019,7 +1082,9 @@ def put_(self, index, source, accumulate=False):
 def masked_scatter_(self, mask, source):
     check_same_device("masked_scatter_", self, mask, source)
     if mask.dtype != torch.bool:
-        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {SCALAR_NAME.get(mask.dtype, mask.dtype)} (foo)")
+        raise RuntimeError(
+            f"masked_scatter_ only supports boolean masks, but got mask with dtype {SCALAR_NAME.get(mask.dtype, mask.dtype)} (foo)"
+        )
     if source.dtype != self.dtype:
         raise RuntimeError(
             f"masked_scatter: expected self and source to have same dtypes but got{SCALAR_NAME[self.dtype]} and "
@@ -1059,7 +1124,9 @@ def embedding_renorm_(self, indices, max_norm, norm_type):
         )
     if not self.dtype.is_floating_point:
         _compat.raise_like_cpu(
-            lambda: torch.embedding_renorm_(torch.zeros(1, 1, dtype=self.dtype), torch.zeros(1, dtype=torch.long), 1.0, 2.0),
+            lambda: torch.embedding_renorm_(
+                torch.zeros(1, 1, dtype=self.dtype), torch.zeros(1, dtype=torch.long), 1.0, 2.0
+            ),
             RuntimeError(f"embedding_renorm_: {self.dtype} is not a floating point dtype (foo)"),
         )
     if indices.numel():
@@ -1076,7 +1143,9 @@ def embedding_renorm_(self, indices, max_norm, norm_type):
 def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out):
     check_same_device("index_reduce", self, index, source, out)
     if reduce not in ("prod", "mean", "amax", "amin"):
-        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}. (foo)")
+        raise RuntimeError(
+            f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}. (foo)"
+        )
     d = wrap_dim(dim, self.dim())
     if index.dim() > 1:
         raise IndexError(
@@ -1122,8 +1191,15 @@ def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out
     istr = [0] * len(shape)
     istr[d] = _as1d(index).stride(0)
     _C.index_scatter(
-        _desc_as(o, shape, dstr), desc(src1), None, [_arg(index, shape, istr, o.shape[d], o.stride(d), d)], False,
-        reduce, include_self, (0, "index out of range in self (foo index_reduce)"), False,
+        _desc_as(o, shape, dstr),
+        desc(src1),
+        None,
+        [_arg(index, shape, istr, o.shape[d], o.stride(d), d)],
+        False,
+        reduce,
+        include_self,
+        (0, "index out of range in self (foo index_reduce)"),
+        False,
     )
     if self.dtype == torch.bool and reduce == "mean":
         # CPU reduces, then fails dividing by the counts

@@ -98,8 +98,7 @@ def _mm_checks(m1: torch.Tensor, m2: torch.Tensor, first: str = "self") -> None:
         raise RuntimeError("mat2 must be a matrix")
     if m1.shape[1] != m2.shape[0]:
         raise RuntimeError(
-            f"mat1 and mat2 shapes cannot be multiplied ({m1.shape[0]}x{m1.shape[1]} and "
-            f"{m2.shape[0]}x{m2.shape[1]})"
+            f"mat1 and mat2 shapes cannot be multiplied ({m1.shape[0]}x{m1.shape[1]} and {m2.shape[0]}x{m2.shape[1]})"
         )
     _same_dtype(m1, m2)
 

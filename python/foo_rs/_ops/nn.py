@@ -46,8 +46,7 @@ def _softmax_backward_into(name, log, grad_output, output, dim, input_dtype, out
     check_same_device(name, grad_output, output, out)
     if grad_output.shape != output.shape:
         raise RuntimeError(
-            f"{name}: grad_output of shape {list(grad_output.shape)} and output of shape "
-            f"{list(output.shape)} differ"
+            f"{name}: grad_output of shape {list(grad_output.shape)} and output of shape {list(output.shape)} differ"
         )
     d = wrap_dim(dim, grad_output.dim())
     check_out(out, grad_output.shape, input_dtype)
@@ -96,9 +95,7 @@ def _nll_checks(self, target, weight):
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     no_batch = self.dim() == 1 and target.dim() == 0
     if not no_batch and self.shape[0] != target.shape[0]:
-        raise RuntimeError(
-            f"size mismatch (got input: {list(self.shape)}, target: {list(target.shape)})"
-        )
+        raise RuntimeError(f"size mismatch (got input: {list(self.shape)}, target: {list(target.shape)})")
     return _nll_common(self, target, weight, self.shape[-1])
 
 
@@ -110,8 +107,13 @@ def nll_loss_forward_output(self, target, weight, reduction, ignore_index, *, ou
     check_out(output, shape, self.dtype)
     check_out(total_weight, (), self.dtype)
     _C.nll_loss_forward(
-        desc(output), desc(total_weight), desc(self.contiguous()), desc(target.contiguous()),
-        None if weight is None else desc(weight), reduction, ignore_index,
+        desc(output),
+        desc(total_weight),
+        desc(self.contiguous()),
+        desc(target.contiguous()),
+        None if weight is None else desc(weight),
+        reduction,
+        ignore_index,
     )
     return output, total_weight
 
@@ -121,8 +123,9 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
     # Behind the native kernel (rust/glue/native.cpp): the calls it leaves here.
     output = torch.empty((), dtype=self.dtype, device=self.device)
     total_weight = torch.empty((), dtype=self.dtype, device=self.device)
-    return nll_loss_forward_output(self, target, weight, reduction, ignore_index, output=output,
-                                   total_weight=total_weight)
+    return nll_loss_forward_output(
+        self, target, weight, reduction, ignore_index, output=output, total_weight=total_weight
+    )
 
 
 def _nll_backward_checks(grad_output, self, target, reduction, total_weight, batch):
@@ -143,15 +146,22 @@ def _nll_backward_checks(grad_output, self, target, reduction, total_weight, bat
 
 
 @impl("nll_loss_backward.grad_input")
-def nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input):
+def nll_loss_backward_grad_input(
+    grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input
+):
     check_same_device("nll_loss_backward", grad_output, self, target, weight, total_weight, grad_input)
     weight = _nll_checks(self, target, weight)
     batch = (self.shape[0],) if self.dim() == 2 else None
     _nll_backward_checks(grad_output, self, target, reduction, total_weight, batch)
     check_out(grad_input, self.shape, self.dtype)
     _C.nll_loss_backward(
-        desc(grad_input), desc(grad_output), desc(target.contiguous()),
-        None if weight is None else desc(weight), reduction, ignore_index, desc(total_weight),
+        desc(grad_input),
+        desc(grad_output),
+        desc(target.contiguous()),
+        None if weight is None else desc(weight),
+        reduction,
+        ignore_index,
+        desc(total_weight),
     )
     return grad_input
 
@@ -159,8 +169,9 @@ def nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, i
 @impl("nll_loss_backward")
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
     grad_input = torch.empty(self.shape, dtype=self.dtype, device=self.device)
-    return nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight,
-                                        grad_input=grad_input)
+    return nll_loss_backward_grad_input(
+        grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input=grad_input
+    )
 
 
 def _nll2d_checks(self, target, weight):
@@ -188,8 +199,13 @@ def nll_loss2d_forward_output(self, target, weight, reduction, ignore_index, *, 
     check_out(output, shape, self.dtype)
     check_out(total_weight, (), self.dtype)
     _C.nll_loss_forward(
-        desc(output), desc(total_weight), desc(self.contiguous()), desc(target.contiguous()),
-        None if weight is None else desc(weight), reduction, ignore_index,
+        desc(output),
+        desc(total_weight),
+        desc(self.contiguous()),
+        desc(target.contiguous()),
+        None if weight is None else desc(weight),
+        reduction,
+        ignore_index,
     )
     return output, total_weight
 
@@ -204,14 +220,21 @@ def nll_loss2d_forward(self, target, weight, reduction, ignore_index):
 
 
 @impl("nll_loss2d_backward.grad_input")
-def nll_loss2d_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input):
+def nll_loss2d_backward_grad_input(
+    grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input
+):
     check_same_device("nll_loss2d_backward", grad_output, self, target, weight, total_weight, grad_input)
     weight = _nll2d_checks(self, target, weight)
     _nll_backward_checks(grad_output, self, target, reduction, total_weight, tuple(target.shape))
     check_out(grad_input, self.shape, self.dtype)
     _C.nll_loss_backward(
-        desc(grad_input), desc(grad_output), desc(target.contiguous()),
-        None if weight is None else desc(weight), reduction, ignore_index, desc(total_weight),
+        desc(grad_input),
+        desc(grad_output),
+        desc(target.contiguous()),
+        None if weight is None else desc(weight),
+        reduction,
+        ignore_index,
+        desc(total_weight),
     )
     return grad_input
 
@@ -252,9 +275,7 @@ def mse_loss_backward_grad_input(grad_output, self, target, reduction, *, grad_i
     dt, (g, a, b) = _promote(grad_output, self, target)
     shape = tuple(torch.broadcast_shapes(g.shape, a.shape, b.shape))
     if grad_input.dtype != dt:
-        raise RuntimeError(
-            f"Found dtype {SCALAR_NAME.get(grad_input.dtype)} but expected {SCALAR_NAME.get(dt)}"
-        )
+        raise RuntimeError(f"Found dtype {SCALAR_NAME.get(grad_input.dtype)} but expected {SCALAR_NAME.get(dt)}")
     resize_out(grad_input, shape)
     _C.mse_loss_backward(desc(grad_input), desc(g), desc(a), desc(b), reduction)
     return grad_input

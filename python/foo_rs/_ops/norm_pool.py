@@ -46,7 +46,7 @@ def _name(dtype) -> str:
 
 def _floating(kernel: str, t: torch.Tensor) -> None:
     if t.dtype not in _FLOAT:
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{_name(t.dtype)}\' on foo')
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_name(t.dtype)}' on foo")
 
 
 def _mixed(input: torch.Tensor, *params) -> bool:
@@ -56,9 +56,7 @@ def _mixed(input: torch.Tensor, *params) -> bool:
     if first is None or first.dtype == input.dtype:
         for p in params:
             if p is not None and p.dtype != input.dtype:
-                raise RuntimeError(
-                    f"expected scalar type {_name(input.dtype)} but found {_name(p.dtype)} (on foo)"
-                )
+                raise RuntimeError(f"expected scalar type {_name(input.dtype)} but found {_name(p.dtype)} (on foo)")
         return False
     for p in params:
         if p is not None and p.dtype != torch.float32:
@@ -87,9 +85,7 @@ def _memory_format(t: torch.Tensor):
 
 def _copy_out(out: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     if out.dtype != value.dtype:
-        raise RuntimeError(
-            f"Expected out tensor to have dtype {value.dtype}, but got {out.dtype} instead (on foo)"
-        )
+        raise RuntimeError(f"Expected out tensor to have dtype {value.dtype}, but got {out.dtype} instead (on foo)")
     resize_out(out, value.shape)
     out.copy_(value)
     return out
@@ -117,7 +113,7 @@ def _check_layer_norm(input, shape, weight, bias):
             f"{list(bias.shape)} and normalized_shape = {shape} (on foo)"
         )
     nd = len(shape)
-    if input.dim() < nd or list(input.shape[input.dim() - nd:]) != shape:
+    if input.dim() < nd or list(input.shape[input.dim() - nd :]) != shape:
         expected = "[*" + "".join(f", {s}" for s in shape) + "]"
         raise RuntimeError(
             f"Given normalized_shape={shape}, expected input with shape {expected}, but got input of size"
@@ -142,8 +138,15 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     mean = torch.empty(stat_shape, dtype=stat_dtype, device=dev)
     rstd = torch.empty(stat_shape, dtype=stat_dtype, device=dev)
     _C.layer_norm(
-        desc(out), desc(mean.view(-1)), desc(rstd.view(-1)), desc(input.contiguous()),
-        _flat(weight), _flat(bias), m, n, float(eps),
+        desc(out),
+        desc(mean.view(-1)),
+        desc(rstd.view(-1)),
+        desc(input.contiguous()),
+        _flat(weight),
+        _flat(bias),
+        m,
+        n,
+        float(eps),
     )
     return out, mean, rstd
 
@@ -181,8 +184,16 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         gb = torch.empty(bias.shape, dtype=bias.dtype, device=dev)
     if gi is not None or gw is not None or gb is not None:
         _C.layer_norm_backward(
-            _d(gi), _flat(gw), _flat(gb), desc(grad_out.contiguous()), desc(input.contiguous()),
-            desc(mean.reshape(-1)), desc(rstd.reshape(-1)), _flat(weight), m, n,
+            _d(gi),
+            _flat(gw),
+            _flat(gb),
+            desc(grad_out.contiguous()),
+            desc(input.contiguous()),
+            desc(mean.reshape(-1)),
+            desc(rstd.reshape(-1)),
+            _flat(weight),
+            m,
+            n,
         )
     return gi, gw, gb
 
@@ -237,9 +248,17 @@ def _batch_norm(name, input, weight, bias, running_mean, running_var, training, 
         save_invstd = torch.empty(0, dtype=stat_dtype, device=dev)
     if input.numel():
         _C.batch_norm(
-            desc(_bn_view(out)), desc(save_mean) if training else None, desc(save_invstd) if training else None,
-            desc(_bn_view(input)), _d(weight), _d(bias), _d(running_mean), _d(running_var),
-            bool(training), float(momentum), float(eps),
+            desc(_bn_view(out)),
+            desc(save_mean) if training else None,
+            desc(save_invstd) if training else None,
+            desc(_bn_view(input)),
+            _d(weight),
+            _d(bias),
+            _d(running_mean),
+            _d(running_var),
+            bool(training),
+            float(momentum),
+            float(eps),
         )
     return out, save_mean, save_invstd
 
@@ -278,8 +297,9 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
 
 @impl("native_batch_norm.out")
-def native_batch_norm_out(input, weight, bias, running_mean, running_var, training, momentum, eps, *, out,
-                          save_mean, save_invstd):
+def native_batch_norm_out(
+    input, weight, bias, running_mean, running_var, training, momentum, eps, *, out, save_mean, save_invstd
+):
     check_same_device("native_batch_norm", input, out, save_mean, save_invstd)
     r = _batch_norm("native_batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps)
     return _copy_out(out, r[0]), _copy_out(save_mean, r[1]), _copy_out(save_invstd, r[2])
@@ -287,8 +307,9 @@ def native_batch_norm_out(input, weight, bias, running_mean, running_var, traini
 
 @impl("_native_batch_norm_legit")
 def native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    return _batch_norm("_native_batch_norm_legit", input, weight, bias, running_mean, running_var, training,
-                       momentum, eps)
+    return _batch_norm(
+        "_native_batch_norm_legit", input, weight, bias, running_mean, running_var, training, momentum, eps
+    )
 
 
 @impl("_native_batch_norm_legit.no_stats")
@@ -297,17 +318,16 @@ def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, ep
 
 
 @impl("_native_batch_norm_legit.out")
-def native_batch_norm_legit_out(input, weight, bias, running_mean, running_var, training, momentum, eps, *, out,
-                                save_mean, save_invstd):
+def native_batch_norm_legit_out(
+    input, weight, bias, running_mean, running_var, training, momentum, eps, *, out, save_mean, save_invstd
+):
     check_same_device("_native_batch_norm_legit", input, out, save_mean, save_invstd)
-    r = _batch_norm("_native_batch_norm_legit", input, weight, bias, running_mean, running_var, training,
-                    momentum, eps)
+    r = _batch_norm("_native_batch_norm_legit", input, weight, bias, running_mean, running_var, training, momentum, eps)
     return _copy_out(out, r[0]), _copy_out(save_mean, r[1]), _copy_out(save_invstd, r[2])
 
 
 @impl("_native_batch_norm_legit.no_stats_out")
-def native_batch_norm_legit_no_stats_out(input, weight, bias, training, momentum, eps, *, out, save_mean,
-                                         save_invstd):
+def native_batch_norm_legit_no_stats_out(input, weight, bias, training, momentum, eps, *, out, save_mean, save_invstd):
     check_same_device("_native_batch_norm_legit", input, out, save_mean, save_invstd)
     r = _batch_norm("_native_batch_norm_legit", input, weight, bias, None, None, training, momentum, eps)
     return _copy_out(out, r[0]), _copy_out(save_mean, r[1]), _copy_out(save_invstd, r[2])
@@ -315,22 +335,25 @@ def native_batch_norm_legit_no_stats_out(input, weight, bias, training, momentum
 
 @impl("_batch_norm_with_update")
 def batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
-    out, m, s = _batch_norm("_batch_norm_with_update", input, weight, bias, running_mean, running_var, True,
-                            momentum, eps)
+    out, m, s = _batch_norm(
+        "_batch_norm_with_update", input, weight, bias, running_mean, running_var, True, momentum, eps
+    )
     return out, m, s, torch.empty(0, dtype=torch.uint8, device=input.device)
 
 
 @impl("_batch_norm_with_update.out")
-def batch_norm_with_update_out(input, weight, bias, running_mean, running_var, momentum, eps, *, out, save_mean,
-                               save_invstd, reserve):
+def batch_norm_with_update_out(
+    input, weight, bias, running_mean, running_var, momentum, eps, *, out, save_mean, save_invstd, reserve
+):
     check_same_device("_batch_norm_with_update", input, out, save_mean, save_invstd, reserve)
     r = _batch_norm("_batch_norm_with_update", input, weight, bias, running_mean, running_var, True, momentum, eps)
     resize_out(reserve, (0,))
     return _copy_out(out, r[0]), _copy_out(save_mean, r[1]), _copy_out(save_invstd, r[2]), reserve
 
 
-def _batch_norm_backward(name, grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
-                         eps, output_mask):
+def _batch_norm_backward(
+    name, grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+):
     _bn_checks(name, input, weight, None, running_mean, running_var)
     check_same_device(name, grad_out, input, save_mean, save_invstd)
     if grad_out.shape != input.shape or grad_out.dtype != input.dtype:
@@ -357,25 +380,58 @@ def _batch_norm_backward(name, grad_out, input, weight, running_mean, running_va
         return gi, gw, gb
     if gi is not None or gw is not None or gb is not None:
         _C.batch_norm_backward(
-            None if gi is None else desc(_bn_view(gi)), _d(gw), _d(gb), desc(_bn_view(grad_out)),
-            desc(_bn_view(input)), _d(weight), _d(running_mean), _d(running_var),
-            _flat(save_mean) if train else None, _flat(save_invstd) if train else None, bool(train), float(eps),
+            None if gi is None else desc(_bn_view(gi)),
+            _d(gw),
+            _d(gb),
+            desc(_bn_view(grad_out)),
+            desc(_bn_view(input)),
+            _d(weight),
+            _d(running_mean),
+            _d(running_var),
+            _flat(save_mean) if train else None,
+            _flat(save_invstd) if train else None,
+            bool(train),
+            float(eps),
         )
     return gi, gw, gb
 
 
 @impl("native_batch_norm_backward")
-def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
-                               eps, output_mask):
-    return _batch_norm_backward("native_batch_norm_backward", grad_out, input, weight, running_mean, running_var,
-                                save_mean, save_invstd, train, eps, output_mask)
+def native_batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+):
+    return _batch_norm_backward(
+        "native_batch_norm_backward",
+        grad_out,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        save_mean,
+        save_invstd,
+        train,
+        eps,
+        output_mask,
+    )
 
 
 @impl("batch_norm_backward")
-def batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps,
-                        output_mask, reserve):
-    return _batch_norm_backward("batch_norm_backward", grad_out, input, weight, running_mean, running_var,
-                                save_mean, save_var, update, eps, output_mask)
+def batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve
+):
+    return _batch_norm_backward(
+        "batch_norm_backward",
+        grad_out,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        save_mean,
+        save_var,
+        update,
+        eps,
+        output_mask,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -404,8 +460,9 @@ def _fits(out: torch.Tensor, like: torch.Tensor) -> None:
 
 
 @impl("max_pool2d_with_indices.out")
-def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False, *, out,
-                                indices):
+def max_pool2d_with_indices_out(
+    self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False, *, out, indices
+):
     check_same_device("max_pool2d_with_indices", self, out, indices)
     mo, mi = _A.max_pool2d_with_indices(_meta(self), kernel_size, stride, padding, dilation, ceil_mode)
     _fits(out, mo)
@@ -415,15 +472,21 @@ def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=(0,), dila
     if out.numel():
         k = _pair(kernel_size)
         _C.max_pool2d(
-            desc(_as4(out)), desc(_as4(indices)), desc(_as4(self)), k, _pair(stride, k), _pair(padding),
+            desc(_as4(out)),
+            desc(_as4(indices)),
+            desc(_as4(self)),
+            k,
+            _pair(stride, k),
+            _pair(padding),
             _pair(dilation),
         )
     return out, indices
 
 
 @impl("max_pool2d_with_indices_backward.grad_input")
-def max_pool2d_with_indices_backward_grad_input(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
-                                                indices, *, grad_input):
+def max_pool2d_with_indices_backward_grad_input(
+    grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, *, grad_input
+):
     check_same_device("max_pool2d_with_indices_backward", grad_output, self, indices, grad_input)
     mg = _A.max_pool2d_with_indices_backward(
         _meta(grad_output), _meta(self), kernel_size, stride, padding, dilation, ceil_mode, _meta(indices)
@@ -440,20 +503,23 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation
     # Behind the native kernel (rust/glue/native.cpp): the calls it leaves here.
     out = torch.empty(0, dtype=self.dtype, device=self.device)
     indices = torch.empty(0, dtype=torch.int64, device=self.device)
-    return max_pool2d_with_indices_out(self, kernel_size, stride, padding, dilation, ceil_mode, out=out,
-                                       indices=indices)
+    return max_pool2d_with_indices_out(
+        self, kernel_size, stride, padding, dilation, ceil_mode, out=out, indices=indices
+    )
 
 
 @impl("max_pool2d_with_indices_backward")
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
     grad_input = torch.empty(0, dtype=self.dtype, device=self.device)
-    return max_pool2d_with_indices_backward_grad_input(grad_output, self, kernel_size, stride, padding, dilation,
-                                                       ceil_mode, indices, grad_input=grad_input)
+    return max_pool2d_with_indices_backward_grad_input(
+        grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input=grad_input
+    )
 
 
 @impl("avg_pool2d.out")
-def avg_pool2d_out(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
-                   divisor_override=None, *, out):
+def avg_pool2d_out(
+    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None, *, out
+):
     check_same_device("avg_pool2d", self, out)
     mo = _A.avg_pool2d(_meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     _fits(out, mo)
@@ -462,15 +528,21 @@ def avg_pool2d_out(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, 
     if out.numel():
         k = _pair(kernel_size)
         _C.avg_pool2d(
-            desc(_as4(out)), desc(_as4(self)), k, _pair(stride, k), _pair(padding), bool(count_include_pad),
+            desc(_as4(out)),
+            desc(_as4(self)),
+            k,
+            _pair(stride, k),
+            _pair(padding),
+            bool(count_include_pad),
             None if divisor_override is None else int(divisor_override),
         )
     return out
 
 
 @impl("avg_pool2d_backward.grad_input")
-def avg_pool2d_backward_grad_input(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                   divisor_override, *, grad_input):
+def avg_pool2d_backward_grad_input(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, *, grad_input
+):
     check_same_device("avg_pool2d_backward", grad_output, self, grad_input)
     mg = _A.avg_pool2d_backward(
         _meta(grad_output), _meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
@@ -480,8 +552,13 @@ def avg_pool2d_backward_grad_input(grad_output, self, kernel_size, stride, paddi
     if grad_input.numel():
         k = _pair(kernel_size)
         _C.avg_pool2d_backward(
-            desc(_as4(grad_input)), desc(_as4(grad_output)), k, _pair(stride, k), _pair(padding),
-            bool(count_include_pad), None if divisor_override is None else int(divisor_override),
+            desc(_as4(grad_input)),
+            desc(_as4(grad_output)),
+            k,
+            _pair(stride, k),
+            _pair(padding),
+            bool(count_include_pad),
+            None if divisor_override is None else int(divisor_override),
         )
     return grad_input
 
@@ -499,7 +576,9 @@ def _adaptive_checks(self, output_size):
             )
     oh, ow = (int(v) for v in output_size)
     if oh < 0 or ow < 0:
-        raise RuntimeError(f"adaptive_avg_pool2d: elements of output_size must be non-negative, got {[oh, ow]} (on foo)")
+        raise RuntimeError(
+            f"adaptive_avg_pool2d: elements of output_size must be non-negative, got {[oh, ow]} (on foo)"
+        )
     _floating("adaptive_avg_pool2d", self)
     return oh, ow
 
@@ -508,8 +587,9 @@ def _adaptive_checks(self, output_size):
 def adaptive_avg_pool2d(self, output_size):
     check_same_device("adaptive_avg_pool2d", self)
     oh, ow = _adaptive_checks(self, output_size)
-    out = torch.empty((*self.shape[:-2], oh, ow), dtype=self.dtype, device=self.device,
-                      memory_format=_memory_format(self))
+    out = torch.empty(
+        (*self.shape[:-2], oh, ow), dtype=self.dtype, device=self.device, memory_format=_memory_format(self)
+    )
     if out.numel():
         _C.adaptive_avg_pool2d(desc(_as4(out)), desc(_as4(self)))
     return out
@@ -632,7 +712,9 @@ def native_dropout(input, p, train):
         if not 0.0 <= p1m <= 1.0:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p1m} (on foo)")
         if input.dtype not in _FLOAT:
-            raise RuntimeError(f"result type Float can't be cast to the desired output type {_name(input.dtype)} (on foo)")
+            raise RuntimeError(
+                f"result type Float can't be cast to the desired output type {_name(input.dtype)} (on foo)"
+            )
         scale = 0.0 if p1m == 0 else 1.0 / p1m
         x = input.contiguous()
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)

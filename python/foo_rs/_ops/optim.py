@@ -53,7 +53,7 @@ def _check_optimizer(name: str, params, *lists) -> None:
     check_same_device(name, *params, *(t for ts in lists for t in ts))
     for p in params:
         if p.dtype not in _FLOAT:
-            raise NotImplementedError(f'"{name}" not implemented for \'{p.dtype}\' on foo')
+            raise NotImplementedError(f"\"{name}\" not implemented for '{p.dtype}' on foo")
 
 
 def _lr(lr) -> float:
@@ -63,16 +63,44 @@ def _lr(lr) -> float:
 def _adam(decoupled: bool):
     name = "_fused_adamw_" if decoupled else "_fused_adam_"
 
-    def kernel(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2,
-               weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+    def kernel(
+        self,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        max_exp_avg_sqs,
+        state_steps,
+        *,
+        lr,
+        beta1,
+        beta2,
+        weight_decay,
+        eps,
+        amsgrad,
+        maximize,
+        grad_scale=None,
+        found_inf=None,
+    ):
         if _skipped(found_inf):
             return
         _check_optimizer(name, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
         (p, g, m, v, mx), back = _contiguous(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
         _C.fused_adam(
-            _descs(p), _descs(g), _descs(m), _descs(v), _descs(mx), _descs(state_steps),
-            _lr(lr), float(beta1), float(beta2), float(weight_decay), float(eps), bool(amsgrad), bool(maximize),
-            decoupled, desc(grad_scale) if grad_scale is not None else None,
+            _descs(p),
+            _descs(g),
+            _descs(m),
+            _descs(v),
+            _descs(mx),
+            _descs(state_steps),
+            _lr(lr),
+            float(beta1),
+            float(beta2),
+            float(weight_decay),
+            float(eps),
+            bool(amsgrad),
+            bool(maximize),
+            decoupled,
+            desc(grad_scale) if grad_scale is not None else None,
         )
         _write_back(back)
 
@@ -84,30 +112,61 @@ impl("_fused_adamw_", "_fused_adamw_.tensor_lr")(_adam(decoupled=True))
 
 
 @impl("_fused_sgd_", "_fused_sgd_.tensor_lr")
-def fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov, maximize,
-               is_first_step, grad_scale=None, found_inf=None):
+def fused_sgd_(
+    self,
+    grads,
+    momentum_buffer_list,
+    *,
+    weight_decay,
+    momentum,
+    lr,
+    dampening,
+    nesterov,
+    maximize,
+    is_first_step,
+    grad_scale=None,
+    found_inf=None,
+):
     if _skipped(found_inf):
         return
     bufs = momentum_buffer_list if momentum != 0 else []
     _check_optimizer("_fused_sgd_", self, grads, bufs)
     (p, g, b), back = _contiguous(self, grads, bufs)
     _C.fused_sgd(
-        _descs(p), _descs(g), _descs(b), float(weight_decay), float(momentum), _lr(lr), float(dampening),
-        bool(nesterov), bool(maximize), bool(is_first_step), desc(grad_scale) if grad_scale is not None else None,
+        _descs(p),
+        _descs(g),
+        _descs(b),
+        float(weight_decay),
+        float(momentum),
+        _lr(lr),
+        float(dampening),
+        bool(nesterov),
+        bool(maximize),
+        bool(is_first_step),
+        desc(grad_scale) if grad_scale is not None else None,
     )
     _write_back(back)
 
 
 @impl("_fused_adagrad_", "_fused_adagrad_.tensor_lr")
-def fused_adagrad_(self, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps, maximize,
-                   grad_scale=None, found_inf=None):
+def fused_adagrad_(
+    self, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps, maximize, grad_scale=None, found_inf=None
+):
     if _skipped(found_inf):
         return
     _check_optimizer("_fused_adagrad_", self, grads, state_sums)
     (p, g, s), back = _contiguous(self, grads, state_sums)
     _C.fused_adagrad(
-        _descs(p), _descs(g), _descs(s), _descs(state_steps), _lr(lr), float(lr_decay), float(weight_decay),
-        float(eps), bool(maximize), desc(grad_scale) if grad_scale is not None else None,
+        _descs(p),
+        _descs(g),
+        _descs(s),
+        _descs(state_steps),
+        _lr(lr),
+        float(lr_decay),
+        float(weight_decay),
+        float(eps),
+        bool(maximize),
+        desc(grad_scale) if grad_scale is not None else None,
     )
     _write_back(back)
 
@@ -154,13 +213,22 @@ def amp_update_scale_(self, growth_tracker, found_inf, scale_growth_factor, scal
     ):
         _compat.raise_like_cpu(
             lambda: torch._amp_update_scale_(
-                torch.ones(self.shape, dtype=self.dtype), torch.zeros(growth_tracker.shape, dtype=growth_tracker.dtype),
-                torch.zeros(found_inf.shape, dtype=found_inf.dtype), scale_growth_factor, scale_backoff_factor,
+                torch.ones(self.shape, dtype=self.dtype),
+                torch.zeros(growth_tracker.shape, dtype=growth_tracker.dtype),
+                torch.zeros(found_inf.shape, dtype=found_inf.dtype),
+                scale_growth_factor,
+                scale_backoff_factor,
                 growth_interval,
             ),
             RuntimeError("_amp_update_scale_: invalid arguments (foo)"),
         )
     check_same_device("_amp_update_scale_", self, growth_tracker, found_inf)
-    _C.amp_update_scale(desc(self), desc(growth_tracker), desc(found_inf), float(scale_growth_factor),
-                        float(scale_backoff_factor), int(growth_interval))
+    _C.amp_update_scale(
+        desc(self),
+        desc(growth_tracker),
+        desc(found_inf),
+        float(scale_growth_factor),
+        float(scale_backoff_factor),
+        int(growth_interval),
+    )
     return self

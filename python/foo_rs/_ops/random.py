@@ -33,9 +33,7 @@ def _draw(fill, self, params, generator):
         fill(desc(self), *params, self.device.index or 0, None)
         return self
     if generator.device.type != "foo":
-        raise RuntimeError(
-            f"Expected a 'foo' device type for generator but found '{generator.device.type}'"
-        )
+        raise RuntimeError(f"Expected a 'foo' device type for generator but found '{generator.device.type}'")
     offset = generator.get_offset()
     used = fill(desc(self), *params, None, (generator.initial_seed(), offset))
     generator.set_offset(offset + used)
@@ -57,9 +55,7 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
 @impl("uniform_")
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     if from_ > to:
-        raise RuntimeError(
-            f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}"
-        )
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
     return _draw(_C.uniform_, self, (float(from_), float(to)), generator)
 
 
@@ -233,9 +229,7 @@ def random_from(self, from_, to=None, *, generator=None):
     if to is not None:
         to = int(to)
         if not from_ < to:
-            raise RuntimeError(
-                f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to} (on foo)"
-            )
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to} (on foo)")
         if dt.is_floating_point:
             from_, to = _update_from(from_, dt), _update_to(to, dt)
             if not from_ < to:
@@ -277,4 +271,3 @@ def random_from(self, from_, to=None, *, generator=None):
 @impl("random_.to")
 def random_to(self, to, *, generator=None):
     return random_from(self, 0, to, generator=generator)
-

@@ -314,9 +314,7 @@ def aminmax_out(self, *, dim=None, keepdim=False, min, max):
         d = wrap_dim(dim, self.dim())
         dims = [d] if self.dim() else []
         if self.dim() and self.shape[d] == 0:
-            raise IndexError(
-                f"aminmax(): Expected reduction dim {d} to have non-zero size."
-            )
+            raise IndexError(f"aminmax(): Expected reduction dim {d} to have non-zero size.")
         shape = reduced_shape(self, dims, keepdim)
     check_out(min, shape, self.dtype)
     check_out(max, shape, self.dtype)

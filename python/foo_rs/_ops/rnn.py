@@ -68,7 +68,7 @@ def _check_dtype(op, *tensors):
     ts = [t for t in tensors if t is not None]
     dt = ts[0].dtype
     if dt not in _FLOAT:
-        raise RuntimeError(f'"{op}" not implemented for \'{str(dt).replace("torch.", "")}\' on foo')
+        raise RuntimeError(f"\"{op}\" not implemented for '{str(dt).replace('torch.', '')}' on foo")
     for t in ts[1:]:
         if t.dtype != dt:
             raise RuntimeError(

@@ -155,11 +155,20 @@ def _forward(cfg: _Config, x, h0, c0, params, keep: bool):
             cs = x.new_empty((n, hsz)) if lstm else None
             ws = x.new_empty((n, 4 * hsz)) if keep else None
             _C.rnn_forward(
-                cfg.cell, cfg.sizes, d == 1, hsz, desc(xg), desc(w_hh),
+                cfg.cell,
+                cfg.sizes,
+                d == 1,
+                hsz,
+                desc(xg),
+                desc(w_hh),
                 desc(b_hh.contiguous().view(1, -1)) if (not lstm and b_hh is not None) else None,
-                desc(h0[idx]), desc(c0[idx]) if lstm else None,
-                desc(y.narrow(1, d * hsz, hsz)), desc(hn[idx]), desc(cn[idx]) if lstm else None,
-                desc(cs) if lstm else None, desc(ws) if keep else None,
+                desc(h0[idx]),
+                desc(c0[idx]) if lstm else None,
+                desc(y.narrow(1, d * hsz, hsz)),
+                desc(hn[idx]),
+                desc(cn[idx]) if lstm else None,
+                desc(cs) if lstm else None,
+                desc(ws) if keep else None,
             )
             per_dir.append((cs, ws))
         mask = None
@@ -185,7 +194,7 @@ def _flatten(saved):
 def _unflatten(cfg: _Config, flat):
     saved, i = [], 0
     for _ in range(cfg.layers):
-        layer_in, y, mask = flat[i:i + 3]
+        layer_in, y, mask = flat[i : i + 3]
         i += 3
         per_dir = []
         for _ in range(cfg.directions):
@@ -218,10 +227,10 @@ class _WholeSequence(torch.autograd.Function):
         tensors = ctx.saved_tensors
         nparams = cfg.layers * cfg.directions * cfg.per_layer
         x, h0, c0 = tensors[:3]
-        params = tensors[3:3 + nparams]
+        params = tensors[3 : 3 + nparams]
         if torch.is_grad_enabled():
             return (None, None, *_double_backward(ctx, cfg, x, h0, c0, params, dout, dhn, dcn))
-        saved = _unflatten(cfg, tensors[3 + nparams:])
+        saved = _unflatten(cfg, tensors[3 + nparams :])
         hsz, dirs, gates = cfg.hidden, cfg.directions, cfg.gates
         h0 = h0.contiguous()
         c0 = c0.contiguous() if lstm else None
@@ -246,11 +255,23 @@ class _WholeSequence(torch.autograd.Function):
                 dgh = None if lstm else y.new_empty((n, gates * hsz))
                 hprev = y.new_empty((n, hsz))
                 _C.rnn_backward(
-                    cfg.cell, cfg.sizes, d == 1, hsz,
-                    desc(d_out.narrow(1, d * hsz, hsz)), desc(dhn[idx]), desc(dcn[idx]) if lstm else None,
-                    desc(w_hh), desc(h0[idx]), desc(c0[idx]) if lstm else None,
-                    desc(y.narrow(1, d * hsz, hsz)), desc(cs) if lstm else None, desc(ws),
-                    desc(dgx), None if lstm else desc(dgh), desc(dh0[idx]), desc(dc0[idx]) if lstm else None,
+                    cfg.cell,
+                    cfg.sizes,
+                    d == 1,
+                    hsz,
+                    desc(d_out.narrow(1, d * hsz, hsz)),
+                    desc(dhn[idx]),
+                    desc(dcn[idx]) if lstm else None,
+                    desc(w_hh),
+                    desc(h0[idx]),
+                    desc(c0[idx]) if lstm else None,
+                    desc(y.narrow(1, d * hsz, hsz)),
+                    desc(cs) if lstm else None,
+                    desc(ws),
+                    desc(dgx),
+                    None if lstm else desc(dgh),
+                    desc(dh0[idx]),
+                    desc(dc0[idx]) if lstm else None,
                     desc(hprev),
                 )
                 dgh_ = dgx if lstm else dgh
@@ -305,7 +326,9 @@ def _run(cfg: _Config, rebuild, x, h0, c0, params, autograd: bool):
     return (out, hn, cn) if cfg.cell == "lstm" else (out, hn)
 
 
-def _seq_input(autograd, op, cell, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+def _seq_input(
+    autograd, op, cell, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+):
     args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
     hx_list = list(hx) if cell == "lstm" else [hx]
     params = list(params)
@@ -313,20 +336,21 @@ def _seq_input(autograd, op, cell, input, hx, params, has_biases, num_layers, dr
     cfg = None
     if input.dim() == 3:
         t, b = x.shape[0], x.shape[1]
-        cfg = _native_config(cell, x, hx_list, params, has_biases, num_layers, dropout, train, bidirectional,
-                             [b] * t, x.shape[2])
+        cfg = _native_config(
+            cell, x, hx_list, params, has_biases, num_layers, dropout, train, bidirectional, [b] * t, x.shape[2]
+        )
     if cfg is None:
         return _composite(op, *args)
     t, b, f = x.shape
 
     def rebuild(lx, lh0, lc0, lparams):
         hxs = [lh0, lc0] if cell == "lstm" else lh0
-        res = _composite(op, lx.view(t, b, f), hxs, lparams, has_biases, num_layers, dropout, train,
-                         bidirectional, False)
+        res = _composite(
+            op, lx.view(t, b, f), hxs, lparams, has_biases, num_layers, dropout, train, bidirectional, False
+        )
         return (res[0].reshape(t * b, -1), *res[1:])
 
-    res = _run(cfg, rebuild, x.reshape(t * b, f), hx_list[0], hx_list[1] if cell == "lstm" else None, params,
-               autograd)
+    res = _run(cfg, rebuild, x.reshape(t * b, f), hx_list[0], hx_list[1] if cell == "lstm" else None, params, autograd)
     out = res[0].view(t, b, -1)
     if batch_first:
         out = out.transpose(0, 1)
@@ -338,23 +362,30 @@ def _seq_data(autograd, op, cell, data, batch_sizes, hx, params, has_biases, num
     hx_list = list(hx) if cell == "lstm" else [hx]
     params = list(params)
     cfg = None
-    if data.dim() == 2 and batch_sizes.device.type == "cpu" and batch_sizes.dim() == 1 and \
-            batch_sizes.dtype == torch.int64:
+    if (
+        data.dim() == 2
+        and batch_sizes.device.type == "cpu"
+        and batch_sizes.dim() == 1
+        and batch_sizes.dtype == torch.int64
+    ):
         sizes = batch_sizes.tolist()
-        if sizes and all(s > 0 for s in sizes) and sum(sizes) == data.shape[0] and \
-                all(a >= b for a, b in zip(sizes, sizes[1:])):
-            cfg = _native_config(cell, data, hx_list, params, has_biases, num_layers, dropout, train,
-                                 bidirectional, sizes, data.shape[1])
+        if (
+            sizes
+            and all(s > 0 for s in sizes)
+            and sum(sizes) == data.shape[0]
+            and all(a >= b for a, b in zip(sizes, sizes[1:]))
+        ):
+            cfg = _native_config(
+                cell, data, hx_list, params, has_biases, num_layers, dropout, train, bidirectional, sizes, data.shape[1]
+            )
     if cfg is None:
         return _composite(op, *args)
 
     def rebuild(lx, lh0, lc0, lparams):
         hxs = [lh0, lc0] if cell == "lstm" else lh0
-        return _composite(op, lx, batch_sizes, hxs, lparams, has_biases, num_layers, dropout, train,
-                          bidirectional)
+        return _composite(op, lx, batch_sizes, hxs, lparams, has_biases, num_layers, dropout, train, bidirectional)
 
-    return _run(cfg, rebuild, data, hx_list[0], hx_list[1] if cell == "lstm" else None, params,
-               autograd)
+    return _run(cfg, rebuild, data, hx_list[0], hx_list[1] if cell == "lstm" else None, params, autograd)
 
 
 _OPS = {

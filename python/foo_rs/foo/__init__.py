@@ -54,19 +54,54 @@ from .streams import (
 )
 
 __all__ = [
-    "is_available", "init", "is_initialized", "device_count", "current_device", "set_device",
-    "device", "device_of", "synchronize", "get_device_name", "get_device_properties",
+    "is_available",
+    "init",
+    "is_initialized",
+    "device_count",
+    "current_device",
+    "set_device",
+    "device",
+    "device_of",
+    "synchronize",
+    "get_device_name",
+    "get_device_properties",
     "get_device_capability",
-    "Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream", "set_stream",
-    "host_memory_stats", "empty_host_cache", "reset_peak_host_memory_stats",
+    "Stream",
+    "Event",
+    "StreamContext",
+    "stream",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "host_memory_stats",
+    "empty_host_cache",
+    "reset_peak_host_memory_stats",
     "reset_accumulated_host_memory_stats",
-    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
-    "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-    "get_amp_supported_dtype", "is_autocast_enabled", "set_autocast_enabled",
-    "get_autocast_dtype", "set_autocast_dtype",
-    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-    "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_stats",
-    "memory_summary", "empty_cache", "mem_get_info", "set_per_process_memory_fraction",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
+    "get_rng_state_all",
+    "set_rng_state_all",
+    "get_amp_supported_dtype",
+    "is_autocast_enabled",
+    "set_autocast_enabled",
+    "get_autocast_dtype",
+    "set_autocast_dtype",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "memory_stats",
+    "memory_summary",
+    "empty_cache",
+    "mem_get_info",
+    "set_per_process_memory_fraction",
 ]
 
 _initialized = False
@@ -170,7 +205,8 @@ def _checked_index(device: Any) -> int:
     if not 0 <= idx < device_count():
         raise RuntimeError(
             f"Invalid foo device index {idx}: there are {device_count()} foo devices "
-            "(set FOO_RS_DEVICE_COUNT to change)")
+            "(set FOO_RS_DEVICE_COUNT to change)"
+        )
     return idx
 
 
@@ -215,9 +251,11 @@ class _FooDeviceProperties:
         self.type = "foo"
 
     def __repr__(self) -> str:
-        return (f"_FooDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
-                f"total_memory={self.total_memory // (1 << 20)}MB, simd_level='{self.simd_level}', "
-                f"worker_threads={self.worker_threads})")
+        return (
+            f"_FooDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1 << 20)}MB, simd_level='{self.simd_level}', "
+            f"worker_threads={self.worker_threads})"
+        )
 
 
 def get_device_properties(device: Any = None) -> _FooDeviceProperties:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import torch
 
 __all__ = [
-    "get_amp_supported_dtype", "is_autocast_enabled", "set_autocast_enabled",
-    "get_autocast_dtype", "set_autocast_dtype",
+    "get_amp_supported_dtype",
+    "is_autocast_enabled",
+    "set_autocast_enabled",
+    "get_autocast_dtype",
+    "set_autocast_dtype",
 ]
 
 
@@ -30,7 +33,5 @@ def get_autocast_dtype() -> torch.dtype:
 def set_autocast_dtype(dtype: torch.dtype) -> None:
     supported = get_amp_supported_dtype()
     if dtype not in supported:
-        raise ValueError(
-            f"foo autocast supports only {', '.join(str(d) for d in supported)}; got {dtype}"
-        )
+        raise ValueError(f"foo autocast supports only {', '.join(str(d) for d in supported)}; got {dtype}")
     torch.set_autocast_dtype("foo", dtype)

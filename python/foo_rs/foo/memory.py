@@ -7,10 +7,20 @@ from typing import Any
 from .. import _C
 
 __all__ = [
-    "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
-    "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
-    "memory_summary", "empty_cache", "mem_get_info", "set_per_process_memory_fraction",
-    "host_memory_stats", "empty_host_cache", "reset_peak_host_memory_stats",
+    "memory_stats",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "memory_summary",
+    "empty_cache",
+    "mem_get_info",
+    "set_per_process_memory_fraction",
+    "host_memory_stats",
+    "empty_host_cache",
+    "reset_peak_host_memory_stats",
     "reset_accumulated_host_memory_stats",
 ]
 

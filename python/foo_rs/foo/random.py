@@ -14,8 +14,15 @@ import torch
 from .. import _C
 
 __all__ = [
-    "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",
-    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+    "get_rng_state",
+    "get_rng_state_all",
+    "set_rng_state",
+    "set_rng_state_all",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "initial_seed",
 ]
 
 

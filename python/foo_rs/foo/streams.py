@@ -90,7 +90,10 @@ class Stream(torch.Stream):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, torch.Stream):
             return (other.device_type, other.device_index, other.stream_id) == (
-                self.device_type, self.device_index, self.stream_id)
+                self.device_type,
+                self.device_index,
+                self.stream_id,
+            )
         return False
 
     def __hash__(self) -> int:
@@ -113,8 +116,9 @@ class Event(torch.Event):
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         if interprocess:
             raise NotImplementedError("foo events cannot be shared between processes (interprocess=True)")
-        return super().__new__(cls, device=torch.device("foo", _index(None)), enable_timing=enable_timing,
-                               blocking=blocking)
+        return super().__new__(
+            cls, device=torch.device("foo", _index(None)), enable_timing=enable_timing, blocking=blocking
+        )
 
     def record(self, stream: torch.Stream | None = None) -> None:
         """Records the event on ``stream`` (default: the current stream)."""
