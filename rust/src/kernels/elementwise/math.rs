@@ -302,7 +302,9 @@ pub(crate) fn digamma<T: Real>(x: T) -> T {
     } else {
         T::ZERO
     };
-    acc + x.ln() - T::c(0.5) / x - series
+    // A correctly rounded log, as the C library's logf/log that CPU calls
+    // (foo's vectorized ln_f32 can differ from it by an ulp).
+    acc + T::c(x.to_f64().ln()) - T::c(0.5) / x - series
 }
 
 /// [`digamma`] in float64.
