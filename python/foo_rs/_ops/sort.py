@@ -55,6 +55,13 @@ def topk_values(self, k, dim=-1, largest=True, sorted=True, *, values, indices):
     d = wrap_dim(dim, self.dim())
     if k < 0 or k > _line_len(self, d):
         raise RuntimeError("selected index k out of range")
+    if self.dim() == 0:
+        # CPU's topk of a scalar is the scalar for k = 0 as for k = 1.
+        check_out(values, (), self.dtype)
+        check_out(indices, (), torch.int64)
+        values.copy_(self)
+        indices.zero_()
+        return values, indices
     # Always sorted (sorted=False leaves the order unspecified).
     _sorted_prefix(self, d, k, largest, values, indices, _with(self.shape, d, k))
     return values, indices
@@ -143,7 +150,9 @@ def nanmedian_dim_values(self, dim, keepdim=False, *, values, indices):
 def _median_all(name: str, ignore_nan: bool, self):
     check_same_device(name, self)
     if self.numel() == 0:
-        return torch.full((), float("nan"), dtype=self.dtype, device=self.device)
+        # CPU's median of nothing: NaN, cast to the input's dtype (so an integer
+        # tensor gets what the cast of NaN gives, e.g. int64's minimum).
+        return torch.full((), float("nan"), device=self.device).to(self.dtype)
     values = torch.empty((), dtype=self.dtype, device=self.device)
     indices = torch.empty((), dtype=torch.int64, device=self.device)
     _median_dim(name, ignore_nan, self.reshape(-1), 0, False, values, indices)
