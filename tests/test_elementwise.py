@@ -1080,3 +1080,16 @@ def test_simd_level_is_reported():
 
 def test_math_constants_roundtrip():
     check(lambda x: torch.exp(torch.log(x)), torch.tensor([math.pi, math.e, 1e-10, 1e10]))
+
+
+def test_an_error_from_a_number_is_not_remembered_for_other_values():
+    # The kernel caches what it learns per argument types; an error that comes
+    # from a value (division by zero, a negative integer power) must not be
+    # replayed for the next call with another value of the same type.
+    x = torch.tensor([4, 7, -3], device="foo")
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):  # CPU's error
+        x // 0
+    assert (x // 2).cpu().tolist() == [2, 3, -2]
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        x**-1
+    assert (x**2).cpu().tolist() == [16, 49, 9]

@@ -219,7 +219,12 @@ def _run(
         key.append(out.dtype)
     sig = _sigs.get(tuple(key))
     if sig is None:
-        sig = _sigs[tuple(key)] = _learn(op, func, cmp, args, kwargs)
+        sig = _learn(op, func, cmp, args, kwargs)
+        # The key holds the types of Python numbers, not their values: an error
+        # that may come from a value (`x // 0`, an integer to a negative power)
+        # is not the signature's, so it is raised, not remembered.
+        if sig.error is None or not any(isinstance(v, (bool, int, float)) for v in (*inputs, *params)):
+            _sigs[tuple(key)] = sig
     if sig.error is not None:
         raise _replay(sig.error)
     if shape is None:
