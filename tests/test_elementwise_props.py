@@ -136,9 +136,10 @@ def run_both(fn, *args, tol=None):
     assert got.dtype == expected.dtype
     assert got.shape == expected.shape
     torch.testing.assert_close(got.cpu(), expected, equal_nan=True, **(tol or {}))
+    # The arguments after the call (an in-place op's self is its result: same tolerance).
     for a, fa in zip(args, foo_args):
         if isinstance(a, torch.Tensor):
-            torch.testing.assert_close(fa.cpu(), a, equal_nan=True)
+            torch.testing.assert_close(fa.cpu(), a, equal_nan=True, **(tol or {}))
 
 
 @SETTINGS
