@@ -172,14 +172,7 @@ def test_median_matches_cpu(dtype, name):
         torch.float32,
         torch.int16,
         torch.uint8,
-        pytest.param(
-            torch.int64,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="foo's float->int64 cast (cast.rs, copy.rs) saturates NaN to 0 where x86 CPU's "
-                "cvttsd2si gives int64's minimum: a known divergence of every NaN->int64 cast",
-            ),
-        ),
+        torch.int64,
     ],
     ids=str,
 )

@@ -136,3 +136,82 @@ mod tests {
         assert_eq!(DType::Bool.size(), std::mem::size_of::<bool>());
     }
 }
+
+/// A float's `static_cast` to an integer type as torch CPU computes it on
+/// x86-64: the one rule for every float -> integer conversion foo makes
+/// (copies, `.to()`, elementwise outputs). Rust's `as` saturates (NaN -> 0);
+/// x86's truncating conversions give the "integer indefinite" value instead:
+/// int64 through a 64-bit `cvttsd2si` (int64's minimum for NaN and out of
+/// range); int32, int16 and int8 through a 32-bit conversion (int32's
+/// minimum), then truncated; uint8 through int64 (c10's
+/// `static_cast_with_inter_type`), then truncated.
+pub trait FromFloat {
+    fn from_float(v: f64) -> Self;
+}
+
+#[inline(always)]
+fn to_i64_x86(v: f64) -> i64 {
+    // -2^63 and 2^63 are exact in f64; NaN is in no range.
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v) {
+        v as i64
+    } else {
+        i64::MIN
+    }
+}
+
+#[inline(always)]
+fn to_i32_x86(v: f64) -> i32 {
+    if v > -2_147_483_649.0 && v < 2_147_483_648.0 {
+        v as i32
+    } else {
+        i32::MIN
+    }
+}
+
+impl FromFloat for i64 {
+    #[inline(always)]
+    fn from_float(v: f64) -> i64 {
+        to_i64_x86(v)
+    }
+}
+
+impl FromFloat for u8 {
+    #[inline(always)]
+    fn from_float(v: f64) -> u8 {
+        to_i64_x86(v) as u8
+    }
+}
+
+macro_rules! from_float_via_i32 {
+    ($($t:ty),*) => {$(
+        impl FromFloat for $t {
+            #[inline(always)]
+            fn from_float(v: f64) -> $t {
+                to_i32_x86(v) as $t
+            }
+        }
+    )*};
+}
+from_float_via_i32!(i32, i16, i8);
+
+#[cfg(test)]
+mod from_float_tests {
+    use super::FromFloat;
+
+    #[test]
+    fn nan_and_out_of_range_give_x86_integer_indefinite() {
+        assert_eq!(i64::from_float(f64::NAN), i64::MIN);
+        assert_eq!(i64::from_float(1e19), i64::MIN);
+        assert_eq!(i64::from_float(-1e19), i64::MIN);
+        assert_eq!(i64::from_float(-2.7), -2);
+        assert_eq!(i32::from_float(3e9), i32::MIN);
+        assert_eq!(i32::from_float(f64::NAN), i32::MIN);
+        assert_eq!(i32::from_float(2_147_483_647.9), i32::MAX);
+        assert_eq!(i16::from_float(1e5), -31072); // 100000 truncated to 16 bits
+        assert_eq!(i16::from_float(f64::NAN), 0);
+        assert_eq!(i8::from_float(f64::INFINITY), 0);
+        assert_eq!(u8::from_float(-1.0), 255);
+        assert_eq!(u8::from_float(300.0), 44);
+        assert_eq!(u8::from_float(f64::NAN), 0);
+    }
+}

@@ -3,7 +3,7 @@
 
 use super::parallel;
 use super::{KernelError, Strided, GRAIN_SIZE};
-use crate::dtype::DType;
+use crate::dtype::{DType, FromFloat};
 use half::{bf16, f16};
 
 /// An address that crosses to pool threads.
@@ -34,11 +34,10 @@ macro_rules! int_scalar {
             fn is_float() -> bool {
                 false
             }
-            // Float -> narrow int goes through int64 (as c10's static_cast_with_inter_type
-            // does for uint8, and as x86 truncation behaves for the others).
+            // CPU's float -> integer cast on x86-64 (one rule: dtype::FromFloat).
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                v as i64 as $t
+                <$t as FromFloat>::from_float(v)
             }
             #[inline(always)]
             fn from_i64(v: i64) -> Self {

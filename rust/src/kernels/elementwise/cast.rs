@@ -7,7 +7,7 @@
 //! does for uint8), integer overflow wraps, anything to bool is `x != 0`,
 //! float64 to float16/bfloat16 rounds through float32 like `c10::Half(double)`.
 
-use crate::dtype::DType;
+use crate::dtype::{DType, FromFloat};
 use half::{bf16, f16};
 
 /// A Rust scalar operand (a Python number): ATen's `c10::Scalar` without
@@ -99,11 +99,11 @@ macro_rules! int_num {
             }
             #[inline(always)]
             fn from_f32(v: f32) -> Self {
-                v as i64 as $t
+                <$t as FromFloat>::from_float(v as f64)
             }
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                v as i64 as $t
+                <$t as FromFloat>::from_float(v)
             }
             #[inline(always)]
             fn to_bool(self) -> bool {
