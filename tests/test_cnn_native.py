@@ -1,7 +1,7 @@
 """The CNN training hot path on the native path: convolution (forward and
 backward, transposed, 1-d/2-d, groups, stride, dilation, padding,
 channels-last), batch norm (training with running statistics, evaluation,
-no statistics, backward) and hardswish / hardsigmoid's gradients reach Rust
+no statistics, backward), group norm (forward and backward) and hardswish / hardsigmoid's gradients reach Rust
 from the dispatcher with no Python kernel, and give what torch CPU gives.
 Calls the Rust kernels do not take (3-d, half types, bad arguments) keep
 the Python kernels, which raise CPU's exception types naming foo."""
@@ -40,6 +40,20 @@ def _bn_train(t, shape, momentum=0.1, affine=True, channels_last=False):
     w, b = (t(_f((c,), seed=3)), t(_f((c,), seed=4))) if affine else (None, None)
     out = F.batch_norm(x, rm, rv, w, b, training=True, momentum=momentum)
     return _cat(out, rm, rv)
+
+
+def _gn_backward_op(t, channels_last):
+    """native_group_norm_backward called directly: grad_input in the input's layout."""
+    x = t(_f((2, 6, 3, 3)))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    w = t(_f((6,), seed=1))
+    _, mean, rstd = A.native_group_norm(x, w, None, 2, 6, 9, 2, 1e-5)
+    gi, gw, gb = A.native_group_norm_backward(
+        t(_f((2, 6, 3, 3), seed=3)), x, mean, rstd, w, 2, 6, 9, 2, [True, False, True]
+    )
+    assert gw is None and gb.shape == (6,)
+    return gi
 
 
 CNN_CASES = {
@@ -183,6 +197,26 @@ CNN_CASES = {
             t(torch.empty(0, dtype=torch.uint8)),
         )
     ),
+    # group norm forward (output and statistics) and backward
+    "group_norm_stats": lambda t: _cat(
+        *A.native_group_norm(t(_f((2, 6, 5, 4))), t(_f((6,), seed=1)), t(_f((6,), seed=2)), 2, 6, 20, 3, 1e-5)
+    ),
+    "group_norm_no_affine_2d_input": lambda t: F.group_norm(t(_f((3, 4))), 2),
+    "group_norm_float64_3d": lambda t: F.group_norm(
+        t(_f((2, 4, 3, 2, 2), torch.float64)), 4, t(_f((4,), torch.float64, 1)), None, eps=1e-3
+    ),
+    "group_norm_channels_last": lambda t: F.group_norm(
+        t(_f((2, 6, 4, 3))).contiguous(memory_format=torch.channels_last), 3, t(_f((6,), seed=1)), t(_f((6,), seed=2))
+    ),
+    "group_norm_backward": lambda t: _grads(
+        lambda x, w, b: F.group_norm(x, 3, w, b),
+        [t(_f((2, 6, 5, 4))), t(_f((6,), seed=1)), t(_f((6,), seed=2))],
+        t(_f((2, 6, 5, 4), seed=3)),
+    ),
+    "group_norm_backward_no_affine": lambda t: _grads(
+        lambda x: F.group_norm(x, 1), [t(_f((3, 4, 7), torch.float64))], t(_f((3, 4, 7), torch.float64, 3))
+    ),
+    "group_norm_backward_channels_last_op": lambda t: _gn_backward_op(t, channels_last=True),
     # hardswish and the gradients of hardswish / hardsigmoid (mobilenet_v3's activations)
     "hardswish": lambda t: F.hardswish(t(_f((3, 17)) * 4)),
     "hardswish_inplace": lambda t: F.hardswish(t(_f((3, 17)) * 4), inplace=True),
@@ -221,6 +255,52 @@ def test_slow_path_keeps_the_other_cases(no_fallback):
     ]
     for f in cases:
         torch.testing.assert_close(f(lambda x: x.to("foo")).cpu(), f(lambda x: x), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_group_norm_half_types_run_no_python(no_fallback, dtype):
+    """Group norm forward and backward in the 16-bit types: Rust, with CPU's
+    results (statistics stored in the input's dtype, as on CPU)."""
+    x, w, b, g = _f((2, 8, 3, 3), dtype), _f((8,), dtype, 1), _f((8,), dtype, 2), _f((2, 8, 3, 3), dtype, 3)
+
+    def run(t):
+        xs = [t(v).requires_grad_() for v in (x, w, b)]
+        y = F.group_norm(*xs[:1], 4, *xs[1:])
+        return _cat(y, *torch.autograd.grad(y, xs, t(g)))
+
+    expected = run(lambda v: v)
+    run(lambda v: v.to("foo"))
+    before = foo_rs.python_kernel_calls()
+    actual = run(lambda v: v.to("foo"))
+    assert not foo_rs.python_kernel_calls() - before
+    assert actual.dtype == dtype
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-2, atol=1e-2)
+
+
+def test_group_norm_edges_match_cpu(no_fallback):
+    """Empty batches, zero channels or spatial extent (torch >= 2.14 raises,
+    2.13 gives NaN rstd: foo does what its torch's CPU does), mixed precision
+    (ATen's composite), strided weights, and CPU's errors for bad groups and
+    shapes, with messages naming foo."""
+    x = _f((2, 6, 4))
+    for f in (
+        lambda t: _cat(*A.native_group_norm(t(_f((0, 4, 3))), None, None, 0, 4, 3, 2, 1e-5)),
+        lambda t: _cat(*A.native_group_norm(t(_f((2, 4, 0))), None, None, 2, 4, 0, 2, 1e-5)),
+        lambda t: _cat(*A.native_group_norm(t(_f((2, 0, 3))), None, None, 2, 0, 3, 2, 1e-5)),
+        lambda t: F.group_norm(t(_f((2, 4, 3), torch.bfloat16)), 2, t(_f((4,), seed=1)), None).float(),
+        lambda t: F.group_norm(t(_f((2, 4, 3))), 2, t(_f((8,), seed=1))[::2], t(_f((4,), seed=2))),
+        lambda t: A.native_group_norm(t(x), None, None, 2, 6, 4, 4, 1e-5),
+        lambda t: A.native_group_norm(t(x), None, None, 2, 6, 4, 0, 1e-5),
+        lambda t: A.native_group_norm(t(x), t(torch.ones(5)), None, 2, 6, 4, 3, 1e-5),
+        lambda t: A.native_group_norm(t(x), None, t(torch.ones(2, 3)), 2, 6, 4, 3, 1e-5),
+    ):
+        try:
+            expected = f(lambda v: v)
+        except Exception as e:
+            with pytest.raises(type(e), match="foo"):
+                f(lambda v: v.to("foo"))
+        else:
+            torch.testing.assert_close(f(lambda v: v.to("foo")).cpu(), expected, rtol=2e-2, atol=2e-2, equal_nan=True)
 
 
 def test_bad_arguments_raise_cpu_errors_naming_foo(no_fallback):

@@ -229,6 +229,9 @@ PER_OP = {
             lambda: torch.nn.functional.batch_norm(x, rm, rv, w, b, True)
         )
     )(),
+    "group_norm": lambda t: (
+        lambda x=t(2, 8, 4, 4), w=t(8), b=t(8): lambda: torch.nn.functional.group_norm(x, 4, w, b)
+    )(),
     "hardswish": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.hardswish(a))(),
     "zero_": lambda t: (lambda a=t(4, 8): lambda: a.zero_())(),
 }
@@ -586,6 +589,33 @@ def _vision_step(kind: str, size: int, batch: int = 8, classes: int = 1000):
     return make
 
 
+#: Normalization layers at the sizes real models use: (name, input shape, layer).
+NORMS = [
+    ("layer_norm", (8, 128, 768), lambda: torch.nn.LayerNorm(768)),
+    ("group_norm 32 groups", (8, 64, 56, 56), lambda: torch.nn.GroupNorm(32, 64)),
+    ("batch_norm train", (8, 64, 56, 56), lambda: torch.nn.BatchNorm2d(64)),
+]
+
+
+def _norm_step(shape, layer):
+    """A normalization layer's forward and backward (input and parameter
+    gradients) in float32."""
+
+    def make(device):
+        torch.manual_seed(0)
+        m = layer().to(device)
+        x = torch.randn(shape).to(device).requires_grad_()
+        g = torch.randn(shape).to(device)
+
+        def step():
+            y = m(x)
+            return torch.autograd.grad(y, [x, *m.parameters()], g)[0]
+
+        return step
+
+    return make
+
+
 def _have(module: str) -> bool:
     import importlib.util
 
@@ -603,6 +633,10 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),
+    *(
+        Case(f"{name} {'x'.join(map(str, shape))} fwd+bwd", "norm", _norm_step(shape, layer))
+        for name, shape, layer in NORMS
+    ),
     *(Case(_sdpa_name(seq), "sdpa", _sdpa_step(seq)) for seq in (1024, 2048, 4096)),
     Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),

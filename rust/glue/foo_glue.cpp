@@ -15,7 +15,6 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
-#include <ATen/ops/native_group_norm_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
@@ -886,16 +885,6 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
 
-// Group norm: ATen's composite kernel (what PrivateUse1 gets without a kernel
-// of its own) views its input, which fails for a non-contiguous input on
-// torch 2.14 where CPU's kernel succeeds; foo runs the same composite on a
-// contiguous input (a no-op for the usual contiguous one).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
-    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
-    int64_t N, int64_t C, int64_t HxW, int64_t group, double eps) {
-  return at::native::math_group_norm(input.contiguous(), weight, bias, N, C, HxW, group, eps);
-}
-
 // Whether `param.data = from` may swap `self`'s TensorImpl contents in place
 // (Module._apply, behind `model.to("foo")` and `.half()`). ATen's rule treats
 // two dense tensors as compatible only for the backends it lists (CPU, CUDA,
@@ -939,7 +928,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
-  m.impl("native_group_norm", TORCH_FN(native_group_norm));
   m.impl("record_stream", TORCH_FN(record_stream));
 }
 

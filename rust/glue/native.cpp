@@ -35,6 +35,8 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/layer_norm.h>
+#include <ATen/ops/native_group_norm_native.h>
+#include <torch/headeronly/version.h>
 #include <ATen/native/RangeUtils.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/Dispatch.h>
@@ -160,6 +162,11 @@ int32_t foo_rs_layer_norm(const FooView* out, const FooView* mean, const FooView
 int32_t foo_rs_layer_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
                                    const FooView* dy, const FooView* x, const FooView* mean, const FooView* rstd,
                                    const FooView* weight, int64_t m, int64_t n, FooStatus* st);
+int32_t foo_rs_group_norm(const FooView* out, const FooView* mean, const FooView* rstd, const FooView* x,
+                          const FooView* weight, const FooView* bias, const int64_t* geom, double eps, FooStatus* st);
+int32_t foo_rs_group_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
+                                   const FooView* dy, const FooView* x, const FooView* mean, const FooView* rstd,
+                                   const FooView* weight, const int64_t* geom, FooStatus* st);
 int32_t foo_rs_cat(const FooView* out, const FooView* inputs, size_t n, int64_t dim, FooStatus* st);
 int32_t foo_rs_softmax(const FooView* out, const FooView* inp, int64_t dim, uint8_t log, FooStatus* st);
 int32_t foo_rs_softmax_backward(const FooView* grad_input, const FooView* grad, const FooView* output, int64_t dim,
@@ -1328,6 +1335,139 @@ Tensor3 layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
               Tensor3(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, const at::Tensor&, const at::Tensor&,
                       const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, std::array<bool, 3>)>::
       call(grad_out, input, normalized_shape, mean, rstd, weight_opt, bias_opt, mask);
+}
+
+constexpr char kGroupNormBack[] = "native_group_norm_backward";
+
+// ATen's check_group_norm_inputs (group_norm.cpp keeps it file-local), with
+// its messages; torch 2.14 added the first two.
+void check_group_norm(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t C,
+                      int64_t HxW, int64_t groups) {
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 14
+  TORCH_CHECK(C > 0, "Expected number of channels to be greater than 0, got ", C);
+  TORCH_CHECK(HxW > 0, "Expected HxW to be greater than 0, got ", HxW);
+#else
+  (void)HxW;
+#endif
+  TORCH_CHECK(groups > 0, "Expected num groups to be greater than 0, got ", groups);
+  TORCH_CHECK(C % groups == 0, "Expected number of channels in input to be divisible by ",
+              "num_groups, but got input of shape ", input.sizes(), " and num_groups=", groups);
+  TORCH_CHECK(!weight.defined() || (weight.dim() == 1 && weight.numel() == C),
+              "Expected weight to be a vector of size equal to the number of ",
+              "channels in input, but got weight of shape ", weight.sizes(), " and input of shape ", input.sizes());
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.numel() == C),
+              "Expected bias to be a vector of size equal to the number of ",
+              "channels in input, but got bias of shape ", weight.sizes(), " and input of shape ", input.sizes());
+}
+
+// The layout CPU's group norm gives its outputs (X.suggest_memory_format()):
+// the Rust kernels work on NCHW, so a channels-last result is converted.
+at::Tensor in_layout(at::Tensor t, at::MemoryFormat fmt) {
+  return fmt == at::MemoryFormat::Contiguous ? t : t.contiguous(fmt);
+}
+
+// native_group_norm: CPU's checks, outputs and layouts; Rust for one float
+// dtype throughout. Mixed precision (a half input with float32 affine
+// parameters) runs ATen's composite, as foo did before this kernel (its
+// statistics are then in the input's dtype, where CPU's are float32).
+Tensor3 group_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
+                   const std::optional<at::Tensor>& bias_opt, c10::SymInt N_, c10::SymInt C_, c10::SymInt HxW_,
+                   int64_t group, double eps) {
+  const at::Tensor& weight = value_or_undefined(weight_opt);
+  const at::Tensor& bias = value_or_undefined(bias_opt);
+  const int64_t N = N_.guard_int(__FILE__, __LINE__), C = C_.guard_int(__FILE__, __LINE__),
+                HxW = HxW_.guard_int(__FILE__, __LINE__);
+  Tensor3 result;
+  if (same_float(input.scalar_type(), {&input, &weight, &bias}) && named([&] {
+        same_device("wrapper_PrivateUse1__native_group_norm",
+                    {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+        check_group_norm(input, weight, bias, C, HxW, group);
+        TORCH_CHECK(input.numel() == N * C * HxW, "native_group_norm: expected input of N * C * HxW = ",
+                    N * C * HxW, " elements, but got ", input.sizes());
+        const auto fmt = input.suggest_memory_format();
+        const auto stat = input.options().memory_format(at::MemoryFormat::Contiguous);
+        if (input.numel() == 0) {
+          result = Tensor3(at::empty_like(input, fmt), at::zeros({N, group}, stat),
+                           at::full({N, group}, NAN, stat));
+          return true;
+        }
+        const at::Tensor x = input.contiguous();
+        const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
+        const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
+        at::Tensor out = create_out(input.sizes(), {}, input.options());
+        at::Tensor mean = create_out({N, group}, {}, stat);
+        at::Tensor rstd = create_out({N, group}, {}, stat);
+        FooView vo, vx, vm, vr;
+        Flat fw, fb;
+        if (!view_of(out, &vo) || !view_of(x, &vx) || !view_of(mean, &vm) || !view_of(rstd, &vr) ||
+            !flat_of(w, &fw) || !flat_of(b, &fb))
+          return false;
+        const int64_t geom[4] = {N, C, HxW, group};
+        FooStatus st{};
+        if (!done(foo_rs_group_norm(&vo, &vm, &vr, &vx, fw.p, fb.p, geom, eps, &st), st)) return false;
+        result = Tensor3(in_layout(std::move(out), fmt), std::move(mean), std::move(rstd));
+        return true;
+      }))
+    return result;
+  // ATen's composite views its input, which fails for a non-contiguous one
+  // where CPU's kernel succeeds: it gets a contiguous input.
+  return at::native::math_group_norm(input.contiguous(), weight_opt, bias_opt, N, C, HxW, group, eps);
+}
+
+// native_group_norm_backward: CPU's checks and layouts, Rust for one float
+// dtype throughout; the Python kernel otherwise.
+Tensor3 group_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+                            const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, c10::SymInt N_,
+                            c10::SymInt C_, c10::SymInt HxW_, int64_t group, std::array<bool, 3> mask) {
+  const at::Tensor& weight = value_or_undefined(weight_opt);
+  Tensor3 result;
+  const auto N = N_.maybe_as_int(), C = C_.maybe_as_int(), HxW = HxW_.maybe_as_int();
+  if (N && C && HxW && same_float(input.scalar_type(), {&grad_out, &input, &mean, &rstd, &weight}) &&
+      grad_out.sizes() == input.sizes() && group > 0 && *C % group == 0 &&
+      input.numel() == *N * *C * HxW.value() && mean.numel() == *N * group && rstd.numel() == *N * group &&
+      (!weight.defined() || weight.numel() == *C) && named([&] {
+        same_device("wrapper_PrivateUse1__native_group_norm_backward",
+                    {{"grad_out", &grad_out}, {"input", &input}, {"mean", &mean}, {"rstd", &rstd},
+                     {"weight", &weight}});
+        const auto fmt = input.suggest_memory_format();
+        const auto popts = (weight.defined() ? weight.options() : input.options())
+                               .memory_format(at::MemoryFormat::Contiguous);
+        at::Tensor gi, gw, gb;
+        if (input.numel() == 0) {
+          if (mask[0]) gi = at::zeros_like(input, {}, fmt);
+          if (mask[1]) gw = at::zeros({*C}, popts);
+          if (mask[2]) gb = at::zeros({*C}, popts);
+          result = Tensor3(std::move(gi), std::move(gw), std::move(gb));
+          return true;
+        }
+        const at::Tensor x = input.contiguous(), dy = grad_out.contiguous();
+        const at::Tensor mu = mean.contiguous(), r = rstd.contiguous();
+        const at::Tensor w = weight.defined() ? weight.contiguous() : weight;
+        if (mask[0]) gi = create_out(input.sizes(), {}, input.options());
+        if (mask[1]) gw = create_out({*C}, {}, popts);
+        if (mask[2]) gb = create_out({*C}, {}, popts);
+        if (gi.defined() || gw.defined() || gb.defined()) {
+          FooView vgi, vdy, vx, vm, vr;
+          Flat fgw, fgb, fw;
+          if ((gi.defined() && !view_of(gi, &vgi)) || !flat_of(gw, &fgw) || !flat_of(gb, &fgb) ||
+              !view_of(dy, &vdy) || !view_of(x, &vx) || !view_of(mu, &vm) || !view_of(r, &vr) || !flat_of(w, &fw))
+            return false;
+          const int64_t geom[4] = {*N, *C, *HxW, group};
+          FooStatus st{};
+          if (!done(foo_rs_group_norm_backward(gi.defined() ? &vgi : nullptr, fgw.p, fgb.p, &vdy, &vx, &vm, &vr, fw.p,
+                                               geom, &st),
+                    st))
+            return false;
+        }
+        if (gi.defined()) gi = in_layout(std::move(gi), fmt);
+        result = Tensor3(std::move(gi), std::move(gw), std::move(gb));
+        return true;
+      }))
+    return result;
+  return Slow<kGroupNormBack,
+              Tensor3(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                      const std::optional<at::Tensor>&, c10::SymInt, c10::SymInt, c10::SymInt, int64_t,
+                      std::array<bool, 3>)>::call(grad_out, input, mean, rstd, weight_opt, N_, C_, HxW_, group, mask);
 }
 
 // ---- Indexing, losses, pooling, dropout ---------------------------------------
@@ -2969,6 +3109,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kWhere, where_self) FOO_REG(kWhereOut, where_self_out) FOO_REG(kCopy, copy_)
     FOO_REG(kZero, zero_) FOO_REG(kFill, fill_scalar) FOO_REGM(Cat, const at::ITensorListRef&, int64_t)
     FOO_REG(kLayerNorm, layer_norm) FOO_REG(kLayerNormBack, layer_norm_backward)
+    FOO_REG("native_group_norm", group_norm) FOO_REG(kGroupNormBack, group_norm_backward)
     FOO_REG(kIndexSelect, index_select) FOO_REG(kIndexSelectOut, index_select_out)
     FOO_REG(kEmbeddingBack, embedding_dense_backward)
     FOO_REG(kNll, nll_loss_forward) FOO_REG(kNllOut, nll_loss_forward_out)

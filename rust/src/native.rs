@@ -435,6 +435,100 @@ pub unsafe extern "C" fn foo_rs_layer_norm_backward(
     })
 }
 
+/// Group norm of `x` (dense `[n, c, hxw]` in `g` groups): `out`, and
+/// per-(sample, group) `mean` and `rstd` (dense `[n, g]`); `weight`, `bias`
+/// may be null.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_group_norm(
+    out: *const FooView,
+    mean: *const FooView,
+    rstd: *const FooView,
+    x: *const FooView,
+    weight: *const FooView,
+    bias: *const FooView,
+    geom: *const i64,
+    eps: f64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let [n, c, hxw, g] = group_geometry(geom)?;
+        let (o, mu, r, x) = (
+            strided_of(out)?,
+            strided_of(mean)?,
+            strided_of(rstd)?,
+            strided_of(x)?,
+        );
+        let (w, b) = (opt_strided(weight)?, opt_strided(bias)?);
+        crate::kernels::norm::group_norm(&o, &mu, &r, &x, w.as_ref(), b.as_ref(), n, c, hxw, g, eps)
+    })
+}
+
+/// Gradients of group norm; any of `grad_input`, `grad_weight`, `grad_bias`
+/// may be null (not wanted), as may `weight`.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_group_norm_backward(
+    grad_input: *const FooView,
+    grad_weight: *const FooView,
+    grad_bias: *const FooView,
+    dy: *const FooView,
+    x: *const FooView,
+    mean: *const FooView,
+    rstd: *const FooView,
+    weight: *const FooView,
+    geom: *const i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let [n, c, hxw, g] = group_geometry(geom)?;
+        let (gi, gw, gb) = (
+            opt_strided(grad_input)?,
+            opt_strided(grad_weight)?,
+            opt_strided(grad_bias)?,
+        );
+        let (dy, x, mu, r) = (
+            strided_of(dy)?,
+            strided_of(x)?,
+            strided_of(mean)?,
+            strided_of(rstd)?,
+        );
+        let w = opt_strided(weight)?;
+        crate::kernels::norm::group_norm_backward(
+            gi.as_ref(),
+            gw.as_ref(),
+            gb.as_ref(),
+            &dy,
+            &x,
+            &mu,
+            &r,
+            w.as_ref(),
+            n,
+            c,
+            hxw,
+            g,
+        )
+    })
+}
+
+/// Group norm's `[n, c, hxw, groups]`, four extents.
+///
+/// # Safety
+/// `geom` points to four `i64`s.
+unsafe fn group_geometry(geom: *const i64) -> Result<[usize; 4], KernelError> {
+    if geom.is_null() {
+        return Err(KernelError::InvalidArgument(
+            "foo: null group norm geometry".into(),
+        ));
+    }
+    let v = std::slice::from_raw_parts(geom, 4);
+    Ok([dim_of(v[0])?, dim_of(v[1])?, dim_of(v[2])?, dim_of(v[3])?])
+}
+
 /// A convolution's stride, padding and dilation ((height, width) pairs
 /// each, in that order: 6 values) and groups.
 ///

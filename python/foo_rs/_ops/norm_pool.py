@@ -2,6 +2,7 @@
 
 * layer norm: ``native_layer_norm`` and its backward (``F.layer_norm`` and
   ``nn.LayerNorm`` reach them through the ``layer_norm`` composite);
+* group norm: ``native_group_norm`` (native only) and its backward;
 * batch norm: ``native_batch_norm`` (+ ``.out``), ``native_batch_norm_backward``,
   ``_native_batch_norm_legit`` (+ ``.no_stats`` and the out= forms),
   ``_batch_norm_with_update`` (+ ``.out``), ``batch_norm_backward``. Eager
@@ -32,7 +33,7 @@ import math
 
 import torch
 
-from ._registry import _C, check_same_device, desc, impl
+from ._registry import _C, check_same_device, desc, impl, native_only
 from .linalg import SCALAR_NAME, check_out, resize_out
 
 _FLOAT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -263,11 +264,16 @@ def _batch_norm(name, input, weight, bias, running_mean, running_var, training, 
     return out, save_mean, save_invstd
 
 
+# Group norm forward: C++ and Rust alone (rust/glue/native.cpp); ATen's
+# composite for mixed precision.
+native_only("native_group_norm")
+
+
 @impl("native_group_norm_backward")
 def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
-    """Group norm's gradients from foo's native ops (the forward is ATen's
-    composite, registered in the glue). Computes in float32 for the half
-    types, like CPU; a fused Rust kernel is issue 13's."""
+    """Group norm's gradients, the slow path behind the native kernel (mixed
+    precision, unusual arguments), from foo's native ops. Computes in
+    float32 for the half types, like CPU."""
     check_same_device("native_group_norm_backward", grad_out, input, mean, rstd, weight)
     N, C, HxW, G = int(N), int(C), int(HxW), int(group)
     D = C // G

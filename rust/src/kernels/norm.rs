@@ -1,4 +1,5 @@
-//! Normalization kernels: layer norm and batch norm, forward and backward.
+//! Normalization kernels: layer norm, group norm and batch norm, forward and
+//! backward.
 //!
 //! Every statistic is accumulated in float64 whatever the element type
 //! (float16 / bfloat16 / float32 / float64), in a fixed order, so results do
@@ -6,7 +7,8 @@
 //! channels (batch norm), never inside one sum.
 //!
 //! Layer norm sees contiguous `[m, n]` data (rows of `n` normalized
-//! elements). Batch norm sees strided `[batch, channels, spatial]` views, so
+//! elements); group norm contiguous `[batch, channels, spatial]` data whose
+//! channels fall into groups of equal size. Batch norm sees strided `[batch, channels, spatial]` views, so
 //! NCHW and channels-last inputs need no copy.
 
 use super::copy::Scalar;
@@ -311,6 +313,262 @@ pub fn layer_norm_backward(
     let need_wb = grad_weight.is_some() || grad_bias.is_some();
     let (gw, gb) = dispatch_float!(OP, x.dtype, grads, gi, xp, dyp, m, n, &mu, &rs, &w, need_wb);
     if need_wb {
+        write_vec(OP, "grad_weight", grad_weight, &gw)?;
+        write_vec(OP, "grad_bias", grad_bias, &gb)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// group norm
+// ---------------------------------------------------------------------------
+
+/// Lanes of the f64 sums below: independent accumulators the compiler keeps
+/// in vector registers (a single running sum is a serial dependency chain).
+const LANES: usize = 8;
+
+/// `sum(f(x))` over a slice in f64, lane-wise then across lanes (a fixed
+/// order: the same bits whatever the thread count).
+#[inline(always)]
+fn lane_sum<T: Scalar>(xs: &[T], f: impl Fn(f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] += f(c[l].to_f64());
+        }
+    }
+    let mut s: f64 = acc.iter().sum();
+    for &v in tail {
+        s += f(v.to_f64());
+    }
+    s
+}
+
+/// `(sum(a * b), sum(a))` over two slices of equal length, in f64.
+#[inline(always)]
+fn lane_dot_sum<T: Scalar>(a: &[T], b: &[T]) -> (f64, f64) {
+    let (mut ab, mut sa) = ([0.0f64; LANES], [0.0f64; LANES]);
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            let xv = x[l].to_f64();
+            ab[l] += xv * y[l].to_f64();
+            sa[l] += xv;
+        }
+    }
+    let (mut p, mut s): (f64, f64) = (ab.iter().sum(), sa.iter().sum());
+    for (x, y) in ta.iter().zip(tb) {
+        p += x.to_f64() * y.to_f64();
+        s += x.to_f64();
+    }
+    (p, s)
+}
+
+/// Group norm geometry: `x` is `[n, c, hxw]` (contiguous), in `g` groups.
+fn gn_check(
+    op: &str,
+    x: &Strided,
+    n: usize,
+    c: usize,
+    hxw: usize,
+    g: usize,
+) -> Result<(), KernelError> {
+    if g == 0 || c % g != 0 {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: {c} channels do not divide into {g} groups"
+        )));
+    }
+    check_dense(op, "input", x, n * c * hxw, x.dtype)
+}
+
+/// Group norm of `x` (contiguous `[n, c, hxw]`, channels in `g` groups of
+/// `c / g`): `out = (x - mean) * rstd * weight + bias` with per-(sample,
+/// group) statistics written to `mean` and `rstd` (contiguous `[n, g]`;
+/// biased variance, `rstd = 1 / sqrt(var + eps)`) and per-channel `weight`,
+/// `bias` (1-d, `c`; optional).
+#[allow(clippy::too_many_arguments)]
+pub fn group_norm(
+    out: &Strided,
+    mean: &Strided,
+    rstd: &Strided,
+    x: &Strided,
+    weight: Option<&Strided>,
+    bias: Option<&Strided>,
+    n: usize,
+    c: usize,
+    hxw: usize,
+    g: usize,
+    eps: f64,
+) -> Result<(), KernelError> {
+    const OP: &str = "native_group_norm";
+    floating(OP, x)?;
+    gn_check(OP, x, n, c, hxw, g)?;
+    check_dense(OP, "output", out, n * c * hxw, x.dtype)?;
+    let w = read_vec(OP, "weight", weight, c)?;
+    let b = read_vec(OP, "bias", bias, c)?;
+    let (xp, op) = (P(x.ptr as usize), P(out.ptr as usize));
+    #[allow(clippy::too_many_arguments)]
+    fn rows<T: Scalar>(
+        xp: P,
+        op: P,
+        n: usize,
+        c: usize,
+        hxw: usize,
+        g: usize,
+        eps: f64,
+        w: &Option<Vec<f64>>,
+        b: &Option<Vec<f64>>,
+    ) -> Vec<(f64, f64)> {
+        let d = c / g;
+        let len = d * hxw;
+        each(n * g, n * c * hxw, |i| {
+            // SAFETY: row i (sample i / g, group i % g) of contiguous [n*g, d*hxw] views.
+            let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * len), len) };
+            let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * len), len) };
+            if len == 0 {
+                return (0.0, f64::NAN);
+            }
+            let mu = lane_sum(xs, |v| v) / len as f64;
+            let var = lane_sum(xs, |v| (v - mu) * (v - mu)) / len as f64;
+            let r = 1.0 / (var + eps).sqrt();
+            for k in 0..d {
+                let ch = (i % g) * d + k;
+                // y = x * scale + shift, the channel's affine folded in.
+                let scale = r * w.as_ref().map_or(1.0, |w| w[ch]);
+                let shift = b.as_ref().map_or(0.0, |b| b[ch]) - mu * scale;
+                let (xc, oc) = (&xs[k * hxw..(k + 1) * hxw], &mut os[k * hxw..(k + 1) * hxw]);
+                for (o, &v) in oc.iter_mut().zip(xc) {
+                    *o = T::from_f64(v.to_f64() * scale + shift);
+                }
+            }
+            (mu, r)
+        })
+    }
+    let stats = dispatch_float!(OP, x.dtype, rows, xp, op, n, c, hxw, g, eps, &w, &b);
+    let (mu, r): (Vec<f64>, Vec<f64>) = stats.into_iter().unzip();
+    check_dense(OP, "mean", mean, n * g, mean.dtype)?;
+    check_dense(OP, "rstd", rstd, n * g, rstd.dtype)?;
+    for (i, (&m, &v)) in mu.iter().zip(&r).enumerate() {
+        st(mean, i as isize, m);
+        st(rstd, i as isize, v);
+    }
+    Ok(())
+}
+
+/// Gradients of [`group_norm`]: `grad_input` (contiguous like `x`),
+/// `grad_weight`, `grad_bias` (1-d, `c`) -- each only when given -- from
+/// the forward's `mean` and `rstd` (`[n, g]`).
+#[allow(clippy::too_many_arguments)]
+pub fn group_norm_backward(
+    grad_input: Option<&Strided>,
+    grad_weight: Option<&Strided>,
+    grad_bias: Option<&Strided>,
+    dy: &Strided,
+    x: &Strided,
+    mean: &Strided,
+    rstd: &Strided,
+    weight: Option<&Strided>,
+    n: usize,
+    c: usize,
+    hxw: usize,
+    g: usize,
+) -> Result<(), KernelError> {
+    const OP: &str = "native_group_norm_backward";
+    floating(OP, x)?;
+    gn_check(OP, x, n, c, hxw, g)?;
+    check_dense(OP, "grad_output", dy, n * c * hxw, x.dtype)?;
+    if let Some(gi) = grad_input {
+        check_dense(OP, "grad_input", gi, n * c * hxw, x.dtype)?;
+    }
+    check_dense(OP, "mean", mean, n * g, mean.dtype)?;
+    check_dense(OP, "rstd", rstd, n * g, rstd.dtype)?;
+    let mu: Vec<f64> = (0..n * g).map(|i| ld(mean, i as isize)).collect();
+    let rs: Vec<f64> = (0..n * g).map(|i| ld(rstd, i as isize)).collect();
+    let w = read_vec(OP, "weight", weight, c)?;
+    let (xp, dyp) = (P(x.ptr as usize), P(dy.ptr as usize));
+    let d = c / g;
+    // Per (sample, channel): sum(dy * x) and sum(dy) over the channel's
+    // spatial extent (ATen's ds and db), the sums every gradient is made of.
+    fn sums<T: Scalar>(xp: P, dyp: P, nc: usize, hxw: usize) -> Vec<(f64, f64)> {
+        each(nc, nc * hxw, |i| {
+            // SAFETY: channel i of contiguous [n*c, hxw] views.
+            let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * hxw), hxw) };
+            let ds = unsafe { std::slice::from_raw_parts((dyp.0 as *const T).add(i * hxw), hxw) };
+            lane_dot_sum(ds, xs)
+        })
+    }
+    let sb = dispatch_float!(OP, x.dtype, sums, xp, dyp, n * c, hxw);
+    if let Some(gi) = grad_input {
+        // dx = rstd * w * dy + c2 * x + c3 per (sample, group), with
+        // c2 = (db_g * mean - ds_g) * rstd^3 / m and
+        // c3 = -c2 * mean - db_g * rstd / m, where ds_g, db_g are the
+        // group's weight-scaled ds, db and m = d * hxw.
+        let gp = P(gi.ptr as usize);
+        #[allow(clippy::too_many_arguments)]
+        fn dx<T: Scalar>(
+            gp: P,
+            xp: P,
+            dyp: P,
+            sb: &[(f64, f64)],
+            mu: &[f64],
+            rs: &[f64],
+            w: &Option<Vec<f64>>,
+            n: usize,
+            g: usize,
+            d: usize,
+            hxw: usize,
+        ) {
+            let len = d * hxw;
+            each(n * g, n * g * len, |i| {
+                let (ni, gi) = (i / g, i % g);
+                let wc = |k: usize| w.as_ref().map_or(1.0, |w| w[gi * d + k]);
+                let (mut dsg, mut dbg) = (0.0, 0.0);
+                for k in 0..d {
+                    let (dsv, dbv) = sb[ni * g * d + gi * d + k];
+                    dsg += dsv * wc(k);
+                    dbg += dbv * wc(k);
+                }
+                let (m, r) = (mu[i], rs[i]);
+                let s = 1.0 / len as f64;
+                let c2 = (dbg * m - dsg) * r * r * r * s;
+                let c3 = -c2 * m - dbg * r * s;
+                // SAFETY: row i of contiguous [n*g, d*hxw] views.
+                let xs =
+                    unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * len), len) };
+                let ds =
+                    unsafe { std::slice::from_raw_parts((dyp.0 as *const T).add(i * len), len) };
+                let gs =
+                    unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * len), len) };
+                for k in 0..d {
+                    let c1 = r * wc(k);
+                    let rng = k * hxw..(k + 1) * hxw;
+                    for ((o, &dv), &xv) in gs[rng.clone()]
+                        .iter_mut()
+                        .zip(&ds[rng.clone()])
+                        .zip(&xs[rng])
+                    {
+                        *o = T::from_f64(c1 * dv.to_f64() + c2 * xv.to_f64() + c3);
+                    }
+                }
+            });
+        }
+        dispatch_float!(OP, x.dtype, dx, gp, xp, dyp, &sb, &mu, &rs, &w, n, g, d, hxw);
+    }
+    if grad_weight.is_some() || grad_bias.is_some() {
+        // dgamma[c] = sum_n (ds - db * mean) * rstd; dbeta[c] = sum_n db.
+        let mut gw = vec![0.0f64; c];
+        let mut gb = vec![0.0f64; c];
+        for ni in 0..n {
+            for ch in 0..c {
+                let (dsv, dbv) = sb[ni * c + ch];
+                let i = ni * g + ch / d;
+                gw[ch] += (dsv - dbv * mu[i]) * rs[i];
+                gb[ch] += dbv;
+            }
+        }
         write_vec(OP, "grad_weight", grad_weight, &gw)?;
         write_vec(OP, "grad_bias", grad_bias, &gb)?;
     }

@@ -86,6 +86,9 @@ struct OpPlan {
     konst: u64,
     /// Round float32 kernel values through the 16-bit compute dtype.
     round: bool,
+    /// `Direct` and dense in the plan's order (flat index = element offset):
+    /// blocks that span rows read and write it in place, unstaged.
+    flat: bool,
     strides: Dims<isize>,
 }
 
@@ -98,6 +101,7 @@ impl Default for OpPlan {
             mode: Mode::Const,
             konst: 0,
             round: false,
+            flat: false,
             strides: Dims::from_elem(0, 0),
         }
     }
@@ -407,6 +411,7 @@ pub(crate) fn run_via(
             mode: Mode::Staged,
             konst: 0,
             round: false,
+            flat: false,
             strides: Dims::from_slice(&o.strides),
         };
     }
@@ -419,6 +424,7 @@ pub(crate) fn run_via(
                 mode: Mode::Staged,
                 konst: 0,
                 round: false,
+                flat: false,
                 strides: broadcast_strides(t, shape)?,
             },
             Operand::Scalar(s) => OpPlan {
@@ -428,6 +434,7 @@ pub(crate) fn run_via(
                 mode: Mode::Const,
                 konst: cast::scalar_bits(*s, *kd),
                 round: false,
+                flat: false,
                 strides: Dims::from_elem(0, nd),
             },
         };
@@ -478,6 +485,7 @@ pub(crate) fn run_via(
             } else {
                 Mode::Staged
             };
+            op.flat = op.mode == Mode::Direct && is_dense_in_order(&sizes, &op.strides);
         }
     }
     let plan = Plan {
@@ -489,6 +497,18 @@ pub(crate) fn run_via(
         kernel,
     };
     plan.execute(numel)
+}
+
+/// Whether `strides` lay the plan's `sizes` out densely, innermost first.
+fn is_dense_in_order(sizes: &[usize], strides: &[isize]) -> bool {
+    let mut expect = 1isize;
+    for (&n, &st) in sizes.iter().zip(strides) {
+        if n != 1 && st != expect {
+            return false;
+        }
+        expect *= n as isize;
+    }
+    true
 }
 
 /// Scalar inputs [`run_flat`] takes: each is expanded into a stack block.
@@ -716,7 +736,7 @@ impl Plan<'_, '_> {
         let mut offsets = [0usize; MAX_OPERANDS];
         let mut need = 0;
         for (k, op) in self.ops[..self.nops].iter().enumerate() {
-            if op.mode != Mode::Direct || cross {
+            if op.mode != Mode::Direct || (cross && !op.flat) {
                 offsets[k] = need;
                 need += (BLOCK * op.kd.size()).div_ceil(64) * 64;
             }
@@ -860,7 +880,9 @@ impl Plan<'_, '_> {
     }
 
     /// Blocks of `BLOCK` flat elements spanning rows (small inner extent):
-    /// every non-constant operand goes through its buffer.
+    /// dense operands are read and written in place, every other
+    /// non-constant operand goes through its buffer (a `[rows, 8] + [8]`
+    /// bias add stages only the broadcast row).
     unsafe fn cross_range(
         &self,
         s: usize,
@@ -876,8 +898,12 @@ impl Plan<'_, '_> {
         while b < e {
             let m = (e - b).min(BLOCK);
             for (k, op) in self.ops[..self.nops].iter().enumerate() {
-                let buf = base.add(boff[k]);
-                if k >= nout && op.mode != Mode::Const {
+                let buf = if op.flat {
+                    op.ptr.add(b * op.dtype.size())
+                } else {
+                    base.add(boff[k])
+                };
+                if k >= nout && op.mode != Mode::Const && !op.flat {
                     self.walk(op, b, m, |p, st, done, run| {
                         cast::load(buf.add(done * op.kd.size()), op.kd, p, op.dtype, st, run)
                     });
@@ -893,6 +919,9 @@ impl Plan<'_, '_> {
             }
             (self.kernel)(m, &optr[..nout], &iptr[..nops - nout])?;
             for (k, op) in self.ops[..nout].iter().enumerate() {
+                if op.flat {
+                    continue;
+                }
                 let buf = base.add(boff[k]);
                 if op.round {
                     round_through(buf as *mut f32, m, self.via);
