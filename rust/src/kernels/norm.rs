@@ -376,7 +376,7 @@ fn gn_check(
     hxw: usize,
     g: usize,
 ) -> Result<(), KernelError> {
-    if g == 0 || c % g != 0 {
+    if g == 0 || !c.is_multiple_of(g) {
         return Err(KernelError::InvalidArgument(format!(
             "foo: {op}: {c} channels do not divide into {g} groups"
         )));
