@@ -192,23 +192,37 @@ pub fn layer_norm(
             let mu = if n == 0 {
                 0.0
             } else {
-                xs.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64
+                lane_sum(xs, |v| v) / n as f64
             };
             let var = if n == 0 {
                 f64::NAN
             } else {
-                xs.iter().map(|v| (v.to_f64() - mu).powi(2)).sum::<f64>() / n as f64
+                lane_sum(xs, |v| (v - mu) * (v - mu)) / n as f64
             };
             let r = 1.0 / (var.max(0.0) + eps).sqrt();
-            for j in 0..n {
-                let mut y = (xs[j].to_f64() - mu) * r;
-                if let Some(w) = w {
-                    y *= w[j];
+            let y = |x: &T| (x.to_f64() - mu) * r;
+            // One loop per affine form, so each vectorizes without branches.
+            match (w, b) {
+                (Some(w), Some(b)) => {
+                    for (((o, x), w), b) in os.iter_mut().zip(xs).zip(w).zip(b) {
+                        *o = T::from_f64(y(x) * w + b);
+                    }
                 }
-                if let Some(b) = b {
-                    y += b[j];
+                (Some(w), None) => {
+                    for ((o, x), w) in os.iter_mut().zip(xs).zip(w) {
+                        *o = T::from_f64(y(x) * w);
+                    }
                 }
-                os[j] = T::from_f64(y);
+                (None, Some(b)) => {
+                    for ((o, x), b) in os.iter_mut().zip(xs).zip(b) {
+                        *o = T::from_f64(y(x) + b);
+                    }
+                }
+                (None, None) => {
+                    for (o, x) in os.iter_mut().zip(xs) {
+                        *o = T::from_f64(y(x));
+                    }
+                }
             }
             (mu, r)
         })
@@ -265,21 +279,39 @@ pub fn layer_norm_backward(
             )
         };
         if let Some(gp) = gi {
+            let ones;
+            let wv: &[f64] = match w {
+                Some(w) => w,
+                None => {
+                    ones = vec![1.0; n];
+                    &ones
+                }
+            };
             each(m, m * n, |i| {
                 let (xs, ds) = row(i);
                 let gs = unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n) };
                 let (mi, ri) = (mu[i], rs[i]);
-                let (mut a, mut c) = (0.0f64, 0.0f64);
-                for j in 0..n {
-                    let g = ds[j].to_f64() * w.as_ref().map_or(1.0, |w| w[j]);
+                // a = sum(g), c = sum(g * xhat) with g = dy * w, in f64 lanes.
+                let (mut al, mut cl) = ([0.0f64; LANES], [0.0f64; LANES]);
+                let mut j = 0;
+                while j + LANES <= n {
+                    for l in 0..LANES {
+                        let g = ds[j + l].to_f64() * wv[j + l];
+                        al[l] += g;
+                        cl[l] += g * (xs[j + l].to_f64() - mi) * ri;
+                    }
+                    j += LANES;
+                }
+                let (mut a, mut c): (f64, f64) = (al.iter().sum(), cl.iter().sum());
+                for j in j..n {
+                    let g = ds[j].to_f64() * wv[j];
                     a += g;
                     c += g * (xs[j].to_f64() - mi) * ri;
                 }
                 let (a, c) = (a / n as f64, c / n as f64);
-                for j in 0..n {
-                    let g = ds[j].to_f64() * w.as_ref().map_or(1.0, |w| w[j]);
-                    let xh = (xs[j].to_f64() - mi) * ri;
-                    gs[j] = T::from_f64(ri * (g - a - xh * c));
+                for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
+                    let xh = (x.to_f64() - mi) * ri;
+                    *o = T::from_f64(ri * (d.to_f64() * w - a - xh * c));
                 }
             });
         }
@@ -603,18 +635,75 @@ fn round_as(dtype: DType, v: f64) -> f64 {
     }
 }
 
-/// Calls `f(offset)` for every element of channel `c` of a 3-d view, in order.
+/// The run of batch `bi`, channel `ch` of a 3-d view (its `sizes[2]`
+/// spatial elements): the elements themselves when they are adjacent,
+/// otherwise gathered into `buf` (channels-last).
+///
+/// # Safety
+/// `s` is a valid view of `T`s; `bi`, `ch` are in range.
 #[inline(always)]
-fn channel(s: &Strided, c: usize, mut f: impl FnMut(isize)) {
-    let (nb, ns) = (s.sizes[0], s.sizes[2]);
-    let (sb, sc, ss) = (s.strides[0], s.strides[1], s.strides[2]);
-    for b in 0..nb {
-        let base = b as isize * sb + c as isize * sc;
+unsafe fn run_of<'a, T: Scalar>(
+    s: &'a Strided,
+    bi: usize,
+    ch: usize,
+    buf: &'a mut Vec<T>,
+) -> &'a [T] {
+    let ns = s.sizes[2];
+    let p = (s.ptr as *const T).offset(bi as isize * s.strides[0] + ch as isize * s.strides[1]);
+    if s.strides[2] == 1 || ns <= 1 {
+        return std::slice::from_raw_parts(p, ns);
+    }
+    buf.clear();
+    buf.extend((0..ns).map(|k| *p.offset(k as isize * s.strides[2])));
+    buf
+}
+
+/// Writes `f(k)` to element `k` of the run of batch `bi`, channel `ch`.
+///
+/// # Safety
+/// As [`run_of`]; each run is written by one thread.
+#[inline(always)]
+unsafe fn write_run<T: Scalar>(s: &Strided, bi: usize, ch: usize, f: impl Fn(usize) -> f64) {
+    let (ns, ss) = (s.sizes[2], s.strides[2]);
+    let p = (s.ptr as *mut T).offset(bi as isize * s.strides[0] + ch as isize * s.strides[1]);
+    if ss == 1 {
+        for (k, o) in std::slice::from_raw_parts_mut(p, ns).iter_mut().enumerate() {
+            *o = T::from_f64(f(k));
+        }
+    } else {
         for k in 0..ns {
-            f(base + k as isize * ss);
+            *p.offset(k as isize * ss) = T::from_f64(f(k));
         }
     }
 }
+
+/// `(sum(d), sum((x - mu) * d))` over two runs, in f64 lanes.
+#[inline(always)]
+fn lane_centered_dot<T: Scalar>(d: &[T], x: &[T], mu: f64) -> (f64, f64) {
+    let (mut sd, mut sxd) = ([0.0f64; LANES], [0.0f64; LANES]);
+    let (cd, cx) = (d.chunks_exact(LANES), x.chunks_exact(LANES));
+    let (td, tx) = (cd.remainder(), cx.remainder());
+    for (a, b) in cd.zip(cx) {
+        for l in 0..LANES {
+            let dv = a[l].to_f64();
+            sd[l] += dv;
+            sxd[l] += (b[l].to_f64() - mu) * dv;
+        }
+    }
+    let (mut s1, mut s2): (f64, f64) = (sd.iter().sum(), sxd.iter().sum());
+    for (a, b) in td.iter().zip(tx) {
+        s1 += a.to_f64();
+        s2 += (b.to_f64() - mu) * a.to_f64();
+    }
+    (s1, s2)
+}
+
+/// A view that crosses to pool threads (each channel is one thread's).
+#[derive(Clone, Copy)]
+struct V<'a>(&'a Strided);
+// SAFETY: the kernels below touch disjoint channels from each thread.
+unsafe impl Send for V<'_> {}
+unsafe impl Sync for V<'_> {}
 
 /// Batch norm of `x` (`[batch, channels, spatial]`) into `out`. Training:
 /// batch statistics (saved to `save_mean`, `save_invstd` when given) and the
@@ -644,7 +733,6 @@ pub fn batch_norm(
     }
     bn_geometry(OP, "output", out, x)?;
     let c = x.sizes[1];
-    let cnt = x.sizes[0] * x.sizes[2];
     let w = read_vec(OP, "weight", weight, c)?;
     let b = read_vec(OP, "bias", bias, c)?;
     let rm = read_vec(OP, "running_mean", running_mean, c)?;
@@ -656,41 +744,73 @@ pub fn batch_norm(
     }
     // CPU normalizes with the statistics as stored (rounded to their dtype).
     let stat_dtype = save_mean.map_or(DType::F64, |s| s.dtype);
-    let stats = each(c, x.numel(), |ch| {
-        let (mean, invstd, var_sum) = if training {
-            let mut s = 0.0;
-            channel(x, ch, |o| s += ld(x, o));
-            let mean = s / cnt as f64;
-            let mut v = 0.0;
-            channel(x, ch, |o| v += (ld(x, o) - mean).powi(2));
-            let invstd = if cnt == 0 {
-                0.0
+    /// Per channel: (mean, invstd, sum of squared deviations).
+    #[allow(clippy::too_many_arguments)]
+    fn channels<T: Scalar>(
+        x: V,
+        out: V,
+        w: &Option<Vec<f64>>,
+        b: &Option<Vec<f64>>,
+        rm: &Option<Vec<f64>>,
+        rv: &Option<Vec<f64>>,
+        training: bool,
+        eps: f64,
+        stat_dtype: DType,
+    ) -> Vec<(f64, f64, f64)> {
+        let (x, out) = (x.0, out.0);
+        let (nb, cnt) = (x.sizes[0], x.sizes[0] * x.sizes[2]);
+        each(x.sizes[1], x.numel(), |ch| {
+            let mut buf = Vec::new();
+            let (mean, invstd, var_sum) = if training {
+                // SAFETY: runs of channel ch of a valid view.
+                let s: f64 = (0..nb)
+                    .map(|bi| lane_sum(unsafe { run_of::<T>(x, bi, ch, &mut buf) }, |v| v))
+                    .sum();
+                let mean = s / cnt as f64;
+                let v: f64 = (0..nb)
+                    .map(|bi| {
+                        lane_sum(unsafe { run_of::<T>(x, bi, ch, &mut buf) }, |v| {
+                            (v - mean) * (v - mean)
+                        })
+                    })
+                    .sum();
+                let invstd = if cnt == 0 {
+                    0.0
+                } else {
+                    1.0 / (v / cnt as f64 + eps).sqrt()
+                };
+                (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
             } else {
-                1.0 / (v / cnt as f64 + eps).sqrt()
+                let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
+                (m, 1.0 / (v + eps).sqrt(), 0.0)
             };
-            (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
-        } else {
-            let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
-            (m, 1.0 / (v + eps).sqrt(), 0.0)
-        };
-        let alpha = invstd * w.as_ref().map_or(1.0, |w| w[ch]);
-        let beta = b.as_ref().map_or(0.0, |b| b[ch]) - mean * alpha;
-        let (xo, oo) = (x.clone(), out.clone());
-        // out and x have the same sizes; walk both.
-        let (nb, ns) = (x.sizes[0], x.sizes[2]);
-        for bi in 0..nb {
-            for k in 0..ns {
-                let xi = bi as isize * xo.strides[0]
-                    + ch as isize * xo.strides[1]
-                    + k as isize * xo.strides[2];
-                let oi = bi as isize * oo.strides[0]
-                    + ch as isize * oo.strides[1]
-                    + k as isize * oo.strides[2];
-                st(&oo, oi, ld(&xo, xi) * alpha + beta);
+            let alpha = invstd * w.as_ref().map_or(1.0, |w| w[ch]);
+            let beta = b.as_ref().map_or(0.0, |b| b[ch]) - mean * alpha;
+            for bi in 0..nb {
+                // SAFETY: as above; out has x's sizes and this thread owns channel ch.
+                unsafe {
+                    let xs = run_of::<T>(x, bi, ch, &mut buf);
+                    write_run::<T>(out, bi, ch, |k| xs[k].to_f64() * alpha + beta);
+                }
             }
-        }
-        (mean, invstd, var_sum)
-    });
+            (mean, invstd, var_sum)
+        })
+    }
+    let stats = dispatch_float!(
+        OP,
+        x.dtype,
+        channels,
+        V(x),
+        V(out),
+        &w,
+        &b,
+        &rm,
+        &rv,
+        training,
+        eps,
+        stat_dtype
+    );
+    let cnt = x.sizes[0] * x.sizes[2];
     if training {
         let mean: Vec<f64> = stats.iter().map(|s| s.0).collect();
         let invstd: Vec<f64> = stats.iter().map(|s| s.1).collect();
@@ -747,7 +867,6 @@ pub fn batch_norm_backward(
         bn_geometry(OP, "grad_input", gi, x)?;
     }
     let c = x.sizes[1];
-    let cnt = x.sizes[0] * x.sizes[2];
     let w = read_vec(OP, "weight", weight, c)?;
     let (mean, invstd) = if train {
         let m = read_vec(OP, "save_mean", save_mean, c)?;
@@ -772,42 +891,75 @@ pub fn batch_norm_backward(
             }
         }
     };
-    let sums = each(c, x.numel(), |ch| {
-        let (mu, is) = (mean[ch], invstd[ch]);
-        let (nb, ns) = (x.sizes[0], x.sizes[2]);
-        let off = |s: &Strided, bi: usize, k: usize| {
-            bi as isize * s.strides[0] + ch as isize * s.strides[1] + k as isize * s.strides[2]
-        };
-        let (mut sum, mut dot) = (0.0f64, 0.0f64);
-        for bi in 0..nb {
-            for k in 0..ns {
-                let d = ld(dy, off(dy, bi, k));
-                sum += d;
-                dot += (ld(x, off(x, bi, k)) - mu) * d;
-            }
-        }
-        if let Some(gi) = grad_input {
-            let wc = w.as_ref().map_or(1.0, |w| w[ch]);
-            let kk = if cnt == 0 {
-                0.0
-            } else {
-                dot * is * is / cnt as f64
-            };
-            let gm = if cnt == 0 { 0.0 } else { sum / cnt as f64 };
+    /// Per channel: (grad_weight, grad_bias); grad_input written when given.
+    #[allow(clippy::too_many_arguments)]
+    fn channels<T: Scalar>(
+        gi: Option<V>,
+        dy: V,
+        x: V,
+        w: &Option<Vec<f64>>,
+        mean: &[f64],
+        invstd: &[f64],
+        train: bool,
+    ) -> Vec<(f64, f64)> {
+        let (dy, x) = (dy.0, x.0);
+        let (nb, cnt) = (x.sizes[0], x.sizes[0] * x.sizes[2]);
+        each(x.sizes[1], x.numel(), |ch| {
+            let (mu, is) = (mean[ch], invstd[ch]);
+            let (mut bd, mut bx) = (Vec::new(), Vec::new());
+            let (mut sum, mut dot) = (0.0f64, 0.0f64);
             for bi in 0..nb {
-                for k in 0..ns {
-                    let d = ld(dy, off(dy, bi, k));
-                    let v = if train {
-                        (d - gm - (ld(x, off(x, bi, k)) - mu) * kk) * is * wc
-                    } else {
-                        d * is * wc
-                    };
-                    st(gi, off(gi, bi, k), v);
+                // SAFETY: runs of channel ch of valid views of equal sizes.
+                let (s, d) = unsafe {
+                    lane_centered_dot(
+                        run_of::<T>(dy, bi, ch, &mut bd),
+                        run_of::<T>(x, bi, ch, &mut bx),
+                        mu,
+                    )
+                };
+                sum += s;
+                dot += d;
+            }
+            if let Some(gi) = gi {
+                let wc = w.as_ref().map_or(1.0, |w| w[ch]);
+                let kk = if cnt == 0 {
+                    0.0
+                } else {
+                    dot * is * is / cnt as f64
+                };
+                let gm = if cnt == 0 { 0.0 } else { sum / cnt as f64 };
+                for bi in 0..nb {
+                    // SAFETY: as above; this thread owns channel ch of grad_input.
+                    unsafe {
+                        let (ds, xs) = (
+                            run_of::<T>(dy, bi, ch, &mut bd),
+                            run_of::<T>(x, bi, ch, &mut bx),
+                        );
+                        if train {
+                            write_run::<T>(gi.0, bi, ch, |k| {
+                                (ds[k].to_f64() - gm - (xs[k].to_f64() - mu) * kk) * is * wc
+                            });
+                        } else {
+                            write_run::<T>(gi.0, bi, ch, |k| ds[k].to_f64() * is * wc);
+                        }
+                    }
                 }
             }
-        }
-        (dot * is, sum)
-    });
+            (dot * is, sum)
+        })
+    }
+    let sums = dispatch_float!(
+        OP,
+        x.dtype,
+        channels,
+        grad_input.map(V),
+        V(dy),
+        V(x),
+        &w,
+        &mean,
+        &invstd,
+        train
+    );
     let gw: Vec<f64> = sums.iter().map(|s| s.0).collect();
     let gb: Vec<f64> = sums.iter().map(|s| s.1).collect();
     write_vec(OP, "grad_weight", grad_weight, &gw)?;
