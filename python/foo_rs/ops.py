@@ -263,7 +263,7 @@ def _linear_act_foo(x, weight, bias=None, act="none"):
         # Integer products (none, relu) are foo's own mm and relu kernels.
         return _linear_act_reference(x, weight, bias, act)
     k, n = weight.shape[1], weight.shape[0]
-    x2 = x.reshape(-1, k)
+    x2 = x.reshape(math.prod(x.shape[:-1]), k)
     if bias is not None and bias.dim() == 0:
         bias = bias.expand(n)
     out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
@@ -290,11 +290,12 @@ def _linear_act_setup(ctx, inputs, output):
 def _linear_act_backward(ctx, grad):
     x, weight, bias, out = ctx.saved_tensors
     k, n = weight.shape[1], weight.shape[0]
-    x2 = x.reshape(-1, k)
-    g = grad.reshape(-1, n)
+    m = math.prod(x.shape[:-1])
+    x2 = x.reshape(m, k)
+    g = grad.reshape(m, n)
     act = ctx.act
     if act == "relu":
-        g = torch.ops.aten.threshold_backward(g, out.reshape(-1, n), 0)
+        g = torch.ops.aten.threshold_backward(g, out.reshape(m, n), 0)
     elif act != "none":
         pre = F.linear(x2, weight, bias)
         if act == "silu":
