@@ -409,19 +409,23 @@ impl Act {
     }
 }
 
-/// Output elements per tile: the tile (and its rows of `x`) stays in L2
-/// between the product and the epilogue, while each gemm call still has
-/// rows enough to amortize packing `w`.
-const TILE_ELEMS: usize = 1 << 17;
-const MIN_TILE_ROWS: usize = 64;
+/// Output elements per tile on one thread: the tile (and its rows of `x`)
+/// stays in L2 between the product and the epilogue, while each gemm call
+/// has rows enough (at least [`MIN_TILE_ROWS`]) to amortize packing `w`.
+const TILE_ELEMS: usize = 1 << 18;
+const MIN_TILE_ROWS: usize = 256;
 
+/// Rows per tile. A product large enough for threads gets two tiles per
+/// thread (each thread packs `w` twice rather than once per small tile, and
+/// a thread the OS delays leaves its second tile to the others); a smaller
+/// one runs on the calling thread in L2-sized tiles.
 fn tile_rows(m: usize, n: usize, k: usize) -> usize {
-    let mut rows = (TILE_ELEMS / n.max(1)).max(MIN_TILE_ROWS);
     let threads = parallel::num_threads();
-    if threads > 1 && m * n * k >= par_gemm() {
-        // At least one tile per thread.
-        rows = rows.min(m.div_ceil(threads));
-    }
+    let rows = if threads > 1 && m * n * k >= par_gemm() {
+        m.div_ceil(2 * threads).max(64)
+    } else {
+        (TILE_ELEMS / n.max(1)).max(MIN_TILE_ROWS)
+    };
     rows.clamp(1, m.max(1))
 }
 
@@ -742,11 +746,13 @@ mod tests {
 
     #[test]
     fn linear_act_relu_with_bias_over_many_tiles() {
-        // Enough rows for several tiles; x transposed in memory (strided).
-        let (m, k, n) = (300usize, 3usize, 2usize);
+        // Enough rows for several tiles (256 rows each at this width); x
+        // transposed in memory (strided).
+        let (m, k, n) = (600usize, 3usize, 1100usize);
+        assert!(m.div_ceil(tile_rows(m, n, k)) > 1);
         let mut xt: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect(); // [k, m]
-        let mut w = vec![1.0f32, -1.0, 0.5, 0.0, 2.0, -3.0]; // [n, k]
-        let mut b = vec![0.25f32, -0.5];
+        let mut w: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 / 2.0 - 1.5).collect(); // [n, k]
+        let mut b: Vec<f32> = (0..n).map(|c| (c % 5) as f32 / 4.0 - 0.5).collect();
         let mut out = vec![0f32; m * n];
         let x = Strided::new(xt.as_mut_ptr() as *mut u8, DType::F32, &[m, k][..], &[1, m as isize][..]);
         linear_act(
