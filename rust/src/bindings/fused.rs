@@ -48,10 +48,8 @@ fn rms_norm_backward(
 ) -> PyResult<()> {
     let (gi, gw) = (opt(grad_input)?, opt(grad_weight)?);
     let (dy, x, w) = (strided(dy)?, strided(x)?, opt(weight)?);
-    py.detach(|| {
-        fused::rms_norm_backward(gi.as_ref(), gw.as_ref(), &dy, &x, w.as_ref(), m, n, eps)
-    })
-    .map_err(py_err)
+    py.detach(|| fused::rms_norm_backward(gi.as_ref(), gw.as_ref(), &dy, &x, w.as_ref(), m, n, eps))
+        .map_err(py_err)
 }
 
 /// `out = act(x @ w^T + b)`, tile by tile (`act`: none, relu, gelu,

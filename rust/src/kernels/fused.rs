@@ -28,6 +28,11 @@ use half::{bf16, f16};
 #[derive(Clone, Copy)]
 struct P(usize);
 
+/// One tile's work in [`linear_act`].
+type Task<'a> = dyn Fn(usize) -> Result<(), KernelError> + Sync + 'a;
+/// Runs a [`Task`] for every tile.
+type Runner<'a> = dyn Fn(&Task<'_>) -> Result<(), KernelError> + 'a;
+
 fn invalid(msg: String) -> KernelError {
     KernelError::InvalidArgument(msg)
 }
@@ -220,11 +225,23 @@ pub fn rms_norm(
     if let Some(w) = weight {
         dense(OP, "weight", w, n, x.dtype)?;
     }
-    let acc_dtype = if x.dtype == DType::F64 { DType::F64 } else { DType::F32 };
+    let acc_dtype = if x.dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     if let Some(r) = rstd {
         dense(OP, "rstd", r, m, acc_dtype)?;
     }
-    fn go<T: Elem>(out: &Strided, rstd: Option<&Strided>, x: &Strided, w: Option<&Strided>, m: usize, n: usize, eps: f64) {
+    fn go<T: Elem>(
+        out: &Strided,
+        rstd: Option<&Strided>,
+        x: &Strided,
+        w: Option<&Strided>,
+        m: usize,
+        n: usize,
+        eps: f64,
+    ) {
         let (xp, op) = (P(x.ptr as usize), P(out.ptr as usize));
         let wp = w.map(|w| P(w.ptr as usize));
         let rp = rstd.map(|r| P(r.ptr as usize));
@@ -233,7 +250,11 @@ pub fn rms_norm(
             let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n) };
             let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * n), n) };
             // An empty row has rstd inf (mean of nothing is NaN on CPU): nothing to write.
-            let r = if n == 0 { T::A::of(f64::NAN) } else { row_rstd(xs, eps) };
+            let r = if n == 0 {
+                T::A::of(f64::NAN)
+            } else {
+                row_rstd(xs, eps)
+            };
             match wp {
                 Some(wp) => {
                     let ws = unsafe { std::slice::from_raw_parts(wp.0 as *const T, n) };
@@ -359,7 +380,19 @@ pub fn rms_norm_backward(
             }
         }
     }
-    dispatch_elem!(OP, x.dtype, go, grad_input, grad_weight, dy, x, weight, m, n, eps);
+    dispatch_elem!(
+        OP,
+        x.dtype,
+        go,
+        grad_input,
+        grad_weight,
+        dy,
+        x,
+        weight,
+        m,
+        n,
+        eps
+    );
     Ok(())
 }
 
@@ -483,7 +516,7 @@ pub fn linear_act(
     let rows = tile_rows(m, n, k);
     let tiles = m.div_ceil(rows);
     let work = m * n * k;
-    let run = |f: &(dyn Fn(usize) -> Result<(), KernelError> + Sync)| -> Result<(), KernelError> {
+    let run = |f: &Task<'_>| -> Result<(), KernelError> {
         if tiles > 1 && work >= par_gemm() {
             parallel::try_parallel_for(tiles, f)
         } else {
@@ -590,7 +623,7 @@ fn half_linear<T: Scalar + ToF32>(
     b: Option<&Strided>,
     n: usize,
     k: usize,
-    run: &dyn Fn(&(dyn Fn(usize) -> Result<(), KernelError> + Sync)) -> Result<(), KernelError>,
+    run: &Runner<'_>,
     tile_view: &(dyn Fn(usize) -> (usize, Strided, Strided) + Sync),
     epilogue: &(dyn Fn(&Strided) -> Result<(), KernelError> + Sync),
 ) -> Result<(), KernelError> {
@@ -696,9 +729,13 @@ mod tests {
     #[test]
     fn rms_norm_backward_matches_finite_differences() {
         let (m, n, eps) = (3usize, 5usize, 1e-6);
-        let x: Vec<f64> = (0..m * n).map(|i| ((i * 7 % 11) as f64 - 5.0) / 3.0).collect();
+        let x: Vec<f64> = (0..m * n)
+            .map(|i| ((i * 7 % 11) as f64 - 5.0) / 3.0)
+            .collect();
         let w: Vec<f64> = (0..n).map(|j| 0.5 + j as f64 / 4.0).collect();
-        let dy: Vec<f64> = (0..m * n).map(|i| ((i * 5 % 7) as f64 - 3.0) / 2.0).collect();
+        let dy: Vec<f64> = (0..m * n)
+            .map(|i| ((i * 5 % 7) as f64 - 3.0) / 2.0)
+            .collect();
         let loss = |x: &[f64], w: &[f64]| -> f64 {
             let (mut xv, mut wv) = (x.to_vec(), w.to_vec());
             let mut out = vec![0f64; m * n];
@@ -754,7 +791,12 @@ mod tests {
         let mut w: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 / 2.0 - 1.5).collect(); // [n, k]
         let mut b: Vec<f32> = (0..n).map(|c| (c % 5) as f32 / 4.0 - 0.5).collect();
         let mut out = vec![0f32; m * n];
-        let x = Strided::new(xt.as_mut_ptr() as *mut u8, DType::F32, &[m, k][..], &[1, m as isize][..]);
+        let x = Strided::new(
+            xt.as_mut_ptr() as *mut u8,
+            DType::F32,
+            &[m, k][..],
+            &[1, m as isize][..],
+        );
         linear_act(
             &view(&mut out, DType::F32, &[m, n]),
             &x,
