@@ -99,7 +99,7 @@ def _check_rms_norm(x, shape, weight) -> tuple[int, int]:
             f"{list(x.shape)} (on foo)"
         )
     if x.dtype not in _FLOAT:
-        raise NotImplementedError(f'"rms_norm" not implemented for \'{_name(x.dtype)}\' (on foo)')
+        raise NotImplementedError(f"\"rms_norm\" not implemented for '{_name(x.dtype)}' (on foo)")
     n = math.prod(shape)
     return (x.numel() // n if n else math.prod(x.shape[: x.dim() - nd])), n
 
@@ -226,9 +226,7 @@ def _check_linear_act(x, weight, bias, act) -> None:
         )
     if bias is not None:
         if bias.dim() > 1 or (bias.dim() == 1 and bias.shape[0] != weight.shape[0]):
-            raise RuntimeError(
-                f"foo::linear_act: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}"
-            )
+            raise RuntimeError(f"foo::linear_act: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
         if bias.dtype != x.dtype:
             raise RuntimeError(
                 f"self and mat2 must have the same dtype, but got {_name(bias.dtype)} and {_name(x.dtype)} (on foo)"
@@ -310,9 +308,7 @@ def _linear_act_backward(ctx, grad):
     return gx, gw, gb, None
 
 
-torch.library.register_autograd(
-    "foo::linear_act", _linear_act_backward, setup_context=_linear_act_setup, lib=_lib
-)
+torch.library.register_autograd("foo::linear_act", _linear_act_backward, setup_context=_linear_act_setup, lib=_lib)
 
 
 # --------------------------------------------------------------------------- Python API
