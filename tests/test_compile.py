@@ -188,6 +188,30 @@ def test_attention_stays_one_fused_call():
     torch.testing.assert_close(compiled(fq, fk, fv).detach().cpu(), attend(q, k, v), rtol=RTOL, atol=ATOL)
 
 
+def test_relu_backward_stays_foo_kernel():
+    """relu's backward in a foo graph is foo's threshold_backward kernel on the saved relu output,
+    not Inductor's decomposition (whose partition saved a bool mask, which Inductor's C++ loops
+    store and load slowly); a CPU graph still decomposes. Gradients equal eager's."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 12)
+    cpu_model = Mlp()
+    model = copy.deepcopy(cpu_model).to("foo")
+    compiled = torch.compile(model, fullgraph=True)
+    _, codes = run_and_get_code(lambda: compiled(x.to("foo")).sum().backward())
+    code = "\n".join(codes)
+    assert code.count("torch.ops.aten.threshold_backward.default(") == 1, code  # one ReLU
+    assert "dtype=torch.bool" not in code, code  # no mask saved for the backward
+    cpu_model(x).sum().backward()
+    _grads_close(model, cpu_model, "relu backward vs CPU")
+
+    torch._dynamo.reset()
+    cpu_compiled = torch.compile(copy.deepcopy(cpu_model), fullgraph=True)
+    _, cpu_codes = run_and_get_code(lambda: cpu_compiled(x).sum().backward())
+    assert "threshold_backward.default(" not in "\n".join(cpu_codes)
+
+
 def test_dynamic_shapes_compile_once():
     counter = torch._dynamo.testing.CompileCounterWithBackend("foo")
     torch.manual_seed(0)

@@ -109,6 +109,30 @@ def _mm(n):
     return make
 
 
+def _fused(op: str, fused: bool):
+    """foo's own operators (``torch.ops.foo.*``) against the composite they
+    fuse: with ``fused``, foo runs its op and CPU the composite (CPU has no
+    such op); without, both run the composite (foo's separate kernels)."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        F = torch.nn.functional
+        if op == "rms_norm":
+            x = torch.randn(8192, 1024, generator=g).to(device)
+            w = torch.rand(1024, generator=g).to(device)
+            if fused and device != "cpu":
+                return lambda: torch.ops.foo.rms_norm(x, [1024], w, 1e-6)
+            return lambda: F.rms_norm(x, [1024], w, 1e-6)
+        x = torch.randn(2048, 1024, generator=g).to(device)
+        w = (torch.randn(1024, 1024, generator=g) / 32).to(device)
+        b = torch.randn(1024, generator=g).to(device)
+        if fused and device != "cpu":
+            return lambda: torch.ops.foo.linear_act(x, w, b, "gelu")
+        return lambda: F.gelu(F.linear(x, w, b))
+
+    return make
+
+
 def _transformers_step(kind: str):
     """A training step (forward, backward, AdamW) of a transformers model in
     a small config, random init (nothing downloaded): what users run."""
@@ -637,6 +661,10 @@ CASES = [
         Case(f"{name} {'x'.join(map(str, shape))} fwd+bwd", "norm", _norm_step(shape, layer))
         for name, shape, layer in NORMS
     ),
+    Case("rms_norm 8192x1024 f32: foo::rms_norm vs CPU F.rms_norm", "fused", _fused("rms_norm", True)),
+    Case("rms_norm 8192x1024 f32: F.rms_norm on both", "fused", _fused("rms_norm", False)),
+    Case("linear+gelu 2048x1024x1024 f32: foo::linear_act vs CPU composite", "fused", _fused("linear_act", True)),
+    Case("linear+gelu 2048x1024x1024 f32: composite on both", "fused", _fused("linear_act", False)),
     *(Case(_sdpa_name(seq), "sdpa", _sdpa_step(seq)) for seq in (1024, 2048, 4096)),
     Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),

@@ -5,6 +5,7 @@ mod attention;
 mod conv;
 mod device;
 mod elementwise;
+mod fused;
 mod index;
 mod kernels;
 mod linalg;
@@ -215,5 +216,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rnn::register(m)?;
     runtime::register(m)?;
     attention::register(m)?;
+    fused::register(m)?;
     Ok(())
 }

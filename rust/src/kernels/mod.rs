@@ -10,6 +10,7 @@ pub mod copy;
 pub mod dropout;
 pub mod elementwise;
 pub mod entry;
+pub mod fused;
 pub mod index;
 pub mod linalg;
 pub mod nn;
