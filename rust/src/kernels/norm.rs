@@ -293,21 +293,26 @@ pub fn layer_norm_backward(
                 let (mi, ri) = (mu[i], rs[i]);
                 // a = sum(g), c = sum(g * xhat) with g = dy * w, in f64 lanes.
                 let (mut al, mut cl) = ([0.0f64; LANES], [0.0f64; LANES]);
-                let mut j = 0;
-                while j + LANES <= n {
+                let (cd, cx, cw) = (
+                    ds.chunks_exact(LANES),
+                    xs.chunks_exact(LANES),
+                    wv.chunks_exact(LANES),
+                );
+                let tail = n - cd.remainder().len();
+                for ((d, x), w) in cd.zip(cx).zip(cw) {
                     for l in 0..LANES {
-                        let g = ds[j + l].to_f64() * wv[j + l];
+                        let g = d[l].to_f64() * w[l];
                         al[l] += g;
-                        cl[l] += g * (xs[j + l].to_f64() - mi) * ri;
+                        cl[l] += g * (x[l].to_f64() - mi);
                     }
-                    j += LANES;
                 }
                 let (mut a, mut c): (f64, f64) = (al.iter().sum(), cl.iter().sum());
-                for j in j..n {
+                for j in tail..n {
                     let g = ds[j].to_f64() * wv[j];
                     a += g;
-                    c += g * (xs[j].to_f64() - mi) * ri;
+                    c += g * (xs[j].to_f64() - mi);
                 }
+                c *= ri;
                 let (a, c) = (a / n as f64, c / n as f64);
                 for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
                     let xh = (x.to_f64() - mi) * ri;
@@ -318,26 +323,28 @@ pub fn layer_norm_backward(
         if !need_wb {
             return (Vec::new(), Vec::new());
         }
-        // Column sums: split over column blocks, each summed over all rows in order.
-        const COLS: usize = 64;
-        let blocks = each(n.div_ceil(COLS), m * n, |bk| {
-            let (j0, j1) = (bk * COLS, ((bk + 1) * COLS).min(n));
-            let mut gw = vec![0.0f64; j1 - j0];
-            let mut gb = vec![0.0f64; j1 - j0];
-            for i in 0..m {
+        // Column sums: whole rows (contiguous, vectorized) into per-block
+        // partial sums over fixed blocks of rows, added in block order, so
+        // the result does not depend on the thread count.
+        const ROWS: usize = 64;
+        let blocks = each(m.div_ceil(ROWS), m * n, |bk| {
+            let mut gw = vec![0.0f64; n];
+            let mut gb = vec![0.0f64; n];
+            for i in bk * ROWS..((bk + 1) * ROWS).min(m) {
                 let (xs, ds) = row(i);
-                for j in j0..j1 {
-                    let d = ds[j].to_f64();
-                    gw[j - j0] += d * (xs[j].to_f64() - mu[i]) * rs[i];
-                    gb[j - j0] += d;
+                let (mi, ri) = (mu[i], rs[i]);
+                for (((w, b), x), d) in gw.iter_mut().zip(gb.iter_mut()).zip(xs).zip(ds) {
+                    let d = d.to_f64();
+                    *w += d * ((x.to_f64() - mi) * ri);
+                    *b += d;
                 }
             }
             (gw, gb)
         });
-        let (mut gw, mut gb) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut gw, mut gb) = (vec![0.0f64; n], vec![0.0f64; n]);
         for (a, b) in blocks {
-            gw.extend(a);
-            gb.extend(b);
+            gw.iter_mut().zip(a).for_each(|(s, v)| *s += v);
+            gb.iter_mut().zip(b).for_each(|(s, v)| *s += v);
         }
         (gw, gb)
     }
