@@ -98,6 +98,52 @@ fn lu_unpack(
         .map_err(kernel_err)
 }
 
+/// QR factorization: `a` (a scratch copy of the input, overwritten) into
+/// `r` and, when given, `q`.
+#[pyfunction]
+#[pyo3(signature = (a, q, r))]
+fn linalg_qr(py: Python<'_>, a: TensorDesc, q: Option<TensorDesc>, r: TensorDesc) -> PyResult<()> {
+    let (a, r) = (strided(a)?, strided(r)?);
+    let q = q.map(strided).transpose()?;
+    py.detach(|| decomp::qr(&a, q.as_ref(), &r))
+        .map_err(kernel_err)
+}
+
+/// Symmetric eigen-decomposition of `a` (lower triangle read): eigenvalues
+/// into `w`, eigenvectors into `v` when given, int32 `info` (1: no convergence).
+#[pyfunction]
+#[pyo3(signature = (a, w, v, info))]
+fn linalg_eigh(
+    py: Python<'_>,
+    a: TensorDesc,
+    w: TensorDesc,
+    v: Option<TensorDesc>,
+    info: TensorDesc,
+) -> PyResult<()> {
+    let (a, w, i) = (strided(a)?, strided(w)?, strided(info)?);
+    let v = v.map(strided).transpose()?;
+    py.detach(|| decomp::eigh(&a, &w, v.as_ref(), &i))
+        .map_err(kernel_err)
+}
+
+/// Singular value decomposition of `a`: `s`, and `u`/`vh` when given, int32
+/// `info` (1: non-finite input or no convergence).
+#[pyfunction]
+#[pyo3(signature = (a, s, u, vh, info))]
+fn linalg_svd(
+    py: Python<'_>,
+    a: TensorDesc,
+    s: TensorDesc,
+    u: Option<TensorDesc>,
+    vh: Option<TensorDesc>,
+    info: TensorDesc,
+) -> PyResult<()> {
+    let (a, s, i) = (strided(a)?, strided(s)?, strided(info)?);
+    let (u, vh) = (u.map(strided).transpose()?, vh.map(strided).transpose()?);
+    py.detach(|| decomp::svd(&a, &s, u.as_ref(), vh.as_ref(), &i))
+        .map_err(kernel_err)
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(linalg_cholesky, m)?)?;
     m.add_function(wrap_pyfunction!(linalg_lu_factor, m)?)?;
@@ -105,5 +151,8 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(linalg_solve_triangular, m)?)?;
     m.add_function(wrap_pyfunction!(linalg_lu_det, m)?)?;
     m.add_function(wrap_pyfunction!(lu_unpack, m)?)?;
+    m.add_function(wrap_pyfunction!(linalg_qr, m)?)?;
+    m.add_function(wrap_pyfunction!(linalg_eigh, m)?)?;
+    m.add_function(wrap_pyfunction!(linalg_svd, m)?)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use faer::linalg::cholesky::llt::factor as llt;
 use faer::linalg::lu::partial_pivoting::factor as plu;
 use faer::linalg::triangular_solve as tri;
 use faer::traits::RealField;
-use faer::prelude::ReborrowMut;
+use faer::prelude::{Reborrow, ReborrowMut};
 use faer::{MatMut, MatRef, Par};
 
 /// The real element types the decompositions take.
@@ -639,6 +639,249 @@ fn unpack_t<T: Real>(
                 pm[(r, i)] = T::one();
             }
         }
+        Ok(())
+    })
+}
+
+/// QR factorization (LAPACK's geqrf + orgqr; Householder reflections with
+/// LAPACK's sign convention, so `R`'s diagonal signs are CPU's): `a`
+/// (`[..., m, n]`, overwritten: a scratch copy of the input) is factored,
+/// `r` (`[..., kr, n]`, kr = min(m, n) or m) receives `R`, and `q` (when
+/// given, `[..., m, mq]`, mq = min(m, n) or m) the first mq columns of `Q`.
+pub fn qr(a: &Strided, q: Option<&Strided>, r: &Strided) -> Result<(), KernelError> {
+    let am = Mats::of(a)?;
+    let rm = Mats::of(r)?;
+    let qm = q.map(Mats::of).transpose()?;
+    let count = am.offs.len();
+    let bad_q = qm
+        .as_ref()
+        .is_some_and(|qm| qm.offs.len() != count || qm.m != am.m || qm.n < am.m.min(am.n));
+    if rm.offs.len() != count || rm.n != am.n || rm.m > am.m || bad_q {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo linalg.qr: outputs do not match A {:?}",
+            a.sizes
+        )));
+    }
+    by_dtype!("linalg_qr", a.dtype, qr_t(&am, qm.as_ref(), &rm))
+}
+
+fn qr_t<T: Real>(a: &Mats, q: Option<&Mats>, r: &Mats) -> Result<(), KernelError> {
+    use faer::linalg::householder as hh;
+    use faer::linalg::qr::no_pivoting::factor as qrf;
+    let (m, n) = (a.m, a.n);
+    let k = m.min(n);
+    let bs = qrf::recommended_block_size::<T>(m, n).max(1);
+    let mq = q.map_or(0, |q| q.n);
+    let req = qrf::qr_in_place_scratch::<T>(m, n, bs, Par::Seq, Default::default()).or(
+        hh::apply_block_householder_sequence_on_the_left_in_place_scratch::<T>(m, bs, mq),
+    );
+    for_batch(a.offs.len(), m.max(n), |b| {
+        // SAFETY: the scratch `a` and the outputs are this task's matrices alone.
+        let mut f = unsafe { a.get_mut::<T>(b) };
+        let mut coeff = faer::Mat::<T>::zeros(bs, k);
+        let mut buf = MemBuffer::new(req);
+        if k > 0 {
+            qrf::qr_in_place(
+                f.rb_mut(),
+                coeff.as_mut(),
+                Par::Seq,
+                MemStack::new(&mut buf),
+                Default::default(),
+            );
+        }
+        let mut rr = unsafe { r.get_mut::<T>(b) };
+        for j in 0..n {
+            for i in 0..r.m {
+                rr[(i, j)] = if i <= j { f[(i, j)] } else { T::zero() };
+            }
+        }
+        if let Some(q) = q {
+            let mut qq = unsafe { q.get_mut::<T>(b) };
+            for j in 0..q.n {
+                for i in 0..m {
+                    qq[(i, j)] = if i == j { T::one() } else { T::zero() };
+                }
+            }
+            if k > 0 {
+                hh::apply_block_householder_sequence_on_the_left_in_place_with_conj(
+                    f.rb().get(.., ..k),
+                    coeff.as_ref(),
+                    faer::Conj::No,
+                    qq.rb_mut(),
+                    Par::Seq,
+                    MemStack::new(&mut buf),
+                );
+            }
+        }
+        Ok(())
+    })
+}
+
+fn write_info(info: &Ints, b: usize, code: i32) {
+    unsafe { info.write(b, 0, code) };
+}
+
+fn vectors_of(
+    t: &Strided,
+    count: usize,
+    len: usize,
+    op: &str,
+) -> Result<(usize, Vec<isize>, isize), KernelError> {
+    let offs = batch_offsets(t, 1)?;
+    if offs.len() != count || t.sizes[t.ndim() - 1] != len {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo {op}: {:?} does not hold {count} vectors of {len} values",
+            t.sizes
+        )));
+    }
+    Ok((t.ptr as usize, offs, t.strides[t.ndim() - 1]))
+}
+
+/// Eigen-decomposition of symmetric matrices (LAPACK's syevd): the lower
+/// triangle of `a` is read (pass the transposed view for the upper one);
+/// eigenvalues in ascending order into `w` (`[..., n]`), eigenvectors into
+/// the columns of `v` when given; `info[b]` is 1 when the iteration did not
+/// converge (0 otherwise). Eigenvectors are unique up to sign only.
+pub fn eigh(
+    a: &Strided,
+    w: &Strided,
+    v: Option<&Strided>,
+    info: &Strided,
+) -> Result<(), KernelError> {
+    let am = Mats::of(a)?;
+    square(&am, "linalg.eigh")?;
+    let count = am.offs.len();
+    let wv = vectors_of(w, count, am.n, "linalg.eigh")?;
+    let vm = v.map(Mats::of).transpose()?;
+    if vm
+        .as_ref()
+        .is_some_and(|v| v.offs.len() != count || v.m != am.n || v.n != am.n)
+        || w.dtype != a.dtype
+    {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo linalg.eigh: outputs do not match A {:?}",
+            a.sizes
+        )));
+    }
+    let inf = Ints::of(info, false, count, "linalg.eigh")?;
+    by_dtype!("linalg_eigh", a.dtype, eigh_t(&am, &wv, vm.as_ref(), &inf))
+}
+
+fn eigh_t<T: Real>(
+    a: &Mats,
+    w: &(usize, Vec<isize>, isize),
+    v: Option<&Mats>,
+    info: &Ints,
+) -> Result<(), KernelError> {
+    use faer::linalg::evd;
+    let n = a.n;
+    let want = if v.is_some() {
+        evd::ComputeEigenvectors::Yes
+    } else {
+        evd::ComputeEigenvectors::No
+    };
+    let req = evd::self_adjoint_evd_scratch::<T>(n, want, Par::Seq, Default::default());
+    for_batch(a.offs.len(), n, |b| {
+        // SAFETY: `a` is read only; the outputs' matrices are this task's alone.
+        let am = unsafe { a.get::<T>(b) };
+        let wp = unsafe { (w.0 as *mut T).offset(w.1[b]) };
+        let s = unsafe { faer::ColMut::<T>::from_raw_parts_mut(wp, n, w.2) };
+        let u = v.map(|v| unsafe { v.get_mut::<T>(b) });
+        let mut buf = MemBuffer::new(req);
+        let ok = (0..n).all(|j| (j..n).all(|i| am[(i, j)].is_finite()))
+            && evd::self_adjoint_evd(
+                am,
+                s.as_diagonal_mut(),
+                u,
+                Par::Seq,
+                MemStack::new(&mut buf),
+                Default::default(),
+            )
+            .is_ok();
+        write_info(info, b, !ok as i32);
+        Ok(())
+    })
+}
+
+/// Singular value decomposition (LAPACK's gesdd): singular values in
+/// descending order into `s` (`[..., k]`, k = min(m, n)); when given, the
+/// left singular vectors into `u` (`[..., m, k]` or `[..., m, m]`) and the
+/// right ones, transposed, into `vh` (`[..., k, n]` or `[..., n, n]`);
+/// `info[b]` -4 when the input holds non-finite values (ATen's code for
+/// it), 1 when the iteration did not converge. Singular vectors are unique up to sign (per pair) only.
+pub fn svd(
+    a: &Strided,
+    s: &Strided,
+    u: Option<&Strided>,
+    vh: Option<&Strided>,
+    info: &Strided,
+) -> Result<(), KernelError> {
+    let am = Mats::of(a)?;
+    let count = am.offs.len();
+    let k = am.m.min(am.n);
+    let sv = vectors_of(s, count, k, "linalg.svd")?;
+    let um = u.map(Mats::of).transpose()?;
+    let vm = vh.map(|t| Mats::of(t).map(Mats::t)).transpose()?;
+    let cols_ok = |x: &Mats, rows: usize| {
+        x.offs.len() == count && x.m == rows && (x.n == k || x.n == rows)
+    };
+    if um.as_ref().is_some_and(|x| !cols_ok(x, am.m))
+        || vm.as_ref().is_some_and(|x| !cols_ok(x, am.n))
+        || um.is_some() != vm.is_some()
+        || s.dtype != a.dtype
+    {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo linalg.svd: outputs do not match A {:?}",
+            a.sizes
+        )));
+    }
+    let inf = Ints::of(info, false, count, "linalg.svd")?;
+    by_dtype!(
+        "linalg_svd",
+        a.dtype,
+        svd_t(&am, &sv, um.as_ref(), vm.as_ref(), &inf)
+    )
+}
+
+fn svd_t<T: Real>(
+    a: &Mats,
+    sv: &(usize, Vec<isize>, isize),
+    u: Option<&Mats>,
+    v: Option<&Mats>,
+    info: &Ints,
+) -> Result<(), KernelError> {
+    use faer::linalg::svd as fsvd;
+    let (m, n) = (a.m, a.n);
+    let k = m.min(n);
+    let mode = |x: Option<&Mats>, rows: usize| match x {
+        None => fsvd::ComputeSvdVectors::No,
+        Some(x) if x.n == rows && rows != k => fsvd::ComputeSvdVectors::Full,
+        Some(_) => fsvd::ComputeSvdVectors::Thin,
+    };
+    let (mu, mv) = (mode(u, m), mode(v, n));
+    let req = fsvd::svd_scratch::<T>(m, n, mu, mv, Par::Seq, Default::default());
+    for_batch(a.offs.len(), m.max(n), |b| {
+        // SAFETY: `a` is read only; the outputs' matrices are this task's alone.
+        let am = unsafe { a.get::<T>(b) };
+        let sp = unsafe { (sv.0 as *mut T).offset(sv.1[b]) };
+        let s = unsafe { faer::ColMut::<T>::from_raw_parts_mut(sp, k, sv.2) };
+        let uu = u.map(|x| unsafe { x.get_mut::<T>(b) });
+        let vv = v.map(|x| unsafe { x.get_mut::<T>(b) });
+        let mut buf = MemBuffer::new(req);
+        let finite = (0..n).all(|j| (0..m).all(|i| am[(i, j)].is_finite()));
+        let ok = !finite
+            || fsvd::svd(
+                am,
+                s.as_diagonal_mut(),
+                uu,
+                vv,
+                Par::Seq,
+                MemStack::new(&mut buf),
+                Default::default(),
+            )
+            .is_ok();
+        // LAPACK's codes as ATen reads them: -4 for a non-finite input.
+        write_info(info, b, if !finite { -4 } else { !ok as i32 });
         Ok(())
     })
 }
