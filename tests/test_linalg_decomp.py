@@ -218,7 +218,10 @@ def test_triangular_solve_matches_cpu(transpose, upper):
     b = rand(3, 4, 2)
     with warnings.catch_warnings():  # "torch.triangular_solve is deprecated", on CPU too
         warnings.simplefilter("ignore", UserWarning)
-        same(torch.triangular_solve(b.to(FOO), a.to(FOO), upper, transpose), torch.triangular_solve(b, a, upper, transpose))
+        same(
+            torch.triangular_solve(b.to(FOO), a.to(FOO), upper, transpose),
+            torch.triangular_solve(b, a, upper, transpose),
+        )
 
 
 @pytest.mark.parametrize("upper", [False, True])
@@ -302,3 +305,73 @@ def test_qr_of_rank_deficient_input_and_gradient():
     same(torch.linalg.qr(a.to(FOO)), torch.linalg.qr(a))
     x = rand(5, 3, seed=15).to(FOO).requires_grad_()
     assert torch.autograd.gradcheck(lambda x: torch.linalg.qr(x), (x,))
+
+
+def fix_signs(v, pair=None):
+    """Eigen/singular vectors are unique up to sign (per column; per U/Vh
+    pair): flip each column so its largest-magnitude entry is positive, the
+    same way on both devices, before comparing (a gauge-invariant check)."""
+    if v.numel() == 0:
+        return v if pair is None else (v, pair)
+    idx = v.abs().argmax(dim=-2, keepdim=True)
+    sign = torch.gather(v, -2, idx).sign()
+    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
+    if pair is None:
+        return v * sign
+    return v * sign, pair * sign.mT
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (1, 1), (0, 3, 3), (0, 0)], ids=str)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_matches_cpu_up_to_signs(dtype, shape, uplo):
+    a = rand(*shape, dtype=dtype, seed=16)
+    sym = a + a.mT
+    # Garbage in the triangle that is not read.
+    x = sym.triu() + 100 * a.tril(-1) if uplo == "U" else sym.tril() + 100 * a.triu(1)
+    w_f, v_f = torch.linalg.eigh(x.to(FOO), UPLO=uplo)
+    w_c, v_c = torch.linalg.eigh(x, UPLO=uplo)
+    same(w_f, w_c)
+    assert v_f.stride() == v_c.stride() or v_c.numel() <= 1
+    torch.testing.assert_close(fix_signs(v_f.cpu()), fix_signs(v_c))
+    same(torch.linalg.eigvalsh(x.to(FOO), UPLO=uplo), torch.linalg.eigvalsh(x, UPLO=uplo))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(5, 5), (6, 3), (3, 6), (2, 4, 3), (0, 3), (3, 0), (0, 2, 2)], ids=str)
+@pytest.mark.parametrize("full", [False, True])
+def test_svd_matches_cpu_up_to_signs(dtype, shape, full):
+    a = rand(*shape, dtype=dtype, seed=17)
+    u_f, s_f, vh_f = torch.linalg.svd(a.to(FOO), full_matrices=full)
+    u_c, s_c, vh_c = torch.linalg.svd(a, full_matrices=full)
+    same(s_f, s_c)
+    for f, c in ((u_f, u_c), (vh_f, vh_c)):
+        assert (f.shape, f.dtype) == (c.shape, c.dtype)
+        assert f.stride() == c.stride() or c.numel() <= 1
+    k = min(shape[-2:])
+    # The first k singular vector pairs are unique up to sign; the rest of a
+    # full U / Vh is any orthonormal completion.
+    uf, vf = fix_signs(u_f.cpu()[..., :k], vh_f.cpu()[..., :k, :])
+    uc, vc = fix_signs(u_c[..., :k], vh_c[..., :k, :])
+    torch.testing.assert_close((uf, vf), (uc, vc))
+    for q in (u_f.cpu(), vh_f.cpu()):
+        eye = torch.eye(q.shape[-1], dtype=dtype).expand(q.shape[:-2] + (q.shape[-1], q.shape[-1]))
+        if q.shape[-2] >= q.shape[-1]:
+            torch.testing.assert_close(q.mT @ q, eye, atol=1e-5, rtol=0)
+    same(torch.linalg.svdvals(a.to(FOO)), torch.linalg.svdvals(a))
+
+
+def test_eigh_svd_errors_and_gradients():
+    nan = torch.full((3, 3), float("nan"), dtype=torch.float64)
+    with pytest.raises(torch.linalg.LinAlgError, match="non-finite"):
+        torch.linalg.svd(nan.to(FOO))
+    with pytest.raises(torch.linalg.LinAlgError, match="linalg.eigh: The algorithm failed to converge"):
+        torch.linalg.eigh(nan.to(FOO))
+    with pytest.raises(RuntimeError, match="driver"):
+        torch.linalg.svd(rand(3, 3).to(FOO), driver="gesvd")
+    x = rand(4, 4, seed=18).to(FOO).requires_grad_()
+    y = rand(5, 3, seed=19).to(FOO).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: torch.linalg.eigvalsh(x + x.mT), (x,))
+    assert torch.autograd.gradcheck(lambda x: torch.linalg.eigh(x + x.mT).eigenvectors ** 2, (x,))
+    assert torch.autograd.gradcheck(lambda y: torch.linalg.svdvals(y), (y,))
+    assert torch.autograd.gradcheck(lambda y: torch.linalg.svd(y, full_matrices=False).U ** 2, (y,))

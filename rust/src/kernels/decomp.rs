@@ -19,8 +19,8 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor as llt;
 use faer::linalg::lu::partial_pivoting::factor as plu;
 use faer::linalg::triangular_solve as tri;
-use faer::traits::RealField;
 use faer::prelude::{Reborrow, ReborrowMut};
+use faer::traits::RealField;
 use faer::{MatMut, MatRef, Par};
 
 /// The real element types the decompositions take.
@@ -400,7 +400,11 @@ pub fn lu_solve(
         )));
     }
     let piv = Ints::of(pivots, true, a.offs.len(), "linalg.lu_solve")?;
-    by_dtype!("linalg_lu_solve", lu.dtype, lu_solve_t(&a, &piv, &x, transpose))
+    by_dtype!(
+        "linalg_lu_solve",
+        lu.dtype,
+        lu_solve_t(&a, &piv, &x, transpose)
+    )
 }
 
 fn swap_rows<T: Real>(x: &mut MatMut<'_, T>, i: usize, j: usize) {
@@ -457,7 +461,11 @@ pub fn solve_triangular(
             b.dtype.name()
         )));
     }
-    by_dtype!("linalg_solve_triangular", a.dtype, trsm_t(&am, &x, upper, unit))
+    by_dtype!(
+        "linalg_solve_triangular",
+        a.dtype,
+        trsm_t(&am, &x, upper, unit)
+    )
 }
 
 fn trsm_t<T: Real>(a: &Mats, x: &Mats, upper: bool, unit: bool) -> Result<(), KernelError> {
@@ -672,9 +680,8 @@ fn qr_t<T: Real>(a: &Mats, q: Option<&Mats>, r: &Mats) -> Result<(), KernelError
     let k = m.min(n);
     let bs = qrf::recommended_block_size::<T>(m, n).max(1);
     let mq = q.map_or(0, |q| q.n);
-    let req = qrf::qr_in_place_scratch::<T>(m, n, bs, Par::Seq, Default::default()).or(
-        hh::apply_block_householder_sequence_on_the_left_in_place_scratch::<T>(m, bs, mq),
-    );
+    let req = qrf::qr_in_place_scratch::<T>(m, n, bs, Par::Seq, Default::default())
+        .or(hh::apply_block_householder_sequence_on_the_left_in_place_scratch::<T>(m, bs, mq));
     for_batch(a.offs.len(), m.max(n), |b| {
         // SAFETY: the scratch `a` and the outputs are this task's matrices alone.
         let mut f = unsafe { a.get_mut::<T>(b) };
@@ -822,9 +829,8 @@ pub fn svd(
     let sv = vectors_of(s, count, k, "linalg.svd")?;
     let um = u.map(Mats::of).transpose()?;
     let vm = vh.map(|t| Mats::of(t).map(Mats::t)).transpose()?;
-    let cols_ok = |x: &Mats, rows: usize| {
-        x.offs.len() == count && x.m == rows && (x.n == k || x.n == rows)
-    };
+    let cols_ok =
+        |x: &Mats, rows: usize| x.offs.len() == count && x.m == rows && (x.n == k || x.n == rows);
     if um.as_ref().is_some_and(|x| !cols_ok(x, am.m))
         || vm.as_ref().is_some_and(|x| !cols_ok(x, am.n))
         || um.is_some() != vm.is_some()
@@ -865,8 +871,12 @@ fn svd_t<T: Real>(
         let am = unsafe { a.get::<T>(b) };
         let sp = unsafe { (sv.0 as *mut T).offset(sv.1[b]) };
         let s = unsafe { faer::ColMut::<T>::from_raw_parts_mut(sp, k, sv.2) };
-        let uu = u.map(|x| unsafe { x.get_mut::<T>(b) });
-        let vv = v.map(|x| unsafe { x.get_mut::<T>(b) });
+        // faer's full U / V extend the thin ones in place: start from zeros.
+        let mut uu = u.map(|x| unsafe { x.get_mut::<T>(b) });
+        let mut vv = v.map(|x| unsafe { x.get_mut::<T>(b) });
+        for x in [uu.as_mut(), vv.as_mut()].into_iter().flatten() {
+            x.fill(T::zero());
+        }
         let mut buf = MemBuffer::new(req);
         let finite = (0..n).all(|j| (0..m).all(|i| am[(i, j)].is_finite()));
         let ok = !finite
