@@ -375,3 +375,16 @@ def test_eigh_svd_errors_and_gradients():
     assert torch.autograd.gradcheck(lambda x: torch.linalg.eigh(x + x.mT).eigenvectors ** 2, (x,))
     assert torch.autograd.gradcheck(lambda y: torch.linalg.svdvals(y), (y,))
     assert torch.autograd.gradcheck(lambda y: torch.linalg.svd(y, full_matrices=False).U ** 2, (y,))
+
+
+def test_empty_right_hand_sides():
+    # OpInfo's samples: B with no columns (faer's solvers would panic on it).
+    a = rand(3, 3, seed=20) + 3 * torch.eye(3, dtype=torch.float64)
+    b = rand(3, 0)
+    lu, piv = torch.linalg.lu_factor(a)
+    same(torch.linalg.lu_solve(lu.to(FOO), piv.to(FOO), b.to(FOO)), torch.linalg.lu_solve(lu, piv, b))
+    same(
+        torch.linalg.solve_triangular(a.to(FOO), b.to(FOO), upper=True), torch.linalg.solve_triangular(a, b, upper=True)
+    )
+    same(torch.linalg.solve(a.to(FOO), b.to(FOO)), torch.linalg.solve(a, b))
+    same(torch.cholesky_solve(b.to(FOO), a.to(FOO)), torch.cholesky_solve(b, a))

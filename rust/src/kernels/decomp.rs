@@ -419,6 +419,9 @@ fn swap_rows<T: Real>(x: &mut MatMut<'_, T>, i: usize, j: usize) {
 
 fn lu_solve_t<T: Real>(a: &Mats, piv: &Ints, x: &Mats, transpose: bool) -> Result<(), KernelError> {
     let n = a.n;
+    if n == 0 || x.n == 0 {
+        return Ok(()); // nothing to solve (faer's kernels want a non-empty right-hand side)
+    }
     for_batch(a.offs.len(), n, |b| {
         let p = check_pivots(piv, b, n)?;
         // SAFETY: `lu` is read only; matrix b of `x` is this task's alone.
@@ -469,6 +472,9 @@ pub fn solve_triangular(
 }
 
 fn trsm_t<T: Real>(a: &Mats, x: &Mats, upper: bool, unit: bool) -> Result<(), KernelError> {
+    if a.n == 0 || x.n == 0 {
+        return Ok(()); // nothing to solve (faer's kernels want a non-empty right-hand side)
+    }
     for_batch(a.offs.len(), a.n, |b| {
         // SAFETY: `a` is read only; matrix b of `x` is this task's alone.
         let (t, mut xm) = unsafe { (a.get::<T>(b), x.get_mut::<T>(b)) };
