@@ -168,11 +168,25 @@ fn for_batch(
     // A task per matrix; tiny matrices are grouped so a task does some work.
     let per_task = (4096 / (n * n * n).max(1)).clamp(1, 256);
     let tasks = count.div_ceil(per_task);
-    parallel::try_parallel_for(tasks, |t| {
-        for b in t * per_task..((t + 1) * per_task).min(count) {
-            f(b)?;
-        }
-        Ok(())
+    let run = || {
+        parallel::try_parallel_for(tasks, |t| {
+            for b in t * per_task..((t + 1) * per_task).min(count) {
+                f(b)?;
+            }
+            Ok(())
+        })
+    };
+    // A panic inside faer (an assertion on a case this module did not
+    // foresee) becomes an error of the op, not an abort of the caller.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(invalid(format!(
+            "foo linalg: internal error in faer: {msg}"
+        )))
     })
 }
 
