@@ -24,7 +24,10 @@ use faer::traits::RealField;
 use faer::{MatMut, MatRef, Par};
 
 /// The real element types the decompositions take.
-trait Real: RealField + num_traits::Float + Copy + Send + Sync + 'static {}
+trait Real:
+    RealField + num_traits::Float + std::ops::MulAssign + std::ops::AddAssign + Send + Sync + 'static
+{
+}
 impl Real for f32 {}
 impl Real for f64 {}
 
@@ -363,7 +366,7 @@ fn getf2<T: Real>(mut a: MatMut<'_, T>) -> Vec<usize> {
             }
             let r = a[(j, j)].recip();
             for i in j + 1..m {
-                a[(i, j)] = a[(i, j)] * r;
+                a[(i, j)] *= r;
             }
         }
         for c in j + 1..n {
@@ -557,7 +560,7 @@ fn det_t<T: Real>(a: &Mats, piv: &Ints, outs: &DetOuts) -> Result<(), KernelErro
                     } else {
                         sign * v.signum()
                     };
-                    log = log + v.abs().ln();
+                    log += v.abs().ln();
                 }
                 unsafe {
                     *dst = sign;
@@ -567,7 +570,7 @@ fn det_t<T: Real>(a: &Mats, piv: &Ints, outs: &DetOuts) -> Result<(), KernelErro
             _ => {
                 let mut p = if odd { -T::one() } else { T::one() };
                 for i in 0..n {
-                    p = p * f[(i, i)];
+                    p *= f[(i, i)];
                 }
                 unsafe { *dst = p };
             }
