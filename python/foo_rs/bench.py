@@ -133,6 +133,25 @@ def _fused(op: str, fused: bool):
     return make
 
 
+def _decomp(op: str, batch: int, n: int):
+    """A torch.linalg decomposition of float32 matrices (foo: faer, CPU: LAPACK)."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(batch, n, n, generator=g)
+        a = (a @ a.mT + n * torch.eye(n)).to(device)  # SPD, well conditioned
+        b = torch.randn(batch, n, 1, generator=g).to(device)
+        fn = {
+            "solve": lambda: torch.linalg.solve(a, b),
+            "cholesky": lambda: torch.linalg.cholesky(a),
+            "inv": lambda: torch.linalg.inv(a),
+            "slogdet": lambda: torch.linalg.slogdet(a),
+        }[op]
+        return fn
+
+    return make
+
+
 def _transformers_step(kind: str):
     """A training step (forward, backward, AdamW) of a transformers model in
     a small config, random init (nothing downloaded): what users run."""
@@ -665,6 +684,11 @@ CASES = [
     Case("rms_norm 8192x1024 f32: F.rms_norm on both", "fused", _fused("rms_norm", False)),
     Case("linear+gelu 2048x1024x1024 f32: foo::linear_act vs CPU composite", "fused", _fused("linear_act", True)),
     Case("linear+gelu 2048x1024x1024 f32: composite on both", "fused", _fused("linear_act", False)),
+    *(
+        Case(f"linalg.{op} {b}x{n}x{n} f32", "linalg", _decomp(op, b, n))
+        for op in ("solve", "cholesky", "inv", "slogdet")
+        for b, n in ((1, 256), (64, 32))
+    ),
     *(Case(_sdpa_name(seq), "sdpa", _sdpa_step(seq)) for seq in (1024, 2048, 4096)),
     Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),

@@ -5,6 +5,7 @@ from . import index as _index  # noqa: F401
 from . import attention as _attention  # noqa: F401
 from . import copy as _copy  # noqa: F401
 from . import linalg as _linalg  # noqa: F401
+from . import decomp as _decomp  # noqa: F401
 from . import nn as _nn  # noqa: F401
 from . import norm_pool as _norm_pool  # noqa: F401
 from . import optim as _optim  # noqa: F401

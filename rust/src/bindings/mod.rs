@@ -3,6 +3,7 @@
 
 mod attention;
 mod conv;
+mod decomp;
 mod device;
 mod elementwise;
 mod fused;
@@ -210,6 +211,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernels::register(m)?;
     elementwise::register(m)?;
     linalg::register(m)?;
+    decomp::register(m)?;
     norm_pool::register(m)?;
     index::register(m)?;
     optim::register(m)?;

@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod conv;
 pub mod copy;
+pub mod decomp;
 pub mod dropout;
 pub mod elementwise;
 pub mod entry;
