@@ -12,6 +12,7 @@
 //! NCHW and channels-last inputs need no copy.
 
 use super::copy::Scalar;
+use super::elementwise::simd;
 use super::reduce::par_min;
 use super::{KernelError, Strided};
 use crate::dtype::DType;
@@ -111,12 +112,25 @@ pub(crate) fn write_vec(
     Ok(())
 }
 
-/// Runs `f(i)` for `i in 0..n`, in parallel when `work` elements are many.
+/// Runs `f(i)` for `i in 0..n`, in parallel when `work` elements are many,
+/// each call compiled for the SIMD level in use ([`simd::dispatch`]). The
+/// callers' closures are `#[inline(always)]`, so their loops (and the
+/// `#[inline(always)]` helpers they call) are inlined into the AVX-512 and
+/// AVX2 copies and vectorize at those widths, not at the crate's baseline
+/// SSE2. No level changes results: nothing here asks for fused multiply-adds.
 fn each<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    let g = |i: usize| {
+        let mut r = None;
+        simd::dispatch(
+            #[inline(always)]
+            || r = Some(f(i)),
+        );
+        r.expect("dispatch runs its body")
+    };
     if work > par_min() && n > 1 {
-        super::parallel::collect(n, f)
+        super::parallel::collect(n, g)
     } else {
-        (0..n).map(f).collect()
+        (0..n).map(g).collect()
     }
 }
 
@@ -184,48 +198,53 @@ pub fn layer_norm(
         w: &Option<Vec<f64>>,
         b: &Option<Vec<f64>>,
     ) -> Vec<(f64, f64)> {
-        each(m, m * n, |i| {
-            // SAFETY: row i of contiguous [m, n] views.
-            let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n) };
-            let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * n), n) };
-            // An empty row has mean 0 and rstd NaN (as on CPU).
-            let mu = if n == 0 {
-                0.0
-            } else {
-                lane_sum(xs, |v| v) / n as f64
-            };
-            let var = if n == 0 {
-                f64::NAN
-            } else {
-                lane_sum(xs, |v| (v - mu) * (v - mu)) / n as f64
-            };
-            let r = 1.0 / (var.max(0.0) + eps).sqrt();
-            let y = |x: &T| (x.to_f64() - mu) * r;
-            // One loop per affine form, so each vectorizes without branches.
-            match (w, b) {
-                (Some(w), Some(b)) => {
-                    for (((o, x), w), b) in os.iter_mut().zip(xs).zip(w).zip(b) {
-                        *o = T::from_f64(y(x) * w + b);
+        each(
+            m,
+            m * n,
+            #[inline(always)]
+            |i| {
+                // SAFETY: row i of contiguous [m, n] views.
+                let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n) };
+                let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * n), n) };
+                // An empty row has mean 0 and rstd NaN (as on CPU).
+                let mu = if n == 0 {
+                    0.0
+                } else {
+                    lane_sum(xs, |v| v) / n as f64
+                };
+                let var = if n == 0 {
+                    f64::NAN
+                } else {
+                    lane_sum(xs, |v| (v - mu) * (v - mu)) / n as f64
+                };
+                let r = 1.0 / (var.max(0.0) + eps).sqrt();
+                let y = |x: &T| (x.to_f64() - mu) * r;
+                // One loop per affine form, so each vectorizes without branches.
+                match (w, b) {
+                    (Some(w), Some(b)) => {
+                        for (((o, x), w), b) in os.iter_mut().zip(xs).zip(w).zip(b) {
+                            *o = T::from_f64(y(x) * w + b);
+                        }
+                    }
+                    (Some(w), None) => {
+                        for ((o, x), w) in os.iter_mut().zip(xs).zip(w) {
+                            *o = T::from_f64(y(x) * w);
+                        }
+                    }
+                    (None, Some(b)) => {
+                        for ((o, x), b) in os.iter_mut().zip(xs).zip(b) {
+                            *o = T::from_f64(y(x) + b);
+                        }
+                    }
+                    (None, None) => {
+                        for (o, x) in os.iter_mut().zip(xs) {
+                            *o = T::from_f64(y(x));
+                        }
                     }
                 }
-                (Some(w), None) => {
-                    for ((o, x), w) in os.iter_mut().zip(xs).zip(w) {
-                        *o = T::from_f64(y(x) * w);
-                    }
-                }
-                (None, Some(b)) => {
-                    for ((o, x), b) in os.iter_mut().zip(xs).zip(b) {
-                        *o = T::from_f64(y(x) + b);
-                    }
-                }
-                (None, None) => {
-                    for (o, x) in os.iter_mut().zip(xs) {
-                        *o = T::from_f64(y(x));
-                    }
-                }
-            }
-            (mu, r)
-        })
+                (mu, r)
+            },
+        )
     }
     let stats = dispatch_float!(OP, x.dtype, rows, xp, op, m, n, eps, &w, &b);
     let (mu, r): (Vec<f64>, Vec<f64>) = stats.into_iter().unzip();
@@ -287,38 +306,44 @@ pub fn layer_norm_backward(
                     &ones
                 }
             };
-            each(m, m * n, |i| {
-                let (xs, ds) = row(i);
-                let gs = unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n) };
-                let (mi, ri) = (mu[i], rs[i]);
-                // a = sum(g), c = sum(g * xhat) with g = dy * w, in f64 lanes.
-                let (mut al, mut cl) = ([0.0f64; LANES], [0.0f64; LANES]);
-                let (cd, cx, cw) = (
-                    ds.chunks_exact(LANES),
-                    xs.chunks_exact(LANES),
-                    wv.chunks_exact(LANES),
-                );
-                let tail = n - cd.remainder().len();
-                for ((d, x), w) in cd.zip(cx).zip(cw) {
-                    for l in 0..LANES {
-                        let g = d[l].to_f64() * w[l];
-                        al[l] += g;
-                        cl[l] += g * (x[l].to_f64() - mi);
+            each(
+                m,
+                m * n,
+                #[inline(always)]
+                |i| {
+                    let (xs, ds) = row(i);
+                    let gs =
+                        unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n) };
+                    let (mi, ri) = (mu[i], rs[i]);
+                    // a = sum(g), c = sum(g * xhat) with g = dy * w, in f64 lanes.
+                    let (mut al, mut cl) = ([0.0f64; LANES], [0.0f64; LANES]);
+                    let (cd, cx, cw) = (
+                        ds.chunks_exact(LANES),
+                        xs.chunks_exact(LANES),
+                        wv.chunks_exact(LANES),
+                    );
+                    let tail = n - cd.remainder().len();
+                    for ((d, x), w) in cd.zip(cx).zip(cw) {
+                        for l in 0..LANES {
+                            let g = d[l].to_f64() * w[l];
+                            al[l] += g;
+                            cl[l] += g * (x[l].to_f64() - mi);
+                        }
                     }
-                }
-                let (mut a, mut c): (f64, f64) = (al.iter().sum(), cl.iter().sum());
-                for j in tail..n {
-                    let g = ds[j].to_f64() * wv[j];
-                    a += g;
-                    c += g * (xs[j].to_f64() - mi);
-                }
-                c *= ri;
-                let (a, c) = (a / n as f64, c / n as f64);
-                for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
-                    let xh = (x.to_f64() - mi) * ri;
-                    *o = T::from_f64(ri * (d.to_f64() * w - a - xh * c));
-                }
-            });
+                    let (mut a, mut c): (f64, f64) = (al.iter().sum(), cl.iter().sum());
+                    for j in tail..n {
+                        let g = ds[j].to_f64() * wv[j];
+                        a += g;
+                        c += g * (xs[j].to_f64() - mi);
+                    }
+                    c *= ri;
+                    let (a, c) = (a / n as f64, c / n as f64);
+                    for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
+                        let xh = (x.to_f64() - mi) * ri;
+                        *o = T::from_f64(ri * (d.to_f64() * w - a - xh * c));
+                    }
+                },
+            );
         }
         if !need_wb {
             return (Vec::new(), Vec::new());
@@ -327,20 +352,25 @@ pub fn layer_norm_backward(
         // partial sums over fixed blocks of rows, added in block order, so
         // the result does not depend on the thread count.
         const ROWS: usize = 64;
-        let blocks = each(m.div_ceil(ROWS), m * n, |bk| {
-            let mut gw = vec![0.0f64; n];
-            let mut gb = vec![0.0f64; n];
-            for i in bk * ROWS..((bk + 1) * ROWS).min(m) {
-                let (xs, ds) = row(i);
-                let (mi, ri) = (mu[i], rs[i]);
-                for (((w, b), x), d) in gw.iter_mut().zip(gb.iter_mut()).zip(xs).zip(ds) {
-                    let d = d.to_f64();
-                    *w += d * ((x.to_f64() - mi) * ri);
-                    *b += d;
+        let blocks = each(
+            m.div_ceil(ROWS),
+            m * n,
+            #[inline(always)]
+            |bk| {
+                let mut gw = vec![0.0f64; n];
+                let mut gb = vec![0.0f64; n];
+                for i in bk * ROWS..((bk + 1) * ROWS).min(m) {
+                    let (xs, ds) = row(i);
+                    let (mi, ri) = (mu[i], rs[i]);
+                    for (((w, b), x), d) in gw.iter_mut().zip(gb.iter_mut()).zip(xs).zip(ds) {
+                        let d = d.to_f64();
+                        *w += d * ((x.to_f64() - mi) * ri);
+                        *b += d;
+                    }
                 }
-            }
-            (gw, gb)
-        });
+                (gw, gb)
+            },
+        );
         let (mut gw, mut gb) = (vec![0.0f64; n], vec![0.0f64; n]);
         for (a, b) in blocks {
             gw.iter_mut().zip(a).for_each(|(s, v)| *s += v);
@@ -463,28 +493,35 @@ pub fn group_norm(
     ) -> Vec<(f64, f64)> {
         let d = c / g;
         let len = d * hxw;
-        each(n * g, n * c * hxw, |i| {
-            // SAFETY: row i (sample i / g, group i % g) of contiguous [n*g, d*hxw] views.
-            let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * len), len) };
-            let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * len), len) };
-            if len == 0 {
-                return (0.0, f64::NAN);
-            }
-            let mu = lane_sum(xs, |v| v) / len as f64;
-            let var = lane_sum(xs, |v| (v - mu) * (v - mu)) / len as f64;
-            let r = 1.0 / (var + eps).sqrt();
-            for k in 0..d {
-                let ch = (i % g) * d + k;
-                // y = x * scale + shift, the channel's affine folded in.
-                let scale = r * w.as_ref().map_or(1.0, |w| w[ch]);
-                let shift = b.as_ref().map_or(0.0, |b| b[ch]) - mu * scale;
-                let (xc, oc) = (&xs[k * hxw..(k + 1) * hxw], &mut os[k * hxw..(k + 1) * hxw]);
-                for (o, &v) in oc.iter_mut().zip(xc) {
-                    *o = T::from_f64(v.to_f64() * scale + shift);
+        each(
+            n * g,
+            n * c * hxw,
+            #[inline(always)]
+            |i| {
+                // SAFETY: row i (sample i / g, group i % g) of contiguous [n*g, d*hxw] views.
+                let xs =
+                    unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * len), len) };
+                let os =
+                    unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * len), len) };
+                if len == 0 {
+                    return (0.0, f64::NAN);
                 }
-            }
-            (mu, r)
-        })
+                let mu = lane_sum(xs, |v| v) / len as f64;
+                let var = lane_sum(xs, |v| (v - mu) * (v - mu)) / len as f64;
+                let r = 1.0 / (var + eps).sqrt();
+                for k in 0..d {
+                    let ch = (i % g) * d + k;
+                    // y = x * scale + shift, the channel's affine folded in.
+                    let scale = r * w.as_ref().map_or(1.0, |w| w[ch]);
+                    let shift = b.as_ref().map_or(0.0, |b| b[ch]) - mu * scale;
+                    let (xc, oc) = (&xs[k * hxw..(k + 1) * hxw], &mut os[k * hxw..(k + 1) * hxw]);
+                    for (o, &v) in oc.iter_mut().zip(xc) {
+                        *o = T::from_f64(v.to_f64() * scale + shift);
+                    }
+                }
+                (mu, r)
+            },
+        )
     }
     let stats = dispatch_float!(OP, x.dtype, rows, xp, op, n, c, hxw, g, eps, &w, &b);
     let (mu, r): (Vec<f64>, Vec<f64>) = stats.into_iter().unzip();
@@ -532,12 +569,19 @@ pub fn group_norm_backward(
     // Per (sample, channel): sum(dy * x) and sum(dy) over the channel's
     // spatial extent (ATen's ds and db), the sums every gradient is made of.
     fn sums<T: Scalar>(xp: P, dyp: P, nc: usize, hxw: usize) -> Vec<(f64, f64)> {
-        each(nc, nc * hxw, |i| {
-            // SAFETY: channel i of contiguous [n*c, hxw] views.
-            let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * hxw), hxw) };
-            let ds = unsafe { std::slice::from_raw_parts((dyp.0 as *const T).add(i * hxw), hxw) };
-            lane_dot_sum(ds, xs)
-        })
+        each(
+            nc,
+            nc * hxw,
+            #[inline(always)]
+            |i| {
+                // SAFETY: channel i of contiguous [n*c, hxw] views.
+                let xs =
+                    unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * hxw), hxw) };
+                let ds =
+                    unsafe { std::slice::from_raw_parts((dyp.0 as *const T).add(i * hxw), hxw) };
+                lane_dot_sum(ds, xs)
+            },
+        )
     }
     let sb = dispatch_float!(OP, x.dtype, sums, xp, dyp, n * c, hxw);
     if let Some(gi) = grad_input {
@@ -561,38 +605,45 @@ pub fn group_norm_backward(
             hxw: usize,
         ) {
             let len = d * hxw;
-            each(n * g, n * g * len, |i| {
-                let (ni, gi) = (i / g, i % g);
-                let wc = |k: usize| w.as_ref().map_or(1.0, |w| w[gi * d + k]);
-                let (mut dsg, mut dbg) = (0.0, 0.0);
-                for k in 0..d {
-                    let (dsv, dbv) = sb[ni * g * d + gi * d + k];
-                    dsg += dsv * wc(k);
-                    dbg += dbv * wc(k);
-                }
-                let (m, r) = (mu[i], rs[i]);
-                let s = 1.0 / len as f64;
-                let c2 = (dbg * m - dsg) * r * r * r * s;
-                let c3 = -c2 * m - dbg * r * s;
-                // SAFETY: row i of contiguous [n*g, d*hxw] views.
-                let xs =
-                    unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * len), len) };
-                let ds =
-                    unsafe { std::slice::from_raw_parts((dyp.0 as *const T).add(i * len), len) };
-                let gs =
-                    unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * len), len) };
-                for k in 0..d {
-                    let c1 = r * wc(k);
-                    let rng = k * hxw..(k + 1) * hxw;
-                    for ((o, &dv), &xv) in gs[rng.clone()]
-                        .iter_mut()
-                        .zip(&ds[rng.clone()])
-                        .zip(&xs[rng])
-                    {
-                        *o = T::from_f64(c1 * dv.to_f64() + c2 * xv.to_f64() + c3);
+            each(
+                n * g,
+                n * g * len,
+                #[inline(always)]
+                |i| {
+                    let (ni, gi) = (i / g, i % g);
+                    let wc = |k: usize| w.as_ref().map_or(1.0, |w| w[gi * d + k]);
+                    let (mut dsg, mut dbg) = (0.0, 0.0);
+                    for k in 0..d {
+                        let (dsv, dbv) = sb[ni * g * d + gi * d + k];
+                        dsg += dsv * wc(k);
+                        dbg += dbv * wc(k);
                     }
-                }
-            });
+                    let (m, r) = (mu[i], rs[i]);
+                    let s = 1.0 / len as f64;
+                    let c2 = (dbg * m - dsg) * r * r * r * s;
+                    let c3 = -c2 * m - dbg * r * s;
+                    // SAFETY: row i of contiguous [n*g, d*hxw] views.
+                    let xs =
+                        unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * len), len) };
+                    let ds = unsafe {
+                        std::slice::from_raw_parts((dyp.0 as *const T).add(i * len), len)
+                    };
+                    let gs = unsafe {
+                        std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * len), len)
+                    };
+                    for k in 0..d {
+                        let c1 = r * wc(k);
+                        let rng = k * hxw..(k + 1) * hxw;
+                        for ((o, &dv), &xv) in gs[rng.clone()]
+                            .iter_mut()
+                            .zip(&ds[rng.clone()])
+                            .zip(&xs[rng])
+                        {
+                            *o = T::from_f64(c1 * dv.to_f64() + c2 * xv.to_f64() + c3);
+                        }
+                    }
+                },
+            );
         }
         dispatch_float!(OP, x.dtype, dx, gp, xp, dyp, &sb, &mu, &rs, &w, n, g, d, hxw);
     }
@@ -766,42 +817,47 @@ pub fn batch_norm(
     ) -> Vec<(f64, f64, f64)> {
         let (x, out) = (x.0, out.0);
         let (nb, cnt) = (x.sizes[0], x.sizes[0] * x.sizes[2]);
-        each(x.sizes[1], x.numel(), |ch| {
-            let mut buf = Vec::new();
-            let (mean, invstd, var_sum) = if training {
-                // SAFETY: runs of channel ch of a valid view.
-                let s: f64 = (0..nb)
-                    .map(|bi| lane_sum(unsafe { run_of::<T>(x, bi, ch, &mut buf) }, |v| v))
-                    .sum();
-                let mean = s / cnt as f64;
-                let v: f64 = (0..nb)
-                    .map(|bi| {
-                        lane_sum(unsafe { run_of::<T>(x, bi, ch, &mut buf) }, |v| {
-                            (v - mean) * (v - mean)
+        each(
+            x.sizes[1],
+            x.numel(),
+            #[inline(always)]
+            |ch| {
+                let mut buf = Vec::new();
+                let (mean, invstd, var_sum) = if training {
+                    // SAFETY: runs of channel ch of a valid view.
+                    let s: f64 = (0..nb)
+                        .map(|bi| lane_sum(unsafe { run_of::<T>(x, bi, ch, &mut buf) }, |v| v))
+                        .sum();
+                    let mean = s / cnt as f64;
+                    let v: f64 = (0..nb)
+                        .map(|bi| {
+                            lane_sum(unsafe { run_of::<T>(x, bi, ch, &mut buf) }, |v| {
+                                (v - mean) * (v - mean)
+                            })
                         })
-                    })
-                    .sum();
-                let invstd = if cnt == 0 {
-                    0.0
+                        .sum();
+                    let invstd = if cnt == 0 {
+                        0.0
+                    } else {
+                        1.0 / (v / cnt as f64 + eps).sqrt()
+                    };
+                    (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
                 } else {
-                    1.0 / (v / cnt as f64 + eps).sqrt()
+                    let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
+                    (m, 1.0 / (v + eps).sqrt(), 0.0)
                 };
-                (round_as(stat_dtype, mean), round_as(stat_dtype, invstd), v)
-            } else {
-                let (m, v) = (rm.as_ref().unwrap()[ch], rv.as_ref().unwrap()[ch]);
-                (m, 1.0 / (v + eps).sqrt(), 0.0)
-            };
-            let alpha = invstd * w.as_ref().map_or(1.0, |w| w[ch]);
-            let beta = b.as_ref().map_or(0.0, |b| b[ch]) - mean * alpha;
-            for bi in 0..nb {
-                // SAFETY: as above; out has x's sizes and this thread owns channel ch.
-                unsafe {
-                    let xs = run_of::<T>(x, bi, ch, &mut buf);
-                    write_run::<T>(out, bi, ch, |k| xs[k].to_f64() * alpha + beta);
+                let alpha = invstd * w.as_ref().map_or(1.0, |w| w[ch]);
+                let beta = b.as_ref().map_or(0.0, |b| b[ch]) - mean * alpha;
+                for bi in 0..nb {
+                    // SAFETY: as above; out has x's sizes and this thread owns channel ch.
+                    unsafe {
+                        let xs = run_of::<T>(x, bi, ch, &mut buf);
+                        write_run::<T>(out, bi, ch, |k| xs[k].to_f64() * alpha + beta);
+                    }
                 }
-            }
-            (mean, invstd, var_sum)
-        })
+                (mean, invstd, var_sum)
+            },
+        )
     }
     let stats = dispatch_float!(
         OP,
@@ -911,49 +967,54 @@ pub fn batch_norm_backward(
     ) -> Vec<(f64, f64)> {
         let (dy, x) = (dy.0, x.0);
         let (nb, cnt) = (x.sizes[0], x.sizes[0] * x.sizes[2]);
-        each(x.sizes[1], x.numel(), |ch| {
-            let (mu, is) = (mean[ch], invstd[ch]);
-            let (mut bd, mut bx) = (Vec::new(), Vec::new());
-            let (mut sum, mut dot) = (0.0f64, 0.0f64);
-            for bi in 0..nb {
-                // SAFETY: runs of channel ch of valid views of equal sizes.
-                let (s, d) = unsafe {
-                    lane_centered_dot(
-                        run_of::<T>(dy, bi, ch, &mut bd),
-                        run_of::<T>(x, bi, ch, &mut bx),
-                        mu,
-                    )
-                };
-                sum += s;
-                dot += d;
-            }
-            if let Some(gi) = gi {
-                let wc = w.as_ref().map_or(1.0, |w| w[ch]);
-                let kk = if cnt == 0 {
-                    0.0
-                } else {
-                    dot * is * is / cnt as f64
-                };
-                let gm = if cnt == 0 { 0.0 } else { sum / cnt as f64 };
+        each(
+            x.sizes[1],
+            x.numel(),
+            #[inline(always)]
+            |ch| {
+                let (mu, is) = (mean[ch], invstd[ch]);
+                let (mut bd, mut bx) = (Vec::new(), Vec::new());
+                let (mut sum, mut dot) = (0.0f64, 0.0f64);
                 for bi in 0..nb {
-                    // SAFETY: as above; this thread owns channel ch of grad_input.
-                    unsafe {
-                        let (ds, xs) = (
+                    // SAFETY: runs of channel ch of valid views of equal sizes.
+                    let (s, d) = unsafe {
+                        lane_centered_dot(
                             run_of::<T>(dy, bi, ch, &mut bd),
                             run_of::<T>(x, bi, ch, &mut bx),
-                        );
-                        if train {
-                            write_run::<T>(gi.0, bi, ch, |k| {
-                                (ds[k].to_f64() - gm - (xs[k].to_f64() - mu) * kk) * is * wc
-                            });
-                        } else {
-                            write_run::<T>(gi.0, bi, ch, |k| ds[k].to_f64() * is * wc);
+                            mu,
+                        )
+                    };
+                    sum += s;
+                    dot += d;
+                }
+                if let Some(gi) = gi {
+                    let wc = w.as_ref().map_or(1.0, |w| w[ch]);
+                    let kk = if cnt == 0 {
+                        0.0
+                    } else {
+                        dot * is * is / cnt as f64
+                    };
+                    let gm = if cnt == 0 { 0.0 } else { sum / cnt as f64 };
+                    for bi in 0..nb {
+                        // SAFETY: as above; this thread owns channel ch of grad_input.
+                        unsafe {
+                            let (ds, xs) = (
+                                run_of::<T>(dy, bi, ch, &mut bd),
+                                run_of::<T>(x, bi, ch, &mut bx),
+                            );
+                            if train {
+                                write_run::<T>(gi.0, bi, ch, |k| {
+                                    (ds[k].to_f64() - gm - (xs[k].to_f64() - mu) * kk) * is * wc
+                                });
+                            } else {
+                                write_run::<T>(gi.0, bi, ch, |k| ds[k].to_f64() * is * wc);
+                            }
                         }
                     }
                 }
-            }
-            (dot * is, sum)
-        })
+                (dot * is, sum)
+            },
+        )
     }
     let sums = dispatch_float!(
         OP,
