@@ -699,16 +699,19 @@ pub fn forward(a: &Sdpa, out: &Strided, lse: &Strided) -> Result<(), KernelError
             let (b, h) = (bh / g.hq, bh % g.hq);
             let i0 = tile * g.bq;
             let m = g.bq.min(g.l - i0);
-            simd_dispatch(|| {
-                let mut bufs = FwdBufs::<T::Acc>::new(&g);
-                let lrow = (lp as *mut f32).wrapping_add(bh * g.l + i0);
-                // SAFETY: this task owns rows i0..i0+m of [b, h] in out and lse.
-                unsafe {
-                    fwd_tile::<T>(c, &mut bufs, (b, h, i0, m), Some(o), |r, v| {
-                        *lrow.add(r) = AccF::to_f64(v) as f32
-                    })
-                }
-            });
+            simd_dispatch(
+                #[inline(always)]
+                || {
+                    let mut bufs = FwdBufs::<T::Acc>::new(&g);
+                    let lrow = (lp as *mut f32).wrapping_add(bh * g.l + i0);
+                    // SAFETY: this task owns rows i0..i0+m of [b, h] in out and lse.
+                    unsafe {
+                        fwd_tile::<T>(c, &mut bufs, (b, h, i0, m), Some(o), |r, v| {
+                            *lrow.add(r) = AccF::to_f64(v) as f32
+                        })
+                    }
+                },
+            );
         });
     }
     match a.q.dtype {
@@ -856,33 +859,36 @@ where
             let (b, h) = (bh / g.hq, bh % g.hq);
             let i0 = tile * g.bq;
             let m = g.bq.min(g.l - i0);
-            simd_dispatch(|| {
-                let mut ob = vec![zero; m * g.dv];
-                let mut gb = vec![zero; m * g.dv];
-                // SAFETY: this task owns rows i0..i0+m of [b, h] in the scratch.
-                unsafe {
-                    pack::<T>(&mut ob, &w.o, b, h, i0, m, g.dv);
-                    pack::<T>(&mut gb, &w.go, b, h, i0, m, g.dv);
-                    let dl = (delta as *mut T::Acc).add(bh * g.l + i0);
-                    for r in 0..m {
-                        let mut s = zero;
-                        for k in 0..g.dv {
-                            s = s + ob[r * g.dv + k] * gb[r * g.dv + k];
-                        }
-                        *dl.add(r) = s;
-                    }
-                    let ll = (lse_acc as *mut T::Acc).add(bh * g.l + i0);
-                    if T::Acc::is_f64() {
-                        let mut bufs = FwdBufs::<T::Acc>::new(&g);
-                        fwd_tile::<T>(c, &mut bufs, (b, h, i0, m), None, |r, v| *ll.add(r) = v);
-                    } else {
-                        let src = (w.lse as *const f32).add(bh * g.l + i0);
+            simd_dispatch(
+                #[inline(always)]
+                || {
+                    let mut ob = vec![zero; m * g.dv];
+                    let mut gb = vec![zero; m * g.dv];
+                    // SAFETY: this task owns rows i0..i0+m of [b, h] in the scratch.
+                    unsafe {
+                        pack::<T>(&mut ob, &w.o, b, h, i0, m, g.dv);
+                        pack::<T>(&mut gb, &w.go, b, h, i0, m, g.dv);
+                        let dl = (delta as *mut T::Acc).add(bh * g.l + i0);
                         for r in 0..m {
-                            *ll.add(r) = <T::Acc as AccF>::from_f64(*src.add(r) as f64);
+                            let mut s = zero;
+                            for k in 0..g.dv {
+                                s = s + ob[r * g.dv + k] * gb[r * g.dv + k];
+                            }
+                            *dl.add(r) = s;
+                        }
+                        let ll = (lse_acc as *mut T::Acc).add(bh * g.l + i0);
+                        if T::Acc::is_f64() {
+                            let mut bufs = FwdBufs::<T::Acc>::new(&g);
+                            fwd_tile::<T>(c, &mut bufs, (b, h, i0, m), None, |r, v| *ll.add(r) = v);
+                        } else {
+                            let src = (w.lse as *const f32).add(bh * g.l + i0);
+                            for r in 0..m {
+                                *ll.add(r) = <T::Acc as AccF>::from_f64(*src.add(r) as f64);
+                            }
                         }
                     }
-                }
-            });
+                },
+            );
         },
     );
     // Pass 2, per (batch, kv head, chunk of key tiles).
@@ -892,11 +898,14 @@ where
         let (bk, ch) = (t / w.chunks, t % w.chunks);
         let (b, kvh) = (bk / g.hk, bk % g.hk);
         let (t0, t1) = (ch * kt / w.chunks, (ch + 1) * kt / w.chunks);
-        simd_dispatch(|| {
-            // SAFETY: this task owns key rows of tiles t0..t1 of [b, kvh],
-            // the bias-gradient columns of those keys and chunk ch of dQ.
-            unsafe { bwd_chunk::<T>(c, w, (b, kvh, ch, t0, t1), lse_acc, delta) }
-        });
+        simd_dispatch(
+            #[inline(always)]
+            || {
+                // SAFETY: this task owns key rows of tiles t0..t1 of [b, kvh],
+                // the bias-gradient columns of those keys and chunk ch of dQ.
+                unsafe { bwd_chunk::<T>(c, w, (b, kvh, ch, t0, t1), lse_acc, delta) }
+            },
+        );
     });
     // dQ: the chunks' partial sums, in chunk order.
     if let Some(gq) = w.gq {

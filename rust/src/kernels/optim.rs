@@ -265,7 +265,10 @@ fn adam_chunks<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
             _ => &mut empty,
         };
         // at the CPU's SIMD width (sqrt and division vectorize; results are the same at every level)
-        simd::dispatch(|| adam_loop::<T, SCALE, AMS, WD>(ps, gs, ms, vs, xs, k, small, coeff));
+        simd::dispatch(
+            #[inline(always)]
+            || adam_loop::<T, SCALE, AMS, WD>(ps, gs, ms, vs, xs, k, small, coeff),
+        );
     });
 }
 
