@@ -20,6 +20,7 @@
 use super::copy::Scalar;
 use super::elementwise::{unary, Operand, UnaryOp};
 use super::linalg::{gemm_one, par_gemm, ToF32};
+use super::norm::dispatch_float;
 use super::reduce::par_min;
 use super::{parallel, KernelError, Strided};
 use crate::dtype::DType;
@@ -149,18 +150,6 @@ impl Elem for bf16 {
     }
 }
 
-macro_rules! dispatch_elem {
-    ($op:expr, $dtype:expr, $f:ident, $($arg:expr),*) => {
-        match $dtype {
-            DType::F32 => $f::<f32>($($arg),*),
-            DType::F64 => $f::<f64>($($arg),*),
-            DType::F16 => $f::<f16>($($arg),*),
-            DType::BF16 => $f::<bf16>($($arg),*),
-            d => return Err(KernelError::UnsupportedDtype { op: $op, dtype: d }),
-        }
-    };
-}
-
 const LANES: usize = 8;
 
 /// `sum(a[i] * b[i])` in the accumulation type, eight lanes then the lanes
@@ -274,7 +263,7 @@ pub fn rms_norm(
             }
         });
     }
-    dispatch_elem!(OP, x.dtype, go, out, rstd, x, weight, m, n, eps);
+    dispatch_float!(OP, x.dtype, go, out, rstd, x, weight, m, n, eps);
     Ok(())
 }
 
@@ -380,7 +369,7 @@ pub fn rms_norm_backward(
             }
         }
     }
-    dispatch_elem!(
+    dispatch_float!(
         OP,
         x.dtype,
         go,
