@@ -297,80 +297,67 @@ pub fn layer_norm_backward(
                 std::slice::from_raw_parts((dyp.0 as *const T).add(i * n), n),
             )
         };
-        if let Some(gp) = gi {
-            let ones;
-            let wv: &[f64] = match w {
-                Some(w) => w,
-                None => {
-                    ones = vec![1.0; n];
-                    &ones
-                }
-            };
-            each(
-                m,
-                m * n,
-                #[inline(always)]
-                |i| {
-                    let (xs, ds) = row(i);
-                    let gs =
-                        unsafe { std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n) };
-                    let (mi, ri) = (mu[i], rs[i]);
-                    // a = sum(g), c = sum(g * xhat) with g = dy * w, in f64 lanes.
-                    let (mut al, mut cl) = ([0.0f64; LANES], [0.0f64; LANES]);
-                    let (cd, cx, cw) = (
-                        ds.chunks_exact(LANES),
-                        xs.chunks_exact(LANES),
-                        wv.chunks_exact(LANES),
-                    );
-                    let tail = n - cd.remainder().len();
-                    for ((d, x), w) in cd.zip(cx).zip(cw) {
-                        for l in 0..LANES {
-                            let g = d[l].to_f64() * w[l];
-                            al[l] += g;
-                            cl[l] += g * (x[l].to_f64() - mi);
-                        }
-                    }
-                    let (mut a, mut c): (f64, f64) = (al.iter().sum(), cl.iter().sum());
-                    for j in tail..n {
-                        let g = ds[j].to_f64() * wv[j];
-                        a += g;
-                        c += g * (xs[j].to_f64() - mi);
-                    }
-                    c *= ri;
-                    let (a, c) = (a / n as f64, c / n as f64);
-                    for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
-                        let xh = (x.to_f64() - mi) * ri;
-                        *o = T::from_f64(ri * (d.to_f64() * w - a - xh * c));
-                    }
-                },
-            );
-        }
-        if !need_wb {
-            return (Vec::new(), Vec::new());
-        }
-        // Column sums: whole rows (contiguous, vectorized) into per-block
-        // partial sums over fixed blocks of rows, added in block order, so
-        // the result does not depend on the thread count.
-        const ROWS: usize = 64;
+        let ones;
+        let wv: &[f64] = match w {
+            Some(w) => w,
+            None => {
+                ones = if gi.is_some() {
+                    vec![1.0; n]
+                } else {
+                    Vec::new()
+                };
+                &ones
+            }
+        };
+        // One pass over blocks of rows: each row's grad_input (two sweeps
+        // of the row, which stays in L1 between them) and, while the row is
+        // still there, the block's partial column sums for grad_weight and
+        // grad_bias. The partials are added in block order and the block
+        // size depends only on `m`, so the result does not depend on the
+        // thread count.
+        let rows_per = m.div_ceil(32).clamp(1, 64);
         let blocks = each(
-            m.div_ceil(ROWS),
+            m.div_ceil(rows_per),
             m * n,
             #[inline(always)]
             |bk| {
-                let mut gw = vec![0.0f64; n];
-                let mut gb = vec![0.0f64; n];
-                for i in bk * ROWS..((bk + 1) * ROWS).min(m) {
+                let (mut gw, mut gb) = if need_wb {
+                    (vec![0.0f64; n], vec![0.0f64; n])
+                } else {
+                    (Vec::new(), Vec::new())
+                };
+                for i in bk * rows_per..((bk + 1) * rows_per).min(m) {
                     let (xs, ds) = row(i);
                     let (mi, ri) = (mu[i], rs[i]);
-                    for (((w, b), x), d) in gw.iter_mut().zip(gb.iter_mut()).zip(xs).zip(ds) {
-                        let d = d.to_f64();
-                        *w += d * ((x.to_f64() - mi) * ri);
-                        *b += d;
+                    if let Some(gp) = gi {
+                        // SAFETY: row i of the contiguous [m, n] grad_input.
+                        let gs = unsafe {
+                            std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n)
+                        };
+                        // a = sum(g), c = sum(g * (x - mean)) with g = dy * w.
+                        let a = lane_sum2(ds, wv, |d, w| d * w);
+                        let mut c = lane_sum3(ds, wv, xs, |d, w, x| d * w * (x - mi));
+                        c *= ri;
+                        let (a, c) = (a / n as f64, c / n as f64);
+                        for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
+                            let xh = (x.to_f64() - mi) * ri;
+                            *o = T::from_f64(ri * (d.to_f64() * w - a - xh * c));
+                        }
+                    }
+                    if need_wb {
+                        for (((w, b), x), d) in gw.iter_mut().zip(gb.iter_mut()).zip(xs).zip(ds) {
+                            let d = d.to_f64();
+                            *w += d * ((x.to_f64() - mi) * ri);
+                            *b += d;
+                        }
                     }
                 }
                 (gw, gb)
             },
         );
+        if !need_wb {
+            return (Vec::new(), Vec::new());
+        }
         let (mut gw, mut gb) = (vec![0.0f64; n], vec![0.0f64; n]);
         for (a, b) in blocks {
             gw.iter_mut().zip(a).for_each(|(s, v)| *s += v);
@@ -394,6 +381,12 @@ pub fn layer_norm_backward(
 
 /// Lanes of the f64 sums below: independent accumulators the compiler keeps
 /// in vector registers (a single running sum is a serial dependency chain).
+///
+/// Each helper keeps exactly one lane array: LLVM vectorizes one lane-wise
+/// reduction per loop at the full width, but a loop that feeds two lane
+/// arrays comes out as scalar and 2-wide code (checked in the disassembly;
+/// it made layer norm's backward 2.8x CPU's time). Two sums over a row are
+/// two passes over it, the second from L1.
 const LANES: usize = 8;
 
 /// `sum(f(x))` over a slice in f64, lane-wise then across lanes (a fixed
@@ -415,25 +408,49 @@ fn lane_sum<T: Scalar>(xs: &[T], f: impl Fn(f64) -> f64) -> f64 {
     s
 }
 
-/// `(sum(a * b), sum(a))` over two slices of equal length, in f64.
+/// `sum(f(a, b))` over two slices of equal length, as [`lane_sum`].
 #[inline(always)]
-fn lane_dot_sum<T: Scalar>(a: &[T], b: &[T]) -> (f64, f64) {
-    let (mut ab, mut sa) = ([0.0f64; LANES], [0.0f64; LANES]);
+fn lane_sum2<A: Scalar, B: Scalar>(a: &[A], b: &[B], f: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ta, tb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for l in 0..LANES {
-            let xv = x[l].to_f64();
-            ab[l] += xv * y[l].to_f64();
-            sa[l] += xv;
+            acc[l] += f(x[l].to_f64(), y[l].to_f64());
         }
     }
-    let (mut p, mut s): (f64, f64) = (ab.iter().sum(), sa.iter().sum());
+    let mut s: f64 = acc.iter().sum();
     for (x, y) in ta.iter().zip(tb) {
-        p += x.to_f64() * y.to_f64();
-        s += x.to_f64();
+        s += f(x.to_f64(), y.to_f64());
     }
-    (p, s)
+    s
+}
+
+/// `sum(f(a, b, c))` over three slices of equal length, as [`lane_sum`].
+#[inline(always)]
+fn lane_sum3<A: Scalar, B: Scalar, C: Scalar>(
+    a: &[A],
+    b: &[B],
+    c: &[C],
+    f: impl Fn(f64, f64, f64) -> f64,
+) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let (ca, cb, cc) = (
+        a.chunks_exact(LANES),
+        b.chunks_exact(LANES),
+        c.chunks_exact(LANES),
+    );
+    let (ta, tb, tc) = (ca.remainder(), cb.remainder(), cc.remainder());
+    for ((x, y), z) in ca.zip(cb).zip(cc) {
+        for l in 0..LANES {
+            acc[l] += f(x[l].to_f64(), y[l].to_f64(), z[l].to_f64());
+        }
+    }
+    let mut s: f64 = acc.iter().sum();
+    for ((x, y), z) in ta.iter().zip(tb).zip(tc) {
+        s += f(x.to_f64(), y.to_f64(), z.to_f64());
+    }
+    s
 }
 
 /// Group norm geometry: `x` is `[n, c, hxw]` (contiguous), in `g` groups.
@@ -579,7 +596,7 @@ pub fn group_norm_backward(
                     unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * hxw), hxw) };
                 let ds =
                     unsafe { std::slice::from_raw_parts((dyp.0 as *const T).add(i * hxw), hxw) };
-                lane_dot_sum(ds, xs)
+                (lane_sum2(ds, xs, |d, x| d * x), lane_sum(ds, |d| d))
             },
         )
     }
@@ -738,22 +755,7 @@ unsafe fn write_run<T: Scalar>(s: &Strided, bi: usize, ch: usize, f: impl Fn(usi
 /// `(sum(d), sum((x - mu) * d))` over two runs, in f64 lanes.
 #[inline(always)]
 fn lane_centered_dot<T: Scalar>(d: &[T], x: &[T], mu: f64) -> (f64, f64) {
-    let (mut sd, mut sxd) = ([0.0f64; LANES], [0.0f64; LANES]);
-    let (cd, cx) = (d.chunks_exact(LANES), x.chunks_exact(LANES));
-    let (td, tx) = (cd.remainder(), cx.remainder());
-    for (a, b) in cd.zip(cx) {
-        for l in 0..LANES {
-            let dv = a[l].to_f64();
-            sd[l] += dv;
-            sxd[l] += (b[l].to_f64() - mu) * dv;
-        }
-    }
-    let (mut s1, mut s2): (f64, f64) = (sd.iter().sum(), sxd.iter().sum());
-    for (a, b) in td.iter().zip(tx) {
-        s1 += a.to_f64();
-        s2 += (b.to_f64() - mu) * a.to_f64();
-    }
-    (s1, s2)
+    (lane_sum(d, |v| v), lane_sum2(d, x, |dv, xv| (xv - mu) * dv))
 }
 
 /// A view that crosses to pool threads (each channel is one thread's).
