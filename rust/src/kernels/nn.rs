@@ -16,6 +16,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::copy::{self, Scalar};
+use super::elementwise::simd::{self, SimdLevel};
 use super::parallel;
 use super::reduce::{crate_simd_level, par_min, AccF, FloatElem, Walker3};
 use super::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE};
@@ -251,54 +252,11 @@ fn rows_dispatch<T: FloatElem>(
     T::Acc: Real + FloatElem<Acc = T::Acc>,
 {
     let mut e = vec![<T::Acc as AccF>::ZERO; d];
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: the level was detected on this CPU.
-        if simd >= 2 {
-            return unsafe { rows_avx512::<T>(kind, o, a, b, r0, r1, d, &mut e) };
-        }
-        if simd == 1 {
-            return unsafe { rows_avx2::<T>(kind, o, a, b, r0, r1, d, &mut e) };
-        }
-    }
-    let _ = simd;
-    rows::<T>(kind, o, a, b, r0, r1, d, &mut e)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn rows_avx512<T: FloatElem>(
-    kind: Kind,
-    o: P,
-    a: P,
-    b: P,
-    r0: usize,
-    r1: usize,
-    d: usize,
-    e: &mut [T::Acc],
-) where
-    T::Acc: Real + FloatElem<Acc = T::Acc>,
-{
-    rows::<T>(kind, o, a, b, r0, r1, d, e)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn rows_avx2<T: FloatElem>(
-    kind: Kind,
-    o: P,
-    a: P,
-    b: P,
-    r0: usize,
-    r1: usize,
-    d: usize,
-    e: &mut [T::Acc],
-) where
-    T::Acc: Real + FloatElem<Acc = T::Acc>,
-{
-    rows::<T>(kind, o, a, b, r0, r1, d, e)
+    simd::dispatch_at(
+        SimdLevel::from_u8(simd),
+        #[inline(always)]
+        || rows::<T>(kind, o, a, b, r0, r1, d, &mut e),
+    )
 }
 
 #[inline(always)]
@@ -439,54 +397,11 @@ fn cols_dispatch<T: FloatElem>(
 ) where
     T::Acc: Real,
 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: the level was detected on this CPU.
-        if simd >= 2 {
-            return unsafe { cols_avx512::<T>(kind, o, a, b, base, d, inner, w) };
-        }
-        if simd == 1 {
-            return unsafe { cols_avx2::<T>(kind, o, a, b, base, d, inner, w) };
-        }
-    }
-    let _ = simd;
-    cols::<T>(kind, o, a, b, base, d, inner, w)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn cols_avx512<T: FloatElem>(
-    kind: Kind,
-    o: P,
-    a: P,
-    b: P,
-    base: usize,
-    d: usize,
-    inner: usize,
-    w: usize,
-) where
-    T::Acc: Real,
-{
-    cols::<T>(kind, o, a, b, base, d, inner, w)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn cols_avx2<T: FloatElem>(
-    kind: Kind,
-    o: P,
-    a: P,
-    b: P,
-    base: usize,
-    d: usize,
-    inner: usize,
-    w: usize,
-) where
-    T::Acc: Real,
-{
-    cols::<T>(kind, o, a, b, base, d, inner, w)
+    simd::dispatch_at(
+        SimdLevel::from_u8(simd),
+        #[inline(always)]
+        || cols::<T>(kind, o, a, b, base, d, inner, w),
+    )
 }
 
 /// A tile of `w` columns starting at element `base` of `[d, inner]`.

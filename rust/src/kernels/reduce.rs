@@ -38,6 +38,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::copy::{for_each_offset, Scalar};
+use super::elementwise::simd::{self, SimdLevel};
 use super::parallel;
 use super::{KernelError, Strided, GRAIN_SIZE};
 use crate::dtype::DType;
@@ -982,42 +983,11 @@ fn inner_leaf_dispatch<R: Reducer>(
     hi: usize,
     simd: u8,
 ) -> R::Acc {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: the level was detected on this CPU.
-        if simd >= 2 {
-            return unsafe { inner_leaf_avx512(red, plan, base, lo, hi) };
-        }
-        if simd == 1 {
-            return unsafe { inner_leaf_avx2(red, plan, base, lo, hi) };
-        }
-    }
-    let _ = simd;
-    inner_leaf(red, plan, base, lo, hi)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn inner_leaf_avx512<R: Reducer>(
-    red: &R,
-    plan: &Plan,
-    base: usize,
-    lo: usize,
-    hi: usize,
-) -> R::Acc {
-    inner_leaf(red, plan, base, lo, hi)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn inner_leaf_avx2<R: Reducer>(
-    red: &R,
-    plan: &Plan,
-    base: usize,
-    lo: usize,
-    hi: usize,
-) -> R::Acc {
-    inner_leaf(red, plan, base, lo, hi)
+    simd::dispatch_at(
+        SimdLevel::from_u8(simd),
+        #[inline(always)]
+        || inner_leaf(red, plan, base, lo, hi),
+    )
 }
 
 #[inline(always)]
@@ -1240,46 +1210,11 @@ fn outer_leaf_dispatch<R: Reducer, const W: usize>(
     hi: usize,
     simd: u8,
 ) -> [R::Acc; W] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: the level was detected on this CPU.
-        if simd >= 2 {
-            return unsafe { outer_leaf_avx512::<R, W>(red, plan, base, vs, width, lo, hi) };
-        }
-        if simd == 1 {
-            return unsafe { outer_leaf_avx2::<R, W>(red, plan, base, vs, width, lo, hi) };
-        }
-    }
-    let _ = simd;
-    outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn outer_leaf_avx512<R: Reducer, const W: usize>(
-    red: &R,
-    plan: &Plan,
-    base: usize,
-    vs: isize,
-    width: usize,
-    lo: usize,
-    hi: usize,
-) -> [R::Acc; W] {
-    outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn outer_leaf_avx2<R: Reducer, const W: usize>(
-    red: &R,
-    plan: &Plan,
-    base: usize,
-    vs: isize,
-    width: usize,
-    lo: usize,
-    hi: usize,
-) -> [R::Acc; W] {
-    outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi)
+    simd::dispatch_at(
+        SimdLevel::from_u8(simd),
+        #[inline(always)]
+        || outer_leaf::<R, W>(red, plan, base, vs, width, lo, hi),
+    )
 }
 
 #[inline(always)]

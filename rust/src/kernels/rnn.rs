@@ -23,6 +23,7 @@
 //! bit-identical for any thread count.
 
 use super::elementwise::math::Real;
+use super::elementwise::simd;
 use super::linalg::gemm_one;
 use super::parallel;
 use super::KernelError;
@@ -195,46 +196,27 @@ impl<T> P<T> {
 
 /// Runs `f(block, j0, width)` for every block of hidden units, on the pool
 /// when the step is big enough.
-/// The gate math runs inside a `#[target_feature]` function of the CPU's
-/// SIMD level (kernels/elementwise/simd.rs), so its polynomial `mul_add`s
+/// The gate math runs inside [`simd::dispatch_at`] (the callers' `f` is an
+/// `#[inline(always)]` closure), so its polynomial `mul_add`s
 /// are FMA instructions and the row loops vectorize; no level changes a
 /// result bit.
 fn for_blocks(hidden: usize, work: usize, f: impl Fn(usize, usize) + Sync) {
     let nb = hidden.div_ceil(BLOCK);
-    let level = super::elementwise::simd::level();
+    let level = simd::level();
     let run = |b: usize| {
         let j0 = b * BLOCK;
         let w = (hidden - j0).min(BLOCK);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use super::elementwise::simd::SimdLevel;
-            // SAFETY: the level was detected on this CPU.
-            match level {
-                SimdLevel::Avx512 => return unsafe { block_avx512(&f, j0, w) },
-                SimdLevel::Avx2 => return unsafe { block_avx2(&f, j0, w) },
-                SimdLevel::Portable => {}
-            }
-        }
-        let _ = level;
-        f(j0, w);
+        simd::dispatch_at(
+            level,
+            #[inline(always)]
+            || f(j0, w),
+        );
     };
     if nb > 1 && work >= PAR_WORK {
         parallel::parallel_for(nb, run);
     } else {
         (0..nb).for_each(run);
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn block_avx512<F: Fn(usize, usize)>(f: &F, j0: usize, w: usize) {
-    f(j0, w)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn block_avx2<F: Fn(usize, usize)>(f: &F, j0: usize, w: usize) {
-    f(j0, w)
 }
 
 /// `W_hh` `[G*H, H]` as the right operand of `h @ W_hh^T`, `[H, G*H]`
@@ -650,7 +632,12 @@ pub(crate) unsafe fn backward<T: 'static + Copy + Send + Sync + Real>(
         next = Some((off, bs));
     }
     if let Some(nx) = next {
-        for_blocks(h, nx.1 * h * gh, |j0, w| recur(nx, j0, w));
+        for_blocks(
+            h,
+            nx.1 * h * gh,
+            #[inline(always)]
+            |j0, w| recur(nx, j0, w),
+        );
     }
     Ok(())
 }

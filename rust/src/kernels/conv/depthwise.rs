@@ -288,18 +288,6 @@ trait Planes: Sync {
     );
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn run_avx512<K: Planes>(k: &K, p0: usize, p1: usize, buf: &mut [K::T]) {
-    k.run::<16, 64>(p0, p1, buf)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn run_avx2<K: Planes>(k: &K, p0: usize, p1: usize, buf: &mut [K::T]) {
-    k.run::<8, 32>(p0, p1, buf)
-}
-
 /// Runs `k` over `nplanes` planes on the pool, in the SIMD level's instantiation.
 fn for_planes<K: Planes>(k: &K, nplanes: usize) {
     let ntasks = nplanes.min(MAX_TASKS);
@@ -313,16 +301,20 @@ fn for_planes<K: Planes>(k: &K, nplanes: usize) {
         // The scratch is taken out here: the thread-local access is not
         // inlined, and the kernel must be (inside the level's function).
         with_scratch::<K::T, _>(k.scratch(), |buf| {
-            // SAFETY: the level was detected on this CPU; `k` writes only
-            // the planes it is given.
-            unsafe {
-                match level {
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx512 => run_avx512(k, p0, p1, buf),
-                    #[cfg(target_arch = "x86_64")]
-                    SimdLevel::Avx2 => run_avx2(k, p0, p1, buf),
-                    _ => k.run::<4, 16>(p0, p1, buf),
-                }
+            // SAFETY: `k` writes only the planes it is given. The lane
+            // count follows the level: 16 f32 lanes in AVX-512, 8 in AVX2.
+            match level {
+                SimdLevel::Avx512 => simd::dispatch_at(
+                    level,
+                    #[inline(always)]
+                    || unsafe { k.run::<16, 64>(p0, p1, buf) },
+                ),
+                SimdLevel::Avx2 => simd::dispatch_at(
+                    level,
+                    #[inline(always)]
+                    || unsafe { k.run::<8, 32>(p0, p1, buf) },
+                ),
+                SimdLevel::Portable => unsafe { k.run::<4, 16>(p0, p1, buf) },
             }
         })
     });

@@ -115,26 +115,36 @@ pub fn set_level(want: SimdLevel) -> SimdLevel {
 /// left to the inliner stays one baseline (SSE2) function that every copy merely calls, which
 /// made SDPA 2.6x slower until it was marked.
 #[inline(always)]
-pub fn dispatch(body: impl FnOnce()) {
+pub fn dispatch<R>(body: impl FnOnce() -> R) -> R {
+    dispatch_at(level(), body)
+}
+
+/// [`dispatch`] at a level the caller read once with [`level`] (so every
+/// piece of one kernel call runs at the same level), capped to what this
+/// CPU supports. The one place outside the elementwise loops that enters a
+/// `#[target_feature]` function.
+#[inline(always)]
+pub fn dispatch_at<R>(level: SimdLevel, body: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-        unsafe fn v4(body: impl FnOnce()) {
+        unsafe fn v4<R>(body: impl FnOnce() -> R) -> R {
             body()
         }
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn v3(body: impl FnOnce()) {
+        unsafe fn v3<R>(body: impl FnOnce() -> R) -> R {
             body()
         }
         // SAFETY: the level is capped to what this CPU supports.
         unsafe {
-            match level() {
+            match level.min(detected()) {
                 SimdLevel::Avx512 => return v4(body),
                 SimdLevel::Avx2 => return v3(body),
                 SimdLevel::Portable => {}
             }
         }
     }
+    let _ = level;
     body()
 }
 
