@@ -99,18 +99,28 @@ impl Mats {
         self
     }
 
+    /// Where matrix `b` starts. An empty matrix may sit in an empty
+    /// storage, whose pointer is null; faer requires a non-null, aligned
+    /// pointer even when it reads nothing, so it gets a dangling one.
+    unsafe fn base<T>(&self, b: usize) -> *mut T {
+        if self.m == 0 || self.n == 0 || self.ptr == 0 {
+            return std::ptr::NonNull::<T>::dangling().as_ptr();
+        }
+        (self.ptr as *mut T).offset(self.offs[b])
+    }
+
     /// Matrix `b`, writable.
     ///
     /// # Safety
     /// The caller hands each task a distinct `b` of a non-overlapping batch.
     unsafe fn get_mut<'a, T>(&self, b: usize) -> MatMut<'a, T> {
-        let p = (self.ptr as *mut T).offset(self.offs[b]);
+        let p = self.base::<T>(b);
         MatMut::from_raw_parts_mut(p, self.m, self.n, self.rs, self.cs)
     }
 
     /// Matrix `b`, read-only.
     unsafe fn get<'a, T>(&self, b: usize) -> MatRef<'a, T> {
-        let p = (self.ptr as *const T).offset(self.offs[b]);
+        let p = self.base::<T>(b) as *const T;
         MatRef::from_raw_parts(p, self.m, self.n, self.rs, self.cs)
     }
 }

@@ -799,8 +799,11 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
                     0,
                     m,
                     |o| unsafe {
-                        // SAFETY: rows of the two views; out does not overlap the inputs.
-                        std::ptr::copy_nonoverlapping(
+                        // SAFETY: rows of the two views. `out` may be the
+                        // very memory of an input (an out= view over the
+                        // inputs' storage, which CPU computes too), so the
+                        // copy is a memmove, defined for overlapping rows.
+                        std::ptr::copy(
                             (sp as isize + o[1] * es) as *const u8,
                             (dp as isize + o[0] * es) as *mut u8,
                             row,
