@@ -1205,3 +1205,43 @@ def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out
         # CPU reduces, then fails dividing by the counts
         raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool' (foo)")
     return out
+
+
+@impl("unfold_backward")
+def unfold_backward(grad_in, input_sizes, dim, size, step):
+    """Tensor.unfold's backward: window element ``j`` of every window adds into
+    the strided view ``grad[j::step]`` along ``dim`` (one foo add per element
+    of a window; overlapping windows accumulate in window order)."""
+    if step <= 0:
+        raise ValueError(f"step is {step} but must be > 0")
+    nd = len(input_sizes)
+    grad = torch.zeros(input_sizes, dtype=grad_in.dtype, device=grad_in.device)
+    if nd == 0:
+        return grad.add_(grad_in.reshape(()))
+    d = dim % nd if -nd <= dim < nd else dim
+    n = grad_in.shape[d]
+    if n == 0 or grad.numel() == 0:
+        return grad
+    lead = (slice(None),) * d
+    for j in range(size):
+        grad.narrow(d, j, (n - 1) * step + 1)[(*lead, slice(None, None, step))].add_(grad_in.select(-1, j))
+    return grad
+
+
+@impl("eye.m_out")
+def eye_m_out(n, m, *, out):
+    """Zero, then a fill of the diagonal view: foo's zero_ and fill_ kernels."""
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    out.resize_((n, m))
+    out.zero_()
+    if n and m:
+        out.diagonal().fill_(1)
+    return out
+
+
+@impl("eye.out")
+def eye_out(n, *, out):
+    return eye_m_out(n, n, out=out)

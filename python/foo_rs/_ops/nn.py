@@ -308,3 +308,188 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     out = torch.empty((num_weights, d), dtype=grad_output.dtype, device=grad_output.device)
     _C.embedding_dense_backward(desc(out), desc(grad), desc(idx), padding_idx, scale_grad_by_freq)
     return out
+
+
+# ---------------------------------------------------------------------------
+# reflection / replication padding (1-3d) and backward
+# ---------------------------------------------------------------------------
+#
+# Each padded dimension is one index_select with a source index per output
+# position (a small CPU-computed plan); the backward is index_add into the
+# unpadded size, dimension by dimension in reverse. Both are foo kernels.
+
+
+def _pad_source(n_in: int, lo: int, hi: int, reflect: bool) -> torch.Tensor:
+    src = torch.arange(-lo, n_in + hi, dtype=torch.int64)
+    if reflect:
+        src = src.abs()
+        src = torch.where(src >= n_in, 2 * (n_in - 1) - src, src)
+    else:
+        src = src.clamp(0, n_in - 1)
+    return src
+
+
+def _pad_plan(name: str, self, padding, k: int, reflect: bool):
+    """CPU's checks of ``<name>`` (k padded dims); the padded dims and their
+    source index tensors on ``self``'s device."""
+    if len(padding) != 2 * k:
+        raise RuntimeError(f"padding size is expected to be {2 * k}, but got: {len(padding)}")
+    nd = self.dim()
+    lo_dims, hi_dims = k + 1, k + 2
+    non_empty = nd in (lo_dims, hi_dims) and all(self.shape[d] != 0 for d in range(1 if nd == hi_dims else 0, nd))
+    if not non_empty:
+        raise RuntimeError(
+            f"Expected {lo_dims}D or {hi_dims}D (batch mode) tensor with possibly 0 batch size and other "
+            f"non-zero dimensions for input, but got: {list(self.shape)}"
+        )
+    if self.dtype == torch.bool:
+        raise NotImplementedError(f"\"{name}\" not implemented for 'Bool' (foo)")
+    plan = []
+    for i in range(k):
+        d = nd - 1 - i
+        lo, hi = padding[2 * i], padding[2 * i + 1]
+        n_in = self.shape[d]
+        if reflect and (lo >= n_in or hi >= n_in):
+            raise RuntimeError(
+                f"Argument #4: Padding size should be less than the corresponding input dimension, but got: "
+                f"padding ({lo}, {hi}) at dimension {d} of input {list(self.shape)}"
+            )
+        n_out = n_in + lo + hi
+        if n_out < 1:
+            raise RuntimeError(f"input (W: {n_in}) is too small. Calculated output W: {n_out} (foo)")
+        plan.append((d, _pad_source(n_in, lo, hi, reflect).to(self.device)))
+    return plan
+
+
+def _pad_forward(name, self, padding, k, reflect, out=None):
+    check_same_device(name, self, out)
+    plan = _pad_plan(name, self, padding, k, reflect)
+    r = self
+    for d, idx in plan:
+        r = torch.index_select(r, d, idx)
+    if out is None:
+        return r if r is not self else r.clone()
+    check_out(out, r.shape, self.dtype)
+    return out.copy_(r)
+
+
+def _pad_backward(name, grad_output, self, padding, k, reflect, grad_input=None):
+    check_same_device(name, grad_output, self, grad_input)
+    plan = _pad_plan(name, self, padding, k, reflect)
+    expected = list(self.shape)
+    for d, idx in plan:
+        expected[d] = idx.numel()
+    if list(grad_output.shape) != expected:
+        raise RuntimeError(
+            f"grad_output must have the shape {expected} of {name}'s output, but got {list(grad_output.shape)} (foo)"
+        )
+    g = grad_output
+    for d, idx in reversed(plan):
+        shape = list(g.shape)
+        shape[d] = self.shape[d]
+        g = torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(d, idx, g)
+    if grad_input is None:
+        return g
+    check_out(grad_input, self.shape, self.dtype)
+    return grad_input.copy_(g)
+
+
+def _register_pad(kind: str, reflect: bool) -> None:
+    for k in (1, 2, 3):
+        name = f"{kind}_pad{k}d"
+
+        def fwd(self, padding, _n=name, _k=k):
+            return _pad_forward(_n, self, padding, _k, reflect)
+
+        def fwd_out(self, padding, *, out, _n=name, _k=k):
+            return _pad_forward(_n, self, padding, _k, reflect, out)
+
+        def bwd(grad_output, self, padding, _n=name + "_backward", _k=k):
+            return _pad_backward(_n, grad_output, self, padding, _k, reflect)
+
+        def bwd_out(grad_output, self, padding, *, grad_input, _n=name + "_backward", _k=k):
+            return _pad_backward(_n, grad_output, self, padding, _k, reflect, grad_input)
+
+        impl(name)(fwd)
+        impl(name + ".out")(fwd_out)
+        impl(name + "_backward")(bwd)
+        impl(name + "_backward.grad_input")(bwd_out)
+
+
+_register_pad("reflection", True)
+_register_pad("replication", False)
+
+
+# ---------------------------------------------------------------------------
+# glu and prelu (compositions of foo's elementwise kernels)
+# ---------------------------------------------------------------------------
+
+
+def _glu_halves(self, dim):
+    if self.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = wrap_dim(dim, self.dim())
+    n = self.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    return d, self.narrow(d, 0, n // 2), self.narrow(d, n // 2, n // 2)
+
+
+def _check_float(name, self):
+    if not self.is_floating_point():
+        raise NotImplementedError(f"\"{name}\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)")
+
+
+@impl("glu.out")
+def glu_out(self, dim=-1, *, out):
+    check_same_device("glu", self, out)
+    d, a, b = _glu_halves(self, dim)
+    _check_float("glu_cpu", self)
+    check_out(out, a.shape, self.dtype)
+    return torch.mul(a, torch.sigmoid(b), out=out)
+
+
+@impl("glu")
+def glu(self, dim=-1):
+    d, a, b = _glu_halves(self, dim)
+    _check_float("glu_cpu", self)
+    return torch.mul(a, torch.sigmoid(b))
+
+
+def _glu_backward(grad_output, self, dim):
+    check_same_device("glu_backward", grad_output, self)
+    d, a, b = _glu_halves(self, dim)
+    _check_float("glu_backward_cpu", self)
+    s = torch.sigmoid(b)
+    ga = s * grad_output
+    gb = ga * a * (1 - s)
+    return torch.cat([ga, gb], d)
+
+
+@impl("glu_backward")
+def glu_backward(grad_output, self, dim):
+    return _glu_backward(grad_output, self, dim)
+
+
+@impl("glu_backward.grad_input")
+def glu_backward_grad_input(grad_output, self, dim, *, grad_input):
+    g = _glu_backward(grad_output, self, dim)
+    check_out(grad_input, self.shape, self.dtype)
+    return grad_input.copy_(g)
+
+
+@impl("_prelu_kernel")
+def prelu_kernel(self, weight):
+    check_same_device("prelu", self, weight)
+    _check_float("prelu_cpu", self)
+    return torch.where(self > 0, self, weight * self)
+
+
+@impl("_prelu_kernel_backward")
+def prelu_kernel_backward(grad_output, self, weight):
+    check_same_device("prelu_backward", grad_output, self, weight)
+    _check_float("prelu_backward_cpu", self)
+    pos = self > 0
+    grad_input = torch.where(pos, grad_output, weight * grad_output)
+    grad_weight = torch.where(pos, torch.zeros((), dtype=self.dtype, device=self.device), self * grad_output)
+    return grad_input, grad_weight

@@ -740,3 +740,100 @@ def native_dropout_backward(grad_output, mask, scale):
         return out
     # Other dtypes / broadcasting: CPU's very expression, from native foo ops.
     return grad_output * mask * scale
+
+
+# ---------------------------------------------------------------------------
+# max_unpool2d / max_unpool3d (max_unpool1d is ATen's composite of 2d)
+# ---------------------------------------------------------------------------
+#
+# A zeroed output, then one scatter of every input value to its flat index
+# within its (batch, channel) plane: foo's scatter kernel, which validates
+# the indices before writing. Their backward is ATen's gather composite.
+
+
+def _max_unpool(name: str, self, indices, output_size, k: int, out=None):
+    check_same_device(name, self, indices, out)
+    if indices.dtype != torch.int64:
+        raise RuntimeError(f"elements in indices should be type int64 but got: {SCALAR_NAME.get(indices.dtype)}")
+    if len(output_size) != k:
+        what = "(height, width)" if k == 2 else "(depth, height, width)"
+        raise RuntimeError(
+            f"There should be exactly {k} elements {what} in output_size, but got {len(output_size)} elements."
+        )
+    if self.dim() not in (k + 1, k + 2):
+        raise RuntimeError(
+            f"Input to max_unpooling{k}d should be a {k + 1}d or {k + 2}d Tensor, but got a tensor with "
+            f"{self.dim()} dimensions."
+        )
+    if self.shape != indices.shape:
+        raise RuntimeError(
+            f"Expected shape of indices to be same as that of the input tensor ({list(self.shape)}) but got "
+            f"indices tensor with shape: {list(indices.shape)}"
+        )
+    for i in range(1, self.dim()):
+        if self.shape[i] == 0:
+            raise RuntimeError(
+                f"max_unpooling{k}d_forward_out_cpu(): Expected input to have non-zero size for non-batch "
+                f"dimensions, but got {list(self.shape)} with dimension {i} being empty."
+            )
+    if not self.is_floating_point():
+        raise NotImplementedError(f"\"max_unpool{k}d\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)")
+    lead = list(self.shape[: self.dim() - k])
+    shape = lead + list(output_size)
+    plane = math.prod(output_size)
+    flat = torch.zeros(lead + [plane], dtype=self.dtype, device=self.device)
+    if flat.numel() and self.numel():
+        idx = indices.reshape(lead + [-1])
+        if plane == 0 or bool(((idx < 0) | (idx >= plane)).any()):
+            bad = idx[(idx < 0) | (idx >= plane)][0].item() if plane else idx.flatten()[0].item()
+            raise RuntimeError(
+                f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, output_size))})"
+            )
+        flat.scatter_(-1, idx, self.reshape(lead + [-1]))
+    result = flat.view(shape)
+    if (
+        self.dim() == k + 2
+        and k == 2
+        and self.is_contiguous(memory_format=torch.channels_last)
+        and not self.is_contiguous()
+    ):
+        result = result.contiguous(memory_format=torch.channels_last)
+    if out is None:
+        return result
+    check_out(out, shape, self.dtype)
+    return out.copy_(result)
+
+
+@impl("max_unpool2d")
+def max_unpool2d(self, indices, output_size):
+    return _max_unpool("max_unpool2d", self, indices, output_size, 2)
+
+
+@impl("max_unpool2d.out")
+def max_unpool2d_out(self, indices, output_size, *, out):
+    return _max_unpool("max_unpool2d", self, indices, output_size, 2, out)
+
+
+def _unpool3d_checks(stride, padding):
+    if len(stride) != 3:
+        raise RuntimeError(
+            f"There should be exactly three elements (depth, height, width) in stride, but got: {len(stride)} elements."
+        )
+    if len(padding) != 3:
+        raise RuntimeError(
+            f"There should be exactly three elements (depth, height, width) in padding, but got: {len(padding)} elements."
+        )
+    if any(s <= 0 for s in stride):
+        raise RuntimeError(f"strides should be greater than zero, but got stride: {list(stride)}")
+
+
+@impl("max_unpool3d")
+def max_unpool3d(self, indices, output_size, stride, padding):
+    _unpool3d_checks(stride, padding)
+    return _max_unpool("max_unpool3d", self, indices, output_size, 3)
+
+
+@impl("max_unpool3d.out")
+def max_unpool3d_out(self, indices, output_size, stride, padding, *, out):
+    _unpool3d_checks(stride, padding)
+    return _max_unpool("max_unpool3d", self, indices, output_size, 3, out)
