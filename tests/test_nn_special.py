@@ -501,3 +501,28 @@ def test_glu_bad_input_and_out():
     out = torch.empty(0, device="foo")
     torch.ops.aten.glu.out(foo(x), 1, out=out)
     close(out, F.glu(x, 1))
+
+
+# ---- logspace ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32, torch.uint8])
+def test_logspace(dtype):
+    cases = [(0, 3, 7, 10.0), (-2.5, 1.3, 9, 2.0), (1, 5, 1, 10.0), (0, 1, 0, 10.0), (3, -1, 6, 1.5), (0.5, 2, 4, 3.0)]
+    for start, end, steps, base in cases:
+        if dtype == torch.uint8 and end < start:
+            continue  # wraps to a huge exponent: CPU's float-to-uint8 cast of it is undefined
+        try:
+            expected = torch.logspace(start, end, steps, base=base, dtype=dtype)
+        except RuntimeError:  # start or end out of the dtype's range
+            with pytest.raises(RuntimeError):
+                torch.logspace(start, end, steps, base=base, dtype=dtype, device="foo")
+            continue
+        close(torch.logspace(start, end, steps, base=base, dtype=dtype, device="foo"), expected)
+    out = torch.empty(3, dtype=dtype, device="foo")
+    torch.logspace(0, 2, 5, out=out)
+    close(out, torch.logspace(0, 2, 5, dtype=dtype))
+    with pytest.raises(RuntimeError):
+        torch.logspace(0, 1, -1, device="foo")
+    with pytest.raises(NotImplementedError):
+        torch.logspace(0, 1, 3, dtype=torch.bool, device="foo")
