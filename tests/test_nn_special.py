@@ -526,3 +526,54 @@ def test_logspace(dtype):
         torch.logspace(0, 1, -1, device="foo")
     with pytest.raises(NotImplementedError):
         torch.logspace(0, 1, 3, dtype=torch.bool, device="foo")
+
+
+# ---- nearest upsampling --------------------------------------------------------------------
+
+UP_CASES = [
+    ((2, 3, 5), {"size": 11}),
+    ((2, 3, 5), {"scale_factor": 2}),
+    ((2, 3, 8), {"size": 3}),
+    ((1, 2, 4, 5), {"size": (7, 3)}),
+    ((1, 2, 4, 5), {"scale_factor": (1.7, 0.6)}),
+    ((1, 2, 3, 4, 5), {"size": (5, 4, 9)}),
+    ((1, 2, 3, 4, 5), {"scale_factor": 1.5, "recompute_scale_factor": False}),
+]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("shape,kw", UP_CASES)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.uint8])
+def test_upsample_nearest(mode, shape, kw, dtype):
+    x = make_tensor(shape, dtype)
+    same(F.interpolate, x, mode=mode, **kw)
+    same(F.interpolate, x.transpose(-1, -2).contiguous().transpose(-1, -2), mode=mode, **kw)
+    if len(shape) == 4:
+        cl = x.contiguous(memory_format=torch.channels_last)
+        r, e = F.interpolate(foo(cl), mode=mode, **kw), F.interpolate(cl, mode=mode, **kw)
+        close(r, e)
+        assert r.stride() == e.stride()
+    same(F.interpolate, x[:0], mode=mode, **kw)
+    if dtype.is_floating_point:
+        tol = {} if dtype in (torch.float32, torch.float64) else {"atol": 0.5}
+        xc = x.clone().requires_grad_()
+        xf = foo(x).requires_grad_()
+        yc = F.interpolate(xc, mode=mode, **kw)
+        g = make_tensor(tuple(yc.shape), dtype, seed=6)
+        yc.backward(g)
+        F.interpolate(xf, mode=mode, **kw).backward(foo(g))
+        close(xf.grad, xc.grad, **tol)
+
+
+def test_upsample_nearest_bad_input_and_out():
+    same(A.upsample_nearest2d, torch.ones(2, 3, 4), [4, 4])  # 3-d input to 2d
+    same(A.upsample_nearest1d, torch.ones(2, 3, 4), [0])  # empty output
+    same(A.upsample_nearest1d, torch.ones(2, 3, 4, dtype=torch.int64), [8])  # no integer kernel but uint8
+    x = make_tensor((1, 2, 3, 4), torch.float32)
+    out = torch.empty(0, device="foo")
+    A.upsample_nearest2d.out(foo(x), [5, 7], out=out)
+    close(out, A.upsample_nearest2d(x, [5, 7]))
+    g = make_tensor((1, 2, 5, 7), torch.float32)
+    gi = torch.empty(0, device="foo")
+    A.upsample_nearest2d_backward.grad_input(foo(g), [5, 7], [1, 2, 3, 4], grad_input=gi)
+    close(gi, A.upsample_nearest2d_backward(g, [5, 7], [1, 2, 3, 4]))

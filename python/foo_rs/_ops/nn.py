@@ -493,3 +493,113 @@ def prelu_kernel_backward(grad_output, self, weight):
     grad_input = torch.where(pos, grad_output, weight * grad_output)
     grad_weight = torch.where(pos, torch.zeros((), dtype=self.dtype, device=self.device), self * grad_output)
     return grad_input, grad_weight
+
+
+# ---------------------------------------------------------------------------
+# nearest and nearest-exact upsampling (1-3d) and backward
+# ---------------------------------------------------------------------------
+#
+# ATen's meta function (run on a meta tensor) checks the arguments and gives
+# the output's shape and strides; every spatial dim is then one index_select
+# with ATen's source index per output position (`nearest_idx`, in float32),
+# the backward one index_add per dim in reverse. All foo kernels.
+
+
+def _nearest_source(n_in: int, n_out: int, scale, exact: bool) -> torch.Tensor:
+    dst = torch.arange(n_out, dtype=torch.int64)
+    if not exact and n_out == n_in:
+        return dst
+    if not exact and n_out == 2 * n_in:
+        return dst >> 1
+    s = torch.tensor(1.0 / scale if scale is not None and scale > 0 else n_in / n_out, dtype=torch.float32)
+    pos = (dst.to(torch.float32) + 0.5 if exact else dst.to(torch.float32)) * s
+    return pos.floor().to(torch.int64).clamp(max=n_in - 1)
+
+
+def _upsample_plan(self, output_size, scales, exact: bool):
+    k = len(scales)
+    shape = self if isinstance(self, torch.Size) else self.shape
+    nd = len(shape)
+    return [(nd - k + i, _nearest_source(shape[nd - k + i], output_size[i], scales[i], exact)) for i in range(k)]
+
+
+def _meta_call(op, t, *args):
+    """``op`` on a meta stand-in of ``t``: CPU's checks, the result's shape
+    and strides. torch's Python meta of nearest upsampling trips over a zero
+    batch (its check yields an int), which CPU accepts: that case is asked
+    with a batch of one."""
+    if t.dim() and t.shape[0] == 0 and t.numel() == 0 and all(t.shape[1:]):
+        one = op(torch.empty((1, *t.shape[1:]), device="meta"), *args)
+        return torch.empty((0, *one.shape[1:]), device="meta")
+    return op(torch.empty_like(t, device="meta"), *args)
+
+
+def _upsample_forward(op, name, exact, self, output_size, scales, out=None):
+    check_same_device(name, self, out)
+    meta = _meta_call(op, self, output_size, *scales)
+    if not (self.is_floating_point() or self.dtype == torch.uint8):
+        raise NotImplementedError(f"\"{name}\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)")
+    r = self
+    if self.numel() and meta.numel():
+        for d, idx in _upsample_plan(self, output_size, scales, exact):
+            r = torch.index_select(r, d, idx.to(self.device))
+    if out is None:
+        out = torch.empty_strided(meta.shape, meta.stride(), dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, meta.shape, self.dtype)
+    if out.numel():
+        out.copy_(r)
+    return out
+
+
+def _upsample_backward(op, name, exact, grad_output, output_size, input_size, scales, grad_input=None):
+    check_same_device(name, grad_output, grad_input)
+    meta = _meta_call(op, grad_output, output_size, input_size, *scales)
+    g = grad_output
+    if g.numel():
+        for d, idx in reversed(_upsample_plan(torch.Size(input_size), output_size, scales, exact)):
+            shape = list(g.shape)
+            shape[d] = input_size[d]
+            g = torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(d, idx.to(g.device), g)
+    else:
+        g = torch.zeros(input_size, dtype=g.dtype, device=g.device)
+    if grad_input is None:
+        grad_input = torch.empty_strided(meta.shape, meta.stride(), dtype=g.dtype, device=g.device)
+    else:
+        check_out(grad_input, meta.shape, grad_output.dtype)
+    return grad_input.copy_(g)
+
+
+def _register_upsample(prefix: str, exact: bool) -> None:
+    for k in (1, 2, 3):
+        name = f"{prefix}{k}d"
+        fop = getattr(torch.ops.aten, name).default
+        bop = getattr(torch.ops.aten, name + "_backward").default
+        nsc = k  # one optional scale per spatial dim
+
+        def fwd(self, output_size, *scales, _n=name, _f=fop, _k=nsc):
+            return _upsample_forward(_f, _n, exact, self, output_size, _pad_scales(scales, _k))
+
+        def fwd_out(self, output_size, *scales, out, _n=name, _f=fop, _k=nsc):
+            return _upsample_forward(_f, _n, exact, self, output_size, _pad_scales(scales, _k), out)
+
+        def bwd(grad_output, output_size, input_size, *scales, _n=name + "_backward", _b=bop, _k=nsc):
+            return _upsample_backward(_b, _n, exact, grad_output, output_size, input_size, _pad_scales(scales, _k))
+
+        def bwd_out(grad_output, output_size, input_size, *scales, grad_input, _n=name + "_backward", _b=bop, _k=nsc):
+            return _upsample_backward(
+                _b, _n, exact, grad_output, output_size, input_size, _pad_scales(scales, _k), grad_input
+            )
+
+        impl(name)(fwd)
+        impl(name + ".out")(fwd_out)
+        impl(name + "_backward")(bwd)
+        impl(name + "_backward.grad_input")(bwd_out)
+
+
+def _pad_scales(scales, k):
+    return tuple(scales) + (None,) * (k - len(scales))
+
+
+_register_upsample("upsample_nearest", False)
+_register_upsample("_upsample_nearest_exact", True)
