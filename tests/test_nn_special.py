@@ -577,3 +577,59 @@ def test_upsample_nearest_bad_input_and_out():
     gi = torch.empty(0, device="foo")
     A.upsample_nearest2d_backward.grad_input(foo(g), [5, 7], [1, 2, 3, 4], grad_input=gi)
     close(gi, A.upsample_nearest2d_backward(g, [5, 7], [1, 2, 3, 4]))
+
+
+# ---- linear / bilinear / trilinear upsampling -------------------------------------------------
+
+LIN_CASES = [
+    ((2, 3, 5), "linear", {"size": 11}),
+    ((2, 3, 8), "linear", {"size": 3}),
+    ((2, 3, 5), "linear", {"scale_factor": 2.5, "recompute_scale_factor": False}),
+    ((1, 2, 4, 5), "bilinear", {"size": (7, 3)}),
+    ((1, 2, 4, 5), "bilinear", {"scale_factor": (1.7, 0.6)}),
+    ((1, 2, 3, 4, 5), "trilinear", {"size": (5, 4, 9)}),
+    ((1, 2, 3, 4, 5), "trilinear", {"size": (1, 4, 2)}),
+]
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("shape,mode,kw", LIN_CASES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_upsample_linear(align_corners, shape, mode, kw, dtype):
+    kw = dict(kw, mode=mode, align_corners=align_corners)
+    x = make_tensor(shape, dtype) / 8
+    if len(shape) == 4:
+        cl = x.contiguous(memory_format=torch.channels_last)
+        r, e = F.interpolate(foo(cl), **kw), F.interpolate(cl, **kw)
+        close(r, e)
+        assert r.stride() == e.stride()
+    same(F.interpolate, x[:0], **kw)
+    # CPU rounds some 16-bit intermediates (per dim) where foo rounds once:
+    # the conformance sweep's 16-bit tolerance.
+    if dtype in (torch.bfloat16, torch.float16):
+        close(F.interpolate(foo(x), **kw), F.interpolate(x, **kw), rtol=1.6e-2, atol=2**-4)
+    else:
+        same(F.interpolate, x, **kw)
+        same(F.interpolate, x.transpose(-1, -2).contiguous().transpose(-1, -2), **kw)  # non-contiguous
+    tol = {} if dtype in (torch.float32, torch.float64) else {"atol": 0.5}
+    xc = x.clone().requires_grad_()
+    xf = foo(x).requires_grad_()
+    yc = F.interpolate(xc, **kw)
+    g = make_tensor(tuple(yc.shape), dtype, seed=6)
+    yc.backward(g)
+    F.interpolate(xf, **kw).backward(foo(g))
+    close(xf.grad, xc.grad, **tol)
+
+
+def test_upsample_linear_bad_input_and_out():
+    same(A.upsample_bilinear2d, torch.ones(2, 3, 4), [4, 4], False)  # 3-d input to 2d
+    same(A.upsample_linear1d, torch.ones(2, 3, 4), [0], False)  # empty output
+    same(A.upsample_linear1d, torch.ones(2, 3, 4, dtype=torch.int64), [8], False)  # floats only
+    x = make_tensor((1, 2, 3, 4), torch.float32)
+    out = torch.empty(0, device="foo")
+    A.upsample_bilinear2d.out(foo(x), [5, 7], True, out=out)
+    close(out, A.upsample_bilinear2d(x, [5, 7], True))
+    g = make_tensor((1, 2, 5, 7), torch.float32)
+    gi = torch.empty(0, device="foo")
+    A.upsample_bilinear2d_backward.grad_input(foo(g), [5, 7], [1, 2, 3, 4], False, grad_input=gi)
+    close(gi, A.upsample_bilinear2d_backward(g, [5, 7], [1, 2, 3, 4], False))

@@ -527,11 +527,15 @@ def _meta_call(op, t, *args):
     """``op`` on a meta stand-in of ``t``: CPU's checks, the result's shape
     and strides. torch's Python meta of nearest upsampling trips over a zero
     batch (its check yields an int), which CPU accepts: that case is asked
-    with a batch of one."""
+    with a batch of one; the linear ones divide by a zero output size, which
+    CPU refuses with a RuntimeError."""
     if t.dim() and t.shape[0] == 0 and t.numel() == 0 and all(t.shape[1:]):
         one = op(torch.empty((1, *t.shape[1:]), device="meta"), *args)
         return torch.empty((0, *one.shape[1:]), device="meta")
-    return op(torch.empty_like(t, device="meta"), *args)
+    try:
+        return op(torch.empty_like(t, device="meta"), *args)
+    except ZeroDivisionError:  # torch's Python meta divides by an empty output size
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got output {args[0]} (foo)") from None
 
 
 def _upsample_forward(op, name, exact, self, output_size, scales, out=None):
@@ -603,3 +607,127 @@ def _pad_scales(scales, k):
 
 _register_upsample("upsample_nearest", False)
 _register_upsample("_upsample_nearest_exact", True)
+
+
+# ---------------------------------------------------------------------------
+# linear, bilinear and trilinear upsampling and backward
+# ---------------------------------------------------------------------------
+#
+# Separable: per spatial dim two index_selects weighted by ATen's lambdas
+# (`compute_source_index_and_lambda`, in the compute type: float32 for
+# float32 and the 16-bit types, which are computed in float32 and rounded
+# once, float64 for float64); the backward is two weighted index_adds per dim.
+
+
+def _linear_plan(n_in, n_out, align_corners, scale, ct):
+    dst = torch.arange(n_out, dtype=ct)
+    if n_out == n_in:
+        i0 = torch.arange(n_out)
+        return i0, i0, torch.ones(n_out, dtype=ct), torch.zeros(n_out, dtype=ct)
+    if align_corners:
+        ratio = torch.tensor((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0, dtype=ct)
+        src = ratio * dst
+    else:
+        ratio = torch.tensor(1.0 / scale if scale is not None and scale > 0 else n_in / n_out, dtype=ct)
+        src = (ratio * (dst + 0.5) - 0.5).clamp(min=0)
+    i0 = src.floor().to(torch.int64).clamp(max=n_in - 1)
+    l1 = (src - i0.to(ct)).clamp(0, 1)
+    i1 = i0 + (i0 < n_in - 1).to(torch.int64)
+    return i0, i1, 1 - l1, l1
+
+
+def _bcast(v, d, nd):
+    return v.reshape([-1 if i == d else 1 for i in range(nd)])
+
+
+def _linear_plans(shape, output_size, align_corners, scales, ct, device):
+    nd, k = len(shape), len(scales)
+    out = []
+    for i in range(k):
+        d = nd - k + i
+        i0, i1, l0, l1 = _linear_plan(shape[d], output_size[i], align_corners, scales[i], ct)
+        out.append((d, i0.to(device), i1.to(device), _bcast(l0, d, nd).to(device), _bcast(l1, d, nd).to(device)))
+    return out
+
+
+def _compute_type(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _upsample_linear_forward(op, name, self, output_size, align_corners, scales, out=None):
+    check_same_device(name, self, out)
+    meta = _meta_call(op, self, output_size, align_corners, *scales)
+    _check_float(name, self)
+    ct = _compute_type(self.dtype)
+    r = self.to(ct)
+    if self.numel() and meta.numel():
+        for d, i0, i1, l0, l1 in _linear_plans(self.shape, output_size, align_corners, scales, ct, self.device):
+            r = torch.index_select(r, d, i0) * l0 + torch.index_select(r, d, i1) * l1
+    if out is None:
+        out = torch.empty_strided(meta.shape, meta.stride(), dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, meta.shape, self.dtype)
+    if out.numel():
+        out.copy_(r)
+    return out
+
+
+def _upsample_linear_backward(op, name, grad_output, output_size, input_size, align_corners, scales, grad_input=None):
+    check_same_device(name, grad_output, grad_input)
+    meta = _meta_call(op, grad_output, output_size, input_size, align_corners, *scales)
+    ct = _compute_type(grad_output.dtype)
+    g = grad_output.to(ct)
+    if g.numel():
+        plans = _linear_plans(torch.Size(input_size), output_size, align_corners, scales, ct, g.device)
+        for d, i0, i1, l0, l1 in reversed(plans):
+            shape = list(g.shape)
+            shape[d] = input_size[d]
+            z = torch.zeros(shape, dtype=ct, device=g.device)
+            g = z.index_add_(d, i0, g * l0).index_add_(d, i1, g * l1)
+    else:
+        g = torch.zeros(input_size, dtype=ct, device=g.device)
+    if grad_input is None:
+        grad_input = torch.empty_strided(meta.shape, meta.stride(), dtype=grad_output.dtype, device=g.device)
+    else:
+        check_out(grad_input, meta.shape, grad_output.dtype)
+    return grad_input.copy_(g)
+
+
+def _register_upsample_linear() -> None:
+    for k, name in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "upsample_trilinear3d")):
+        fop = getattr(torch.ops.aten, name).default
+        bop = getattr(torch.ops.aten, name + "_backward").default
+
+        def fwd(self, output_size, align_corners, *scales, _n=name, _f=fop, _k=k):
+            return _upsample_linear_forward(_f, _n, self, output_size, align_corners, _pad_scales(scales, _k))
+
+        def fwd_out(self, output_size, align_corners, *scales, out, _n=name, _f=fop, _k=k):
+            return _upsample_linear_forward(_f, _n, self, output_size, align_corners, _pad_scales(scales, _k), out)
+
+        def bwd(grad_output, output_size, input_size, align_corners, *scales, _n=name + "_backward", _b=bop, _k=k):
+            return _upsample_linear_backward(
+                _b, _n, grad_output, output_size, input_size, align_corners, _pad_scales(scales, _k)
+            )
+
+        def bwd_out(
+            grad_output,
+            output_size,
+            input_size,
+            align_corners,
+            *scales,
+            grad_input,
+            _n=name + "_backward",
+            _b=bop,
+            _k=k,
+        ):
+            return _upsample_linear_backward(
+                _b, _n, grad_output, output_size, input_size, align_corners, _pad_scales(scales, _k), grad_input
+            )
+
+        impl(name)(fwd)
+        impl(name + ".out")(fwd_out)
+        impl(name + "_backward")(bwd)
+        impl(name + "_backward.grad_input")(bwd_out)
+
+
+_register_upsample_linear()
