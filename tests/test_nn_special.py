@@ -633,3 +633,41 @@ def test_upsample_linear_bad_input_and_out():
     gi = torch.empty(0, device="foo")
     A.upsample_bilinear2d_backward.grad_input(foo(g), [5, 7], [1, 2, 3, 4], False, grad_input=gi)
     close(gi, A.upsample_bilinear2d_backward(g, [5, 7], [1, 2, 3, 4], False))
+
+
+# ---- adaptive_avg_pool3d ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,size", [((2, 3, 5, 6, 7), (2, 3, 4)), ((3, 4, 4, 9), (4, 1, 5)), ((1, 2, 3, 4, 5), (6, 4, 2))]
+)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_adaptive_avg_pool3d(shape, size, dtype):
+    x = make_tensor(shape, dtype) / 8
+    same(F.adaptive_avg_pool3d, x, size)
+    same(F.adaptive_avg_pool3d, x.transpose(-1, -2).contiguous().transpose(-1, -2), size)
+    same(F.adaptive_avg_pool3d, x[:0] if len(shape) == 5 else x, size)
+    if len(shape) == 5:
+        cl = x.contiguous(memory_format=torch.channels_last_3d)
+        r, e = F.adaptive_avg_pool3d(foo(cl), size), F.adaptive_avg_pool3d(cl, size)
+        close(r, e)
+        assert r.stride() == e.stride()
+    xc = x.clone().requires_grad_()
+    xf = foo(x).requires_grad_()
+    yc = F.adaptive_avg_pool3d(xc, size)
+    g = make_tensor(tuple(yc.shape), dtype, seed=6)
+    yc.backward(g)
+    F.adaptive_avg_pool3d(xf, size).backward(foo(g))
+    # CPU accumulates a 16-bit gradient in that type, foo in float32.
+    tol = {} if dtype in (torch.float32, torch.float64) else {"atol": 2**-4}
+    close(xf.grad, xc.grad, **tol)
+
+
+def test_adaptive_avg_pool3d_bad_input_and_out():
+    same(F.adaptive_avg_pool3d, torch.ones(2, 3, 4), (1, 1, 1))
+    same(F.adaptive_avg_pool3d, torch.ones(2, 0, 4, 4, 4), (1, 1, 1))
+    same(F.adaptive_avg_pool3d, torch.ones(2, 3, 4, 4, 4, dtype=torch.int64), (1, 1, 1))
+    x = make_tensor((2, 3, 4, 5, 6), torch.float32)
+    out = torch.empty(0, device="foo")
+    A.adaptive_avg_pool3d.out(foo(x), [2, 2, 3], out=out)
+    close(out, F.adaptive_avg_pool3d(x, (2, 2, 3)))

@@ -837,3 +837,107 @@ def max_unpool3d(self, indices, output_size, stride, padding):
 def max_unpool3d_out(self, indices, output_size, stride, padding, *, out):
     _unpool3d_checks(stride, padding)
     return _max_unpool("max_unpool3d", self, indices, output_size, 3, out)
+
+
+# ---------------------------------------------------------------------------
+# adaptive_avg_pool3d and backward
+# ---------------------------------------------------------------------------
+#
+# An adaptive average over a box of bins is separable: per spatial dim, one
+# product with the (out x in) averaging matrix of ATen's bins
+# [floor(i*in/out), ceil((i+1)*in/out)) (foo's matmul, float32 for the 16-bit
+# types); the backward multiplies by the transposed matrices.
+
+
+def _bins_matrix(n_in: int, n_out: int, dtype, device) -> torch.Tensor:
+    w = torch.zeros(n_out, n_in, dtype=torch.float64)
+    for i in range(n_out):
+        a, b = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        w[i, a:b] = 1.0 / (b - a)
+    return w.to(dtype).to(device)
+
+
+def _apply_bins(x, mats):
+    nd = x.dim()
+    for i, w in enumerate(mats):
+        d = nd - 3 + i
+        x = torch.matmul(x.movedim(d, -1), w.t()).movedim(-1, d)
+    return x
+
+
+def _adaptive_avg_pool3d(self, output_size, out=None):
+    check_same_device("adaptive_avg_pool3d", self, out)
+    if len(output_size) != 3:
+        raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
+    if self.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
+    for i in range(1, self.dim()):
+        if self.shape[i] == 0:
+            raise RuntimeError(
+                f"adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch dimensions, but input "
+                f"has sizes {list(self.shape)} with dimension {i} being empty"
+            )
+    if any(s < 0 for s in output_size):
+        raise RuntimeError(
+            f"adaptive_avg_pool3d: elements of output_size must be greater than or equal to 0 but received {list(output_size)}"
+        )
+    if not self.is_floating_point():
+        raise NotImplementedError(
+            f"\"adaptive_avg_pool3d_cpu\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)"
+        )
+    ct = torch.float64 if self.dtype == torch.float64 else torch.float32
+    shape = (*self.shape[:-3], *output_size)
+    mats = [_bins_matrix(self.shape[self.dim() - 3 + i], output_size[i], ct, self.device) for i in range(3)]
+    r = _apply_bins(self.to(ct), mats) if self.numel() and math.prod(output_size) else None
+    if out is None:
+        out = torch.empty(shape, dtype=self.dtype, device=self.device)  # contiguous, as CPU's
+    else:
+        check_out(out, shape, self.dtype)
+    if r is not None:
+        out.copy_(r)
+    return out
+
+
+@impl("_adaptive_avg_pool3d")
+def adaptive_avg_pool3d_(self, output_size):
+    return _adaptive_avg_pool3d(self, output_size)
+
+
+@impl("_adaptive_avg_pool3d.out", "adaptive_avg_pool3d.out")
+def adaptive_avg_pool3d_out(self, output_size, *, out):
+    return _adaptive_avg_pool3d(self, output_size, out)
+
+
+def _adaptive_avg_pool3d_backward(grad_output, self, out=None):
+    check_same_device("adaptive_avg_pool3d_backward", grad_output, self, out)
+    if grad_output.dim() != self.dim() or grad_output.shape[:-3] != self.shape[:-3]:
+        raise RuntimeError(
+            f"adaptive_avg_pool3d_backward: grad_output {list(grad_output.shape)} does not match input "
+            f"{list(self.shape)} (foo)"
+        )
+    if not self.is_floating_point():
+        raise NotImplementedError(
+            f"\"adaptive_avg_pool3d_backward_cpu\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)"
+        )
+    ct = torch.float64 if self.dtype == torch.float64 else torch.float32
+    nd = self.dim()
+    mats = [_bins_matrix(self.shape[nd - 3 + i], grad_output.shape[nd - 3 + i], ct, self.device).t() for i in range(3)]
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, self.shape, self.dtype)
+    if grad_output.numel():
+        out.copy_(_apply_bins(grad_output.to(ct), mats))
+    else:
+        out.zero_()
+    return out
+
+
+@impl("_adaptive_avg_pool3d_backward")
+def adaptive_avg_pool3d_backward(grad_output, self):
+    return _adaptive_avg_pool3d_backward(grad_output, self)
+
+
+@impl("_adaptive_avg_pool3d_backward.out")
+def adaptive_avg_pool3d_backward_out(grad_output, self, *, out):
+    return _adaptive_avg_pool3d_backward(grad_output, self, out)
