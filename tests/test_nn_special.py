@@ -671,3 +671,34 @@ def test_adaptive_avg_pool3d_bad_input_and_out():
     out = torch.empty(0, device="foo")
     A.adaptive_avg_pool3d.out(foo(x), [2, 2, 3], out=out)
     close(out, F.adaptive_avg_pool3d(x, (2, 2, 3)))
+
+
+# ---- rrelu ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rrelu(dtype):
+    x = make_tensor((6, 7), dtype)
+    x[0, 0] = float("nan")
+    same(F.rrelu, x)  # eval: leaky_relu with the mean slope
+    same(F.rrelu, x.t(), 0.2, 0.4)
+    # training: random slopes in [lower, upper] where x <= 0, as CPU draws them
+    xf = foo(x).requires_grad_()
+    y = F.rrelu(xf, 0.1, 0.3, training=True)
+    assert y.device.type == "foo" and y.dtype == dtype and y.shape == x.shape
+    yc, xs = y.detach().cpu(), x.to(y.dtype)
+    pos = ~(xs <= 0)
+    torch.testing.assert_close(yc[pos], xs[pos], equal_nan=True)
+    ratio = (yc[~pos] / xs[~pos]).float()
+    ratio = ratio[xs[~pos] != 0]
+    assert bool(((ratio >= 0.1 - 1e-2) & (ratio <= 0.3 + 1e-2)).all()), ratio
+    g = torch.ones_like(x)
+    y.backward(foo(g))
+    gc = xf.grad.cpu()
+    assert bool((gc[pos] == 1).all())
+    assert bool(((gc[~pos] >= 0.099) & (gc[~pos] <= 0.301)).all())
+    # in place, and a bad range
+    z = foo(x)
+    F.rrelu(z, inplace=True)
+    close(z, F.rrelu(x))
+    same(lambda t: F.rrelu(t, 0.5, 0.1, training=True), x)

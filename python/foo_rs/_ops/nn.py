@@ -731,3 +731,43 @@ def _register_upsample_linear() -> None:
 
 
 _register_upsample_linear()
+
+
+# ---------------------------------------------------------------------------
+# rrelu_with_noise (F.rrelu): foo's leaky_relu in eval mode; in training a
+# slope drawn from foo's uniform_ for each non-positive element, as CPU does.
+# ---------------------------------------------------------------------------
+
+
+def _rrelu_into(self, noise, lower, upper, training, generator, out):
+    check_same_device("rrelu_with_noise", self, noise, out)
+    lower, upper = float(lower), float(upper)
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound (foo)")
+    _check_float("rrelu_with_noise_out_cpu", self)
+    if not training:
+        return torch.ops.aten.leaky_relu.out(self, (lower + upper) / 2, out=out)
+    if noise.shape != self.shape:
+        noise.resize_(self.shape)
+    slope = torch.empty(self.shape, dtype=self.dtype, device=self.device).uniform_(lower, upper, generator=generator)
+    pos = torch.logical_not(self <= 0)  # CPU draws a slope where input <= 0 only (not for NaN)
+    noise.copy_(torch.where(pos, torch.ones((), dtype=self.dtype, device=self.device), slope))
+    return torch.mul(self, noise, out=out)
+
+
+@impl("rrelu_with_noise")
+def rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    out = torch.empty_like(self, memory_format=torch.contiguous_format)
+    return _rrelu_into(self, noise, lower, upper, training, generator, out)
+
+
+@impl("rrelu_with_noise.out")
+def rrelu_with_noise_out(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None, *, out):
+    check_out(out, self.shape, self.dtype)
+    return _rrelu_into(self, noise, lower, upper, training, generator, out)
+
+
+@impl("rrelu_with_noise_")
+def rrelu_with_noise_inplace(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    _rrelu_into(self, noise, lower, upper, training, generator, self)
+    return self
