@@ -18,6 +18,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -864,6 +865,11 @@ at::Tensor view_dtype(const at::Tensor& self, c10::ScalarType dtype) {
   return at::native::view_dtype(self, dtype);
 }
 
+// Tensor.unfold is a strided view; ATen's kernel only computes sizes and strides.
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
 at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
 }
@@ -923,6 +929,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(view));
   m.impl("view.dtype", TORCH_FN(view_dtype));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(unfold));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));

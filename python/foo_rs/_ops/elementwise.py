@@ -1060,3 +1060,88 @@ _backward(
     lambda grad_output, self, eps=None: ((grad_output, self), (eps,), None, False, ()),
     lambda grad_output, self, eps=None, *, grad_input: ((grad_output, self), (eps,), grad_input, False, ()),
 )
+
+# ---- special functions ----------------------------------------------------------
+
+# CPU refuses a negative n: a value-dependent error, so part of the key.
+_register("polygamma", _U, "polygamma", lambda n, self: ((self,), (n,), None, False, (n < 0,)))
+# polygamma_ takes (self, n): its own CPU call gives the signature.
+_register("polygamma_", _U, "polygamma", lambda self, n: ((self,), (n,), self, True, (n < 0,)))
+_register(
+    "polygamma.out", _U, "polygamma", lambda n, self, *, out: ((self,), (n,), out, False, (n < 0,)), func="polygamma"
+)
+_unary("special_entr", "special_entr", inplace=False)
+_unary("sinc", "sinc")
+_register("signbit", _U, "signbit", _b_unary, cmp=True)
+_register("signbit.out", _U, "signbit", _b_unary_out, func="signbit", cmp=True)
+for _name in ("logaddexp", "logaddexp2"):
+    _binary(_name, _name, functional="", inplace=None, out="out")
+_binary("heaviside", "heaviside", functional="", inplace="", out="out")
+for _name in ("special_xlog1py", "special_zeta"):
+    _binary(_name, _name, functional="", inplace=None, out="out")
+
+# ---- shrink and log-sigmoid activations -------------------------------------------
+
+# softshrink refuses a negative lambda (a value-dependent error: in the key).
+for _name in ("hardshrink", "softshrink"):
+    _register(_name, _U, _name, lambda self, lambd=0.5: ((self,), (lambd,), None, False, (lambd < 0,)))
+    _register(
+        _name + ".out",
+        _U,
+        _name,
+        lambda self, lambd=0.5, *, out: ((self,), (lambd,), out, False, (lambd < 0,)),
+        func=_name,
+    )
+    _backward(
+        _name + "_backward",
+        _name + "_backward",
+        lambda grad_output, self, lambd: ((grad_output, self), (lambd,), None, False, (lambd < 0,)),
+        lambda grad_output, self, lambd, *, grad_input: (
+            (grad_output, self),
+            (lambd,),
+            grad_input,
+            False,
+            (lambd < 0,),
+        ),
+    )
+
+# The composite log_sigmoid (one result) gives the signature.
+_log_sigmoid = _overload("log_sigmoid")
+
+
+def _log_sigmoid_buffer(self, buffer):
+    # CPU's buffer holds exp(-|x|) (contiguous); its backward never reads it.
+    torch.abs(self, out=buffer).neg_().exp_()
+    return buffer
+
+
+@impl("log_sigmoid_forward")
+def log_sigmoid_forward(self):
+    output = _run(_U, "log_sigmoid", _log_sigmoid, None, False, (self,), (), (self,), {}, None, False, ())
+    buffer = _empty(self.shape, dtype=output.dtype, device=self.device)
+    return output, _log_sigmoid_buffer(self, buffer)
+
+
+@impl("log_sigmoid_forward.output")
+def log_sigmoid_forward_output(self, *, output, buffer):
+    _run(_U, "log_sigmoid", _log_sigmoid, None, False, (self,), (), (self,), {}, output, False, ())
+    check_same_device("log_sigmoid_forward", self, buffer)
+    if buffer.shape != self.shape:
+        buffer.resize_(self.shape)
+    return output, _log_sigmoid_buffer(self, buffer)
+
+
+_backward(
+    "log_sigmoid_backward",
+    "log_sigmoid_backward",
+    lambda grad_output, self, buffer: ((grad_output, self), (), None, False, ()),
+    lambda grad_output, self, buffer, *, grad_input: ((grad_output, self), (), grad_input, False, ()),
+)
+
+
+@impl("equal")
+def equal(self, other):
+    check_same_device("equal", self, other)
+    if self.shape != other.shape:
+        return False
+    return bool(torch.eq(self, other).all())

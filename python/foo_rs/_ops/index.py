@@ -31,6 +31,7 @@ import torch
 
 from .. import _compat
 from ._registry import _C, check_same_device, desc, impl
+from .elementwise import _C_TYPE
 from .linalg import SCALAR_NAME, c10_name, check_out, resize_out
 from .reduce import wrap_dim
 
@@ -937,6 +938,48 @@ def linspace_out(start, end, steps, *, out):
     return out
 
 
+def _as_dtype(v, dtype):
+    """A Python number converted to ``dtype`` as ``Scalar.to<scalar_t>()`` does
+    (c10's checked conversion: an unsigned type also takes integers down to
+    -max, which wrap)."""
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        floor = -info.max if info.min == 0 and not isinstance(v, float) else info.min
+        if not floor <= v <= info.max:
+            raise RuntimeError(f"value cannot be converted to type {_C_TYPE[dtype]} without overflow (foo)")
+    return torch.tensor(v, dtype=torch.float64 if isinstance(v, float) else None).to(dtype).item()
+
+
+@impl("logspace.out")
+def logspace_out(start, end, steps, base=10.0, *, out):
+    """ATen's logspace_cpu: ``base ** e`` in float64 with the exponents of its
+    two-sided ramp (``start + step * i`` below halfway, ``end - step * (steps
+    - i - 1)`` from there), start and end first converted to the dtype; each
+    step one of foo's float64 elementwise kernels, then a cast into out."""
+    start, end = _num(start), _num(end)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative (foo)")
+    if out.dtype == torch.bool:
+        raise NotImplementedError("\"logspace_cpu\" not implemented for 'Bool' (foo)")
+    if out.numel() != steps:
+        out.resize_((steps,))
+    if steps == 0:
+        return out
+    base = float(base)
+    if steps == 1:
+        out.fill_(base ** float(start))
+        return out
+    dtype = out.dtype
+    s, e = _as_dtype(start, dtype), _as_dtype(end, dtype)
+    step = float(_as_dtype(e - s, dtype)) / (steps - 1)
+    i = torch.arange(steps, dtype=torch.float64, device=out.device)
+    lo = torch.add(torch.mul(i, step), float(s))
+    hi = torch.sub(float(e), torch.mul(torch.sub(float(steps - 1), i), step))
+    exponent = torch.where(i < steps // 2, lo, hi)
+    out.copy_(torch.pow(base, exponent))
+    return out
+
+
 # ---------------------------------------------------------------------------
 # index_copy / take / put_ / masked_scatter_
 # ---------------------------------------------------------------------------
@@ -1205,3 +1248,43 @@ def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out
         # CPU reduces, then fails dividing by the counts
         raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool' (foo)")
     return out
+
+
+@impl("unfold_backward")
+def unfold_backward(grad_in, input_sizes, dim, size, step):
+    """Tensor.unfold's backward: window element ``j`` of every window adds into
+    the strided view ``grad[j::step]`` along ``dim`` (one foo add per element
+    of a window; overlapping windows accumulate in window order)."""
+    if step <= 0:
+        raise ValueError(f"step is {step} but must be > 0")
+    nd = len(input_sizes)
+    grad = torch.zeros(input_sizes, dtype=grad_in.dtype, device=grad_in.device)
+    if nd == 0:
+        return grad.add_(grad_in.reshape(()))
+    d = dim % nd if -nd <= dim < nd else dim
+    n = grad_in.shape[d]
+    if n == 0 or grad.numel() == 0:
+        return grad
+    lead = (slice(None),) * d
+    for j in range(size):
+        grad.narrow(d, j, (n - 1) * step + 1)[(*lead, slice(None, None, step))].add_(grad_in.select(-1, j))
+    return grad
+
+
+@impl("eye.m_out")
+def eye_m_out(n, m, *, out):
+    """Zero, then a fill of the diagonal view: foo's zero_ and fill_ kernels."""
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    out.resize_((n, m))
+    out.zero_()
+    if n and m:
+        out.diagonal().fill_(1)
+    return out
+
+
+@impl("eye.out")
+def eye_out(n, *, out):
+    return eye_m_out(n, n, out=out)

@@ -228,3 +228,49 @@ def dot(self, tensor):
 def vdot(self, other):
     # Real dtypes only on foo: vdot is dot.
     return _dot(self, other, "vdot")
+
+
+# ---------------------------------------------------------------------------
+# linalg.cross (and cross, its composite)
+# ---------------------------------------------------------------------------
+
+
+def _cross_into(self, other, dim, out):
+    from .reduce import wrap_dim
+
+    check_same_device("linalg.cross", self, other, out)
+    if self.dim() != other.dim():
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    d = wrap_dim(dim, self.dim())
+    if self.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {self.shape[d]} and {other.shape[d]}"
+        )
+    shape = torch.broadcast_shapes(self.shape, other.shape)
+    if out is None:
+        out = torch.empty(shape, dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, shape, self.dtype)
+    if self.dtype != other.dtype:
+        raise RuntimeError(f"expected scalar type {SCALAR_NAME[self.dtype]} but found {SCALAR_NAME[other.dtype]}")
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"linalg_cross\" not implemented for 'Bool' (foo)")
+    # Products rounded to the tensors' dtype, then differenced: CPU's
+    # scalar_t arithmetic, each step one of foo's elementwise kernels.
+    a = [self.select(d, i) for i in range(3)]
+    b = [other.select(d, i) for i in range(3)]
+    # All three components before any store: out may alias an input.
+    c = [a[(i + 1) % 3] * b[(i + 2) % 3] - a[(i + 2) % 3] * b[(i + 1) % 3] for i in range(3)]
+    for i in range(3):
+        out.select(d, i).copy_(c[i])
+    return out
+
+
+@impl("linalg_cross")
+def linalg_cross(self, other, *, dim=-1):
+    return _cross_into(self, other, dim, None)
+
+
+@impl("linalg_cross.out")
+def linalg_cross_out(self, other, *, dim=-1, out):
+    return _cross_into(self, other, dim, out)

@@ -308,3 +308,466 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     out = torch.empty((num_weights, d), dtype=grad_output.dtype, device=grad_output.device)
     _C.embedding_dense_backward(desc(out), desc(grad), desc(idx), padding_idx, scale_grad_by_freq)
     return out
+
+
+# ---------------------------------------------------------------------------
+# reflection / replication padding (1-3d) and backward
+# ---------------------------------------------------------------------------
+#
+# Each padded dimension is one index_select with a source index per output
+# position (a small CPU-computed plan); the backward is index_add into the
+# unpadded size, dimension by dimension in reverse. Both are foo kernels.
+
+
+def _pad_source(n_in: int, lo: int, hi: int, reflect: bool) -> torch.Tensor:
+    src = torch.arange(-lo, n_in + hi, dtype=torch.int64)
+    if reflect:
+        src = src.abs()
+        src = torch.where(src >= n_in, 2 * (n_in - 1) - src, src)
+    else:
+        src = src.clamp(0, n_in - 1)
+    return src
+
+
+def _pad_plan(name: str, self, padding, k: int, reflect: bool):
+    """CPU's checks of ``<name>`` (k padded dims); the padded dims and their
+    source index tensors on ``self``'s device."""
+    if len(padding) != 2 * k:
+        raise RuntimeError(f"padding size is expected to be {2 * k}, but got: {len(padding)}")
+    nd = self.dim()
+    lo_dims, hi_dims = k + 1, k + 2
+    non_empty = nd in (lo_dims, hi_dims) and all(self.shape[d] != 0 for d in range(1 if nd == hi_dims else 0, nd))
+    if not non_empty:
+        raise RuntimeError(
+            f"Expected {lo_dims}D or {hi_dims}D (batch mode) tensor with possibly 0 batch size and other "
+            f"non-zero dimensions for input, but got: {list(self.shape)}"
+        )
+    if self.dtype == torch.bool:
+        raise NotImplementedError(f"\"{name}\" not implemented for 'Bool' (foo)")
+    plan = []
+    for i in range(k):
+        d = nd - 1 - i
+        lo, hi = padding[2 * i], padding[2 * i + 1]
+        n_in = self.shape[d]
+        if reflect and (lo >= n_in or hi >= n_in):
+            raise RuntimeError(
+                f"Argument #4: Padding size should be less than the corresponding input dimension, but got: "
+                f"padding ({lo}, {hi}) at dimension {d} of input {list(self.shape)}"
+            )
+        n_out = n_in + lo + hi
+        if n_out < 1:
+            raise RuntimeError(f"input (W: {n_in}) is too small. Calculated output W: {n_out} (foo)")
+        plan.append((d, _pad_source(n_in, lo, hi, reflect).to(self.device)))
+    return plan
+
+
+def _pad_forward(name, self, padding, k, reflect, out=None):
+    check_same_device(name, self, out)
+    plan = _pad_plan(name, self, padding, k, reflect)
+    r = self
+    for d, idx in plan:
+        r = torch.index_select(r, d, idx)
+    if out is None:
+        return r if r is not self else r.clone()
+    check_out(out, r.shape, self.dtype)
+    return out.copy_(r)
+
+
+def _pad_backward(name, grad_output, self, padding, k, reflect, grad_input=None):
+    check_same_device(name, grad_output, self, grad_input)
+    plan = _pad_plan(name, self, padding, k, reflect)
+    expected = list(self.shape)
+    for d, idx in plan:
+        expected[d] = idx.numel()
+    if list(grad_output.shape) != expected:
+        raise RuntimeError(
+            f"grad_output must have the shape {expected} of {name}'s output, but got {list(grad_output.shape)} (foo)"
+        )
+    g = grad_output
+    for d, idx in reversed(plan):
+        shape = list(g.shape)
+        shape[d] = self.shape[d]
+        g = torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(d, idx, g)
+    if grad_input is None:
+        return g
+    check_out(grad_input, self.shape, self.dtype)
+    return grad_input.copy_(g)
+
+
+def _register_pad(kind: str, reflect: bool) -> None:
+    for k in (1, 2, 3):
+        name = f"{kind}_pad{k}d"
+
+        def fwd(self, padding, _n=name, _k=k):
+            return _pad_forward(_n, self, padding, _k, reflect)
+
+        def fwd_out(self, padding, *, out, _n=name, _k=k):
+            return _pad_forward(_n, self, padding, _k, reflect, out)
+
+        def bwd(grad_output, self, padding, _n=name + "_backward", _k=k):
+            return _pad_backward(_n, grad_output, self, padding, _k, reflect)
+
+        def bwd_out(grad_output, self, padding, *, grad_input, _n=name + "_backward", _k=k):
+            return _pad_backward(_n, grad_output, self, padding, _k, reflect, grad_input)
+
+        impl(name)(fwd)
+        impl(name + ".out")(fwd_out)
+        impl(name + "_backward")(bwd)
+        impl(name + "_backward.grad_input")(bwd_out)
+
+
+_register_pad("reflection", True)
+_register_pad("replication", False)
+
+
+# ---------------------------------------------------------------------------
+# glu and prelu (compositions of foo's elementwise kernels)
+# ---------------------------------------------------------------------------
+
+
+def _glu_halves(self, dim):
+    if self.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = wrap_dim(dim, self.dim())
+    n = self.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    return d, self.narrow(d, 0, n // 2), self.narrow(d, n // 2, n // 2)
+
+
+def _check_float(name, self):
+    if not self.is_floating_point():
+        raise NotImplementedError(f"\"{name}\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)")
+
+
+@impl("glu.out")
+def glu_out(self, dim=-1, *, out):
+    check_same_device("glu", self, out)
+    d, a, b = _glu_halves(self, dim)
+    _check_float("glu_cpu", self)
+    check_out(out, a.shape, self.dtype)
+    return torch.mul(a, torch.sigmoid(b), out=out)
+
+
+@impl("glu")
+def glu(self, dim=-1):
+    d, a, b = _glu_halves(self, dim)
+    _check_float("glu_cpu", self)
+    return torch.mul(a, torch.sigmoid(b))
+
+
+def _glu_backward(grad_output, self, dim):
+    check_same_device("glu_backward", grad_output, self)
+    d, a, b = _glu_halves(self, dim)
+    _check_float("glu_backward_cpu", self)
+    s = torch.sigmoid(b)
+    ga = s * grad_output
+    gb = ga * a * (1 - s)
+    return torch.cat([ga, gb], d)
+
+
+@impl("glu_backward")
+def glu_backward(grad_output, self, dim):
+    return _glu_backward(grad_output, self, dim)
+
+
+@impl("glu_backward.grad_input")
+def glu_backward_grad_input(grad_output, self, dim, *, grad_input):
+    g = _glu_backward(grad_output, self, dim)
+    check_out(grad_input, self.shape, self.dtype)
+    return grad_input.copy_(g)
+
+
+@impl("_prelu_kernel")
+def prelu_kernel(self, weight):
+    check_same_device("prelu", self, weight)
+    _check_float("prelu_cpu", self)
+    return torch.where(self > 0, self, weight * self)
+
+
+@impl("_prelu_kernel_backward")
+def prelu_kernel_backward(grad_output, self, weight):
+    check_same_device("prelu_backward", grad_output, self, weight)
+    _check_float("prelu_backward_cpu", self)
+    pos = self > 0
+    grad_input = torch.where(pos, grad_output, weight * grad_output)
+    grad_weight = torch.where(pos, torch.zeros((), dtype=self.dtype, device=self.device), self * grad_output)
+    return grad_input, grad_weight
+
+
+# ---------------------------------------------------------------------------
+# nearest and nearest-exact upsampling (1-3d) and backward
+# ---------------------------------------------------------------------------
+#
+# ATen's meta function (run on a meta tensor) checks the arguments and gives
+# the output's shape and strides; every spatial dim is then one index_select
+# with ATen's source index per output position (`nearest_idx`, in float32),
+# the backward one index_add per dim in reverse. All foo kernels.
+
+
+def _nearest_source(n_in: int, n_out: int, scale, exact: bool) -> torch.Tensor:
+    dst = torch.arange(n_out, dtype=torch.int64)
+    if not exact and n_out == n_in:
+        return dst
+    if not exact and n_out == 2 * n_in:
+        return dst >> 1
+    s = torch.tensor(1.0 / scale if scale is not None and scale > 0 else n_in / n_out, dtype=torch.float32)
+    pos = (dst.to(torch.float32) + 0.5 if exact else dst.to(torch.float32)) * s
+    return pos.floor().to(torch.int64).clamp(max=n_in - 1)
+
+
+def _upsample_plan(self, output_size, scales, exact: bool):
+    k = len(scales)
+    shape = self if isinstance(self, torch.Size) else self.shape
+    nd = len(shape)
+    return [(nd - k + i, _nearest_source(shape[nd - k + i], output_size[i], scales[i], exact)) for i in range(k)]
+
+
+def _meta_call(op, t, *args):
+    """``op`` on a meta stand-in of ``t``: CPU's checks, the result's shape
+    and strides. torch's Python meta of nearest upsampling trips over a zero
+    batch (its check yields an int), which CPU accepts: that case is asked
+    with a batch of one; the linear ones divide by a zero output size, which
+    CPU refuses with a RuntimeError."""
+    if t.dim() and t.shape[0] == 0 and t.numel() == 0 and all(t.shape[1:]):
+        one = op(torch.empty((1, *t.shape[1:]), device="meta"), *args)
+        return torch.empty((0, *one.shape[1:]), device="meta")
+    try:
+        return op(torch.empty_like(t, device="meta"), *args)
+    except ZeroDivisionError:  # torch's Python meta divides by an empty output size
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got output {args[0]} (foo)") from None
+
+
+def _upsample_forward(op, name, exact, self, output_size, scales, out=None):
+    check_same_device(name, self, out)
+    meta = _meta_call(op, self, output_size, *scales)
+    if not (self.is_floating_point() or self.dtype == torch.uint8):
+        raise NotImplementedError(f"\"{name}\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)")
+    r = self
+    if self.numel() and meta.numel():
+        for d, idx in _upsample_plan(self, output_size, scales, exact):
+            r = torch.index_select(r, d, idx.to(self.device))
+    if out is None:
+        out = torch.empty_strided(meta.shape, meta.stride(), dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, meta.shape, self.dtype)
+    if out.numel():
+        out.copy_(r)
+    return out
+
+
+def _upsample_backward(op, name, exact, grad_output, output_size, input_size, scales, grad_input=None):
+    check_same_device(name, grad_output, grad_input)
+    meta = _meta_call(op, grad_output, output_size, input_size, *scales)
+    g = grad_output
+    if g.numel():
+        for d, idx in reversed(_upsample_plan(torch.Size(input_size), output_size, scales, exact)):
+            shape = list(g.shape)
+            shape[d] = input_size[d]
+            g = torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(d, idx.to(g.device), g)
+    else:
+        g = torch.zeros(input_size, dtype=g.dtype, device=g.device)
+    if grad_input is None:
+        grad_input = torch.empty_strided(meta.shape, meta.stride(), dtype=g.dtype, device=g.device)
+    else:
+        check_out(grad_input, meta.shape, grad_output.dtype)
+    return grad_input.copy_(g)
+
+
+def _register_upsample(prefix: str, exact: bool) -> None:
+    for k in (1, 2, 3):
+        name = f"{prefix}{k}d"
+        fop = getattr(torch.ops.aten, name).default
+        bop = getattr(torch.ops.aten, name + "_backward").default
+        nsc = k  # one optional scale per spatial dim
+
+        def fwd(self, output_size, *scales, _n=name, _f=fop, _k=nsc):
+            return _upsample_forward(_f, _n, exact, self, output_size, _pad_scales(scales, _k))
+
+        def fwd_out(self, output_size, *scales, out, _n=name, _f=fop, _k=nsc):
+            return _upsample_forward(_f, _n, exact, self, output_size, _pad_scales(scales, _k), out)
+
+        def bwd(grad_output, output_size, input_size, *scales, _n=name + "_backward", _b=bop, _k=nsc):
+            return _upsample_backward(_b, _n, exact, grad_output, output_size, input_size, _pad_scales(scales, _k))
+
+        def bwd_out(grad_output, output_size, input_size, *scales, grad_input, _n=name + "_backward", _b=bop, _k=nsc):
+            return _upsample_backward(
+                _b, _n, exact, grad_output, output_size, input_size, _pad_scales(scales, _k), grad_input
+            )
+
+        impl(name)(fwd)
+        impl(name + ".out")(fwd_out)
+        impl(name + "_backward")(bwd)
+        impl(name + "_backward.grad_input")(bwd_out)
+
+
+def _pad_scales(scales, k):
+    return tuple(scales) + (None,) * (k - len(scales))
+
+
+_register_upsample("upsample_nearest", False)
+_register_upsample("_upsample_nearest_exact", True)
+
+
+# ---------------------------------------------------------------------------
+# linear, bilinear and trilinear upsampling and backward
+# ---------------------------------------------------------------------------
+#
+# Separable: per spatial dim two index_selects weighted by ATen's lambdas
+# (`compute_source_index_and_lambda`, in the compute type: float32 for
+# float32 and the 16-bit types, which are computed in float32 and rounded
+# once, float64 for float64); the backward is two weighted index_adds per dim.
+
+
+def _linear_plan(n_in, n_out, align_corners, scale, ct):
+    dst = torch.arange(n_out, dtype=ct)
+    if n_out == n_in:
+        i0 = torch.arange(n_out)
+        return i0, i0, torch.ones(n_out, dtype=ct), torch.zeros(n_out, dtype=ct)
+    if align_corners:
+        ratio = torch.tensor((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0, dtype=ct)
+        src = ratio * dst
+    else:
+        ratio = torch.tensor(1.0 / scale if scale is not None and scale > 0 else n_in / n_out, dtype=ct)
+        src = (ratio * (dst + 0.5) - 0.5).clamp(min=0)
+    i0 = src.floor().to(torch.int64).clamp(max=n_in - 1)
+    l1 = (src - i0.to(ct)).clamp(0, 1)
+    i1 = i0 + (i0 < n_in - 1).to(torch.int64)
+    return i0, i1, 1 - l1, l1
+
+
+def _bcast(v, d, nd):
+    return v.reshape([-1 if i == d else 1 for i in range(nd)])
+
+
+def _linear_plans(shape, output_size, align_corners, scales, ct, device):
+    nd, k = len(shape), len(scales)
+    out = []
+    for i in range(k):
+        d = nd - k + i
+        i0, i1, l0, l1 = _linear_plan(shape[d], output_size[i], align_corners, scales[i], ct)
+        out.append((d, i0.to(device), i1.to(device), _bcast(l0, d, nd).to(device), _bcast(l1, d, nd).to(device)))
+    return out
+
+
+def _compute_type(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _upsample_linear_forward(op, name, self, output_size, align_corners, scales, out=None):
+    check_same_device(name, self, out)
+    meta = _meta_call(op, self, output_size, align_corners, *scales)
+    _check_float(name, self)
+    ct = _compute_type(self.dtype)
+    r = self.to(ct)
+    if self.numel() and meta.numel():
+        for d, i0, i1, l0, l1 in _linear_plans(self.shape, output_size, align_corners, scales, ct, self.device):
+            r = torch.index_select(r, d, i0) * l0 + torch.index_select(r, d, i1) * l1
+    if out is None:
+        out = torch.empty_strided(meta.shape, meta.stride(), dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, meta.shape, self.dtype)
+    if out.numel():
+        out.copy_(r)
+    return out
+
+
+def _upsample_linear_backward(op, name, grad_output, output_size, input_size, align_corners, scales, grad_input=None):
+    check_same_device(name, grad_output, grad_input)
+    meta = _meta_call(op, grad_output, output_size, input_size, align_corners, *scales)
+    ct = _compute_type(grad_output.dtype)
+    g = grad_output.to(ct)
+    if g.numel():
+        plans = _linear_plans(torch.Size(input_size), output_size, align_corners, scales, ct, g.device)
+        for d, i0, i1, l0, l1 in reversed(plans):
+            shape = list(g.shape)
+            shape[d] = input_size[d]
+            z = torch.zeros(shape, dtype=ct, device=g.device)
+            g = z.index_add_(d, i0, g * l0).index_add_(d, i1, g * l1)
+    else:
+        g = torch.zeros(input_size, dtype=ct, device=g.device)
+    if grad_input is None:
+        grad_input = torch.empty_strided(meta.shape, meta.stride(), dtype=grad_output.dtype, device=g.device)
+    else:
+        check_out(grad_input, meta.shape, grad_output.dtype)
+    return grad_input.copy_(g)
+
+
+def _register_upsample_linear() -> None:
+    for k, name in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "upsample_trilinear3d")):
+        fop = getattr(torch.ops.aten, name).default
+        bop = getattr(torch.ops.aten, name + "_backward").default
+
+        def fwd(self, output_size, align_corners, *scales, _n=name, _f=fop, _k=k):
+            return _upsample_linear_forward(_f, _n, self, output_size, align_corners, _pad_scales(scales, _k))
+
+        def fwd_out(self, output_size, align_corners, *scales, out, _n=name, _f=fop, _k=k):
+            return _upsample_linear_forward(_f, _n, self, output_size, align_corners, _pad_scales(scales, _k), out)
+
+        def bwd(grad_output, output_size, input_size, align_corners, *scales, _n=name + "_backward", _b=bop, _k=k):
+            return _upsample_linear_backward(
+                _b, _n, grad_output, output_size, input_size, align_corners, _pad_scales(scales, _k)
+            )
+
+        def bwd_out(
+            grad_output,
+            output_size,
+            input_size,
+            align_corners,
+            *scales,
+            grad_input,
+            _n=name + "_backward",
+            _b=bop,
+            _k=k,
+        ):
+            return _upsample_linear_backward(
+                _b, _n, grad_output, output_size, input_size, align_corners, _pad_scales(scales, _k), grad_input
+            )
+
+        impl(name)(fwd)
+        impl(name + ".out")(fwd_out)
+        impl(name + "_backward")(bwd)
+        impl(name + "_backward.grad_input")(bwd_out)
+
+
+_register_upsample_linear()
+
+
+# ---------------------------------------------------------------------------
+# rrelu_with_noise (F.rrelu): foo's leaky_relu in eval mode; in training a
+# slope drawn from foo's uniform_ for each non-positive element, as CPU does.
+# ---------------------------------------------------------------------------
+
+
+def _rrelu_into(self, noise, lower, upper, training, generator, out):
+    check_same_device("rrelu_with_noise", self, noise, out)
+    lower, upper = float(lower), float(upper)
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound (foo)")
+    _check_float("rrelu_with_noise_out_cpu", self)
+    if not training:
+        return torch.ops.aten.leaky_relu.out(self, (lower + upper) / 2, out=out)
+    if noise.shape != self.shape:
+        noise.resize_(self.shape)
+    slope = torch.empty(self.shape, dtype=self.dtype, device=self.device).uniform_(lower, upper, generator=generator)
+    pos = torch.logical_not(self <= 0)  # CPU draws a slope where input <= 0 only (not for NaN)
+    noise.copy_(torch.where(pos, torch.ones((), dtype=self.dtype, device=self.device), slope))
+    return torch.mul(self, noise, out=out)
+
+
+@impl("rrelu_with_noise")
+def rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    out = torch.empty_like(self, memory_format=torch.contiguous_format)
+    return _rrelu_into(self, noise, lower, upper, training, generator, out)
+
+
+@impl("rrelu_with_noise.out")
+def rrelu_with_noise_out(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None, *, out):
+    check_out(out, self.shape, self.dtype)
+    return _rrelu_into(self, noise, lower, upper, training, generator, out)
+
+
+@impl("rrelu_with_noise_")
+def rrelu_with_noise_inplace(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    _rrelu_into(self, noise, lower, upper, training, generator, self)
+    return self

@@ -740,3 +740,204 @@ def native_dropout_backward(grad_output, mask, scale):
         return out
     # Other dtypes / broadcasting: CPU's very expression, from native foo ops.
     return grad_output * mask * scale
+
+
+# ---------------------------------------------------------------------------
+# max_unpool2d / max_unpool3d (max_unpool1d is ATen's composite of 2d)
+# ---------------------------------------------------------------------------
+#
+# A zeroed output, then one scatter of every input value to its flat index
+# within its (batch, channel) plane: foo's scatter kernel, which validates
+# the indices before writing. Their backward is ATen's gather composite.
+
+
+def _max_unpool(name: str, self, indices, output_size, k: int, out=None):
+    check_same_device(name, self, indices, out)
+    if indices.dtype != torch.int64:
+        raise RuntimeError(f"elements in indices should be type int64 but got: {SCALAR_NAME.get(indices.dtype)}")
+    if len(output_size) != k:
+        what = "(height, width)" if k == 2 else "(depth, height, width)"
+        raise RuntimeError(
+            f"There should be exactly {k} elements {what} in output_size, but got {len(output_size)} elements."
+        )
+    if self.dim() not in (k + 1, k + 2):
+        raise RuntimeError(
+            f"Input to max_unpooling{k}d should be a {k + 1}d or {k + 2}d Tensor, but got a tensor with "
+            f"{self.dim()} dimensions."
+        )
+    if self.shape != indices.shape:
+        raise RuntimeError(
+            f"Expected shape of indices to be same as that of the input tensor ({list(self.shape)}) but got "
+            f"indices tensor with shape: {list(indices.shape)}"
+        )
+    for i in range(1, self.dim()):
+        if self.shape[i] == 0:
+            raise RuntimeError(
+                f"max_unpooling{k}d_forward_out_cpu(): Expected input to have non-zero size for non-batch "
+                f"dimensions, but got {list(self.shape)} with dimension {i} being empty."
+            )
+    if not self.is_floating_point():
+        raise NotImplementedError(f"\"max_unpool{k}d\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)")
+    lead = list(self.shape[: self.dim() - k])
+    shape = lead + list(output_size)
+    plane = math.prod(output_size)
+    flat = torch.zeros(lead + [plane], dtype=self.dtype, device=self.device)
+    if flat.numel() and self.numel():
+        idx = indices.reshape(lead + [-1])
+        if plane == 0 or bool(((idx < 0) | (idx >= plane)).any()):
+            bad = idx[(idx < 0) | (idx >= plane)][0].item() if plane else idx.flatten()[0].item()
+            raise RuntimeError(
+                f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, output_size))})"
+            )
+        flat.scatter_(-1, idx, self.reshape(lead + [-1]))
+    result = flat.view(shape)
+    if (
+        self.dim() == k + 2
+        and k == 2
+        and self.is_contiguous(memory_format=torch.channels_last)
+        and not self.is_contiguous()
+    ):
+        result = result.contiguous(memory_format=torch.channels_last)
+    if out is None:
+        return result
+    check_out(out, shape, self.dtype)
+    return out.copy_(result)
+
+
+@impl("max_unpool2d")
+def max_unpool2d(self, indices, output_size):
+    return _max_unpool("max_unpool2d", self, indices, output_size, 2)
+
+
+@impl("max_unpool2d.out")
+def max_unpool2d_out(self, indices, output_size, *, out):
+    return _max_unpool("max_unpool2d", self, indices, output_size, 2, out)
+
+
+def _unpool3d_checks(stride, padding):
+    if len(stride) != 3:
+        raise RuntimeError(
+            f"There should be exactly three elements (depth, height, width) in stride, but got: {len(stride)} elements."
+        )
+    if len(padding) != 3:
+        raise RuntimeError(
+            f"There should be exactly three elements (depth, height, width) in padding, but got: {len(padding)} elements."
+        )
+    if any(s <= 0 for s in stride):
+        raise RuntimeError(f"strides should be greater than zero, but got stride: {list(stride)}")
+
+
+@impl("max_unpool3d")
+def max_unpool3d(self, indices, output_size, stride, padding):
+    _unpool3d_checks(stride, padding)
+    return _max_unpool("max_unpool3d", self, indices, output_size, 3)
+
+
+@impl("max_unpool3d.out")
+def max_unpool3d_out(self, indices, output_size, stride, padding, *, out):
+    _unpool3d_checks(stride, padding)
+    return _max_unpool("max_unpool3d", self, indices, output_size, 3, out)
+
+
+# ---------------------------------------------------------------------------
+# adaptive_avg_pool3d and backward
+# ---------------------------------------------------------------------------
+#
+# An adaptive average over a box of bins is separable: per spatial dim, one
+# product with the (out x in) averaging matrix of ATen's bins
+# [floor(i*in/out), ceil((i+1)*in/out)) (foo's matmul, float32 for the 16-bit
+# types); the backward multiplies by the transposed matrices.
+
+
+def _bins_matrix(n_in: int, n_out: int, dtype, device) -> torch.Tensor:
+    w = torch.zeros(n_out, n_in, dtype=torch.float64)
+    for i in range(n_out):
+        a, b = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        w[i, a:b] = 1.0 / (b - a)
+    return w.to(dtype).to(device)
+
+
+def _apply_bins(x, mats):
+    nd = x.dim()
+    for i, w in enumerate(mats):
+        d = nd - 3 + i
+        x = torch.matmul(x.movedim(d, -1), w.t()).movedim(-1, d)
+    return x
+
+
+def _adaptive_avg_pool3d(self, output_size, out=None):
+    check_same_device("adaptive_avg_pool3d", self, out)
+    if len(output_size) != 3:
+        raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
+    if self.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
+    for i in range(1, self.dim()):
+        if self.shape[i] == 0:
+            raise RuntimeError(
+                f"adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch dimensions, but input "
+                f"has sizes {list(self.shape)} with dimension {i} being empty"
+            )
+    if any(s < 0 for s in output_size):
+        raise RuntimeError(
+            f"adaptive_avg_pool3d: elements of output_size must be greater than or equal to 0 but received {list(output_size)}"
+        )
+    if not self.is_floating_point():
+        raise NotImplementedError(
+            f"\"adaptive_avg_pool3d_cpu\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)"
+        )
+    ct = torch.float64 if self.dtype == torch.float64 else torch.float32
+    shape = (*self.shape[:-3], *output_size)
+    mats = [_bins_matrix(self.shape[self.dim() - 3 + i], output_size[i], ct, self.device) for i in range(3)]
+    r = _apply_bins(self.to(ct), mats) if self.numel() and math.prod(output_size) else None
+    if out is None:
+        out = torch.empty(shape, dtype=self.dtype, device=self.device)  # contiguous, as CPU's
+    else:
+        check_out(out, shape, self.dtype)
+    if r is not None:
+        out.copy_(r)
+    return out
+
+
+@impl("_adaptive_avg_pool3d")
+def adaptive_avg_pool3d_(self, output_size):
+    return _adaptive_avg_pool3d(self, output_size)
+
+
+@impl("_adaptive_avg_pool3d.out", "adaptive_avg_pool3d.out")
+def adaptive_avg_pool3d_out(self, output_size, *, out):
+    return _adaptive_avg_pool3d(self, output_size, out)
+
+
+def _adaptive_avg_pool3d_backward(grad_output, self, out=None):
+    check_same_device("adaptive_avg_pool3d_backward", grad_output, self, out)
+    if grad_output.dim() != self.dim() or grad_output.shape[:-3] != self.shape[:-3]:
+        raise RuntimeError(
+            f"adaptive_avg_pool3d_backward: grad_output {list(grad_output.shape)} does not match input "
+            f"{list(self.shape)} (foo)"
+        )
+    if not self.is_floating_point():
+        raise NotImplementedError(
+            f"\"adaptive_avg_pool3d_backward_cpu\" not implemented for '{SCALAR_NAME.get(self.dtype)}' (foo)"
+        )
+    ct = torch.float64 if self.dtype == torch.float64 else torch.float32
+    nd = self.dim()
+    mats = [_bins_matrix(self.shape[nd - 3 + i], grad_output.shape[nd - 3 + i], ct, self.device).t() for i in range(3)]
+    if out is None:
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    else:
+        check_out(out, self.shape, self.dtype)
+    if grad_output.numel():
+        out.copy_(_apply_bins(grad_output.to(ct), mats))
+    else:
+        out.zero_()
+    return out
+
+
+@impl("_adaptive_avg_pool3d_backward")
+def adaptive_avg_pool3d_backward(grad_output, self):
+    return _adaptive_avg_pool3d_backward(grad_output, self)
+
+
+@impl("_adaptive_avg_pool3d_backward.out")
+def adaptive_avg_pool3d_backward_out(grad_output, self, *, out):
+    return _adaptive_avg_pool3d_backward(grad_output, self, out)

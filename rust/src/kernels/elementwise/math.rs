@@ -312,6 +312,114 @@ pub fn digamma_f64(x: f64) -> f64 {
     digamma(x)
 }
 
+/// The trigamma function ψ'(x) in `T`'s arithmetic (ATen's `trigamma`):
+/// the reflection ψ'(x) = π²/sin²(πx) - ψ'(1 - x) below 1/2, six steps of
+/// the recurrence, then the asymptotic series.
+pub(crate) fn trigamma<T: Real>(x: T) -> T {
+    let (mut x, mut sign, mut result) = (x, T::ONE, T::ZERO);
+    if x < T::c(0.5) {
+        sign = -T::ONE;
+        let pi = T::c(std::f64::consts::PI);
+        let sin_pi_x = (pi * x).sin();
+        result = result - (pi * pi) / (sin_pi_x * sin_pi_x);
+        x = T::ONE - x;
+    }
+    for _ in 0..6 {
+        result = result + T::ONE / (x * x);
+        x = x + T::ONE;
+    }
+    let ixx = T::ONE / (x * x);
+    let two = T::c(2.0);
+    result = result
+        + (T::ONE
+            + T::ONE / (two * x)
+            + ixx * (T::c(1.0 / 6.0) - ixx * (T::c(1.0 / 30.0) - ixx * T::c(1.0 / 42.0))))
+            / x;
+    sign * result
+}
+
+/// The Hurwitz zeta function ζ(x, q) = Σ_k (k + q)^-x in float64 (ATen's
+/// `zeta`, after Cephes, which CPU runs in float64 for float32 too): the
+/// direct sum up to a ≥ 9, then the Euler-Maclaurin tail.
+pub fn zeta_f64(x: f64, q: f64) -> f64 {
+    const MACHEP: f64 = 1.110_223_024_625_156_540_42E-16;
+    const A: [f64; 12] = [
+        12.0,
+        -720.0,
+        30240.0,
+        -1209600.0,
+        47900160.0,
+        -1.892_437_580_318_379_160_6e9,
+        7.472_424_96e10,
+        -2.950_130_727_918_164_224e12,
+        1.164_678_281_435_006_724_9e14,
+        -4.597_978_722_407_472_610_5e15,
+        1.815_210_540_194_354_677_3e17,
+        -7.166_165_256_175_667_011_3e18,
+    ];
+    if x == 1.0 {
+        return f64::INFINITY;
+    }
+    if x < 1.0 {
+        return f64::NAN;
+    }
+    if q <= 0.0 {
+        if q == q.floor() {
+            return f64::INFINITY;
+        }
+        if x != x.floor() {
+            return f64::NAN;
+        }
+    }
+    let mut s = q.powf(-x);
+    let mut a = q;
+    let mut b = 0.0;
+    let mut i = 0;
+    while i < 9 || a <= 9.0 {
+        i += 1;
+        a += 1.0;
+        b = a.powf(-x);
+        s += b;
+        if -MACHEP * s < b && b < MACHEP * s {
+            return s;
+        }
+    }
+    let w = a;
+    s += b * w / (x - 1.0);
+    s -= 0.5 * b;
+    let mut a = 1.0;
+    let mut k = 0.0;
+    for c in A {
+        a *= x + k;
+        b /= w;
+        let t = a * b / c;
+        s += t;
+        if (t / s).abs() < MACHEP {
+            return s;
+        }
+        k += 1.0;
+        a *= x + k;
+        b /= w;
+        k += 1.0;
+    }
+    s
+}
+
+/// The polygamma function ψ⁽ⁿ⁾(x), n ≥ 0, as CPU computes it: [`digamma`]
+/// for n = 0, [`trigamma`] for n = 1, else (-1)ⁿ⁺¹ n! ζ(n + 1, x) with n!
+/// as exp(lgamma(n + 1)) in `T` and ζ in float64 ([`zeta_f64`]).
+pub(crate) fn polygamma<T: Real>(n: i64, x: T) -> T {
+    match n {
+        0 => digamma(x),
+        1 => trigamma(x),
+        _ => {
+            let sign = if n % 2 == 1 { T::ONE } else { -T::ONE };
+            let fact = (T::c(n as f64) + T::ONE).lgamma().exp();
+            sign * fact * T::c(zeta_f64((n + 1) as f64, x.to_f64()))
+        }
+    }
+}
+
 /// Inverse error function (rational start + two Newton steps, ATen's
 /// `calc_erfinv`), in float64.
 pub fn erfinv_f64(y: f64) -> f64 {

@@ -5,7 +5,7 @@ use super::{int_dispatch, max_nan, min_nan, run1, run2, run2_nonzero, unsupporte
 use crate::dtype::DType;
 use crate::kernels::elementwise::cast::{Num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
-use crate::kernels::elementwise::math::Real;
+use crate::kernels::elementwise::math::{zeta_f64, Real};
 use crate::kernels::{KernelError, Strided};
 
 /// `rounding_mode` of `torch.div`.
@@ -69,6 +69,22 @@ pub enum BinaryOp {
     Copysign,
     /// `xlogy(a, b)`: 0 where `a == 0` (unless `b` is NaN), else `a * ln(b)`.
     Xlogy,
+    /// `log(exp(a) + exp(b))`.
+    LogAddExp,
+    /// `log2(2^a + 2^b)`.
+    LogAddExp2,
+    /// `heaviside(a, b)`: `b` where `a == 0`, else `a > 0`.
+    Heaviside,
+    /// `log_sigmoid_backward(grad, self)` (CPU's kernel reads no buffer).
+    LogSigmoidBackward,
+    /// `xlog1py(a, b)`: 0 where `a == 0` (unless `b` is NaN), else `a * ln(1 + b)`.
+    Xlog1py,
+    /// Hurwitz zeta `ζ(a, b)`, in float64.
+    Zeta,
+    /// hardshrink's and softshrink's backward: `0` where `|self| <= lambd`, else grad.
+    ShrinkBackward {
+        lambd: f64,
+    },
     /// `lerp(a, b, weight)` with a scalar weight.
     Lerp {
         weight: Scalar,
@@ -154,6 +170,13 @@ impl BinaryOp {
             ClampMax => "clamp_max",
             Copysign => "copysign",
             Xlogy => "xlogy",
+            LogAddExp => "logaddexp",
+            LogAddExp2 => "logaddexp2",
+            Heaviside => "heaviside",
+            LogSigmoidBackward => "log_sigmoid_backward",
+            Xlog1py => "special_xlog1py",
+            Zeta => "special_zeta",
+            ShrinkBackward { .. } => "shrink_backward",
             Lerp { .. } => "lerp",
             ThresholdBackward { .. } => "threshold_backward",
             GeluBackward { .. } => "gelu_backward",
@@ -532,6 +555,96 @@ fn float_binary<T: Real>(
                 }
             },
         ),
+        // ATen's logaddexp: equal infinities give themselves (not NaN).
+        LogAddExp => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            move |x: T, y: T| {
+                if x.is_infinite() && x == y {
+                    x
+                } else {
+                    let m = if x < y { y } else { x };
+                    m + (-(x - y).abs()).exp().ln1p()
+                }
+            },
+        ),
+        LogAddExp2 => {
+            let inv_ln2 = T::c(std::f64::consts::LOG2_E);
+            run2::<T, T, T, _>(
+                out,
+                a,
+                b,
+                #[inline(always)]
+                move |x: T, y: T| {
+                    if x.is_infinite() && x == y {
+                        x
+                    } else {
+                        let m = if x < y { y } else { x };
+                        m + (-(x - y).abs()).exp2().ln1p() * inv_ln2
+                    }
+                },
+            )
+        }
+        Heaviside => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            move |x: T, y: T| {
+                if x == z {
+                    y
+                } else {
+                    T::from_bool(x > z)
+                }
+            },
+        ),
+        Xlog1py => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            move |x: T, y: T| {
+                if y.is_nan() {
+                    T::NAN
+                } else if x == z {
+                    z
+                } else {
+                    x * y.ln1p()
+                }
+            },
+        ),
+        Zeta => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, q: T| T::c(zeta_f64(x.to_f64(), q.to_f64())),
+        ),
+        ShrinkBackward { lambd } => {
+            let l = T::c(lambd);
+            run2::<T, T, T, _>(
+                out,
+                a,
+                b,
+                #[inline(always)]
+                move |g: T, x: T| if x >= -l && x <= l { z } else { g },
+            )
+        }
+        LogSigmoidBackward => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            move |g: T, x: T| {
+                let neg = x < z;
+                let max_deriv = if neg { one } else { z };
+                let sign = if neg { one } else { -one };
+                let e = (-x.abs()).exp();
+                g * (max_deriv - sign * (e / (one + e)))
+            },
+        ),
         Lerp { weight } => {
             let w = weight.to::<T>();
             let small = w.abs() < T::c(0.5);
@@ -794,6 +907,19 @@ fn int_binary<T: Int>(
     }
     let z = T::ZERO;
     match *op {
+        Heaviside => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            move |x: T, y: T| {
+                if x == z {
+                    y
+                } else {
+                    T::from_bool(x > z)
+                }
+            },
+        ),
         Add { alpha } => {
             let al = alpha.to::<T>();
             if al == T::ONE {
@@ -993,6 +1119,13 @@ fn bool_binary(op: &BinaryOp, out: &Out, a: Operand, b: Operand) -> Result<(), K
             b,
             #[inline(always)]
             |x, y| x ^ y,
+        ),
+        Heaviside => run2::<bool, bool, bool, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| x | y,
         ),
         _ => Err(unsupported(op.name(), DType::Bool)),
     }

@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use crate::kernels::elementwise::cast::Num;
 use crate::kernels::elementwise::cast::{with_num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
-use crate::kernels::elementwise::math::Real;
+use crate::kernels::elementwise::math::{polygamma, Real};
 use crate::kernels::{KernelError, Strided};
 
 /// A one-input pointwise op; parameters as in the aten schema.
@@ -41,6 +41,26 @@ pub enum UnaryOp {
     Erfinv,
     Lgamma,
     Digamma,
+    /// `polygamma(n, x)`, the n-th derivative of digamma (n >= 0).
+    Polygamma {
+        n: i64,
+    },
+    /// `log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))`.
+    LogSigmoid,
+    /// `special.entr`: `-x ln x` (0 at 0, -inf below).
+    Entr,
+    /// `sin(pi x) / (pi x)` (1 at 0).
+    Sinc,
+    /// `0` where `|x| <= lambd`, else `x`.
+    Hardshrink {
+        lambd: f64,
+    },
+    /// `x - lambd` above `lambd`, `x + lambd` below `-lambd`, else `0`.
+    Softshrink {
+        lambd: f64,
+    },
+    /// Bool output: the sign bit (`x < 0` for integers).
+    Signbit,
     Sigmoid,
     Floor,
     Ceil,
@@ -149,6 +169,13 @@ impl UnaryOp {
             Erfinv => "erfinv",
             Lgamma => "lgamma",
             Digamma => "digamma",
+            Polygamma { .. } => "polygamma",
+            LogSigmoid => "log_sigmoid",
+            Entr => "special_entr",
+            Sinc => "sinc",
+            Hardshrink { .. } => "hardshrink",
+            Softshrink { .. } => "softshrink",
+            Signbit => "signbit",
             Sigmoid => "sigmoid",
             Floor => "floor",
             Ceil => "ceil",
@@ -267,6 +294,17 @@ pub fn unary(op: &UnaryOp, out: &Strided, x: Operand, ct: DType) -> Result<(), K
         }
         _ => {}
     }
+    // ATen converts hardshrink's lambd to the 16-bit type itself.
+    let rounded;
+    let op = match (ct, op) {
+        (DType::F16 | DType::BF16, UnaryOp::Hardshrink { lambd }) => {
+            rounded = UnaryOp::Hardshrink {
+                lambd: round_to(ct)(*lambd as f32) as f64,
+            };
+            &rounded
+        }
+        _ => op,
+    };
     match ct {
         DType::F32 | DType::F16 | DType::BF16 => float_unary::<f32>(op, out, x),
         DType::F64 => float_unary::<f64>(op, out, x),
@@ -550,6 +588,85 @@ fn float_unary<T: Real>(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), Kerne
             x,
             #[inline(always)]
             |a: T| a.digamma(),
+        ),
+        Polygamma { n } => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| polygamma(n, a),
+        ),
+        Entr => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| {
+                if a.is_nan() {
+                    a
+                } else if a > z {
+                    -a * a.ln()
+                } else if a == z {
+                    z
+                } else {
+                    -T::INFINITY
+                }
+            },
+        ),
+        Sinc => {
+            let pi = T::c(std::f64::consts::PI);
+            run1::<T, T, _>(
+                out,
+                x,
+                #[inline(always)]
+                move |a: T| {
+                    if a == z {
+                        one
+                    } else {
+                        let p = pi * a;
+                        p.sin() / p
+                    }
+                },
+            )
+        }
+        Hardshrink { lambd } => {
+            let l = T::c(lambd);
+            run1::<T, T, _>(
+                out,
+                x,
+                #[inline(always)]
+                move |a: T| if a >= -l && a <= l { z } else { a },
+            )
+        }
+        Softshrink { lambd } => {
+            let l = T::c(lambd);
+            run1::<T, T, _>(
+                out,
+                x,
+                #[inline(always)]
+                move |a: T| {
+                    if a > l {
+                        a - l
+                    } else if a < -l {
+                        a + l
+                    } else {
+                        a * z
+                    }
+                },
+            )
+        }
+        Signbit => run1::<T, bool, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| one.copysign(a) < z,
+        ),
+        LogSigmoid => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| {
+                let m = if a < z { a } else { z };
+                m - (-a.abs()).exp().ln1p()
+            },
         ),
         Sigmoid => run1::<T, T, _>(
             out,
@@ -890,6 +1007,12 @@ fn int_unary<T: Int>(op: &UnaryOp, out: &Out, x: Operand, ct: DType) -> Result<(
             #[inline(always)]
             |_a: T| false,
         ),
+        Signbit => run1::<T, bool, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| a < z,
+        ),
         IsFinite => run1::<T, bool, _>(
             out,
             x,
@@ -984,7 +1107,7 @@ fn bool_unary(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), KernelError> {
                 |a: bool| a,
             )
         }
-        IsNan | IsInf | IsPosInf | IsNegInf => run1::<bool, bool, _>(
+        IsNan | IsInf | IsPosInf | IsNegInf | Signbit => run1::<bool, bool, _>(
             out,
             x,
             #[inline(always)]
