@@ -312,3 +312,54 @@ def test_fft_r2c_c2r_gradients_match_cpu():
             yf.backward(gr.to("foo"))
             yc.backward(gr)
             torch.testing.assert_close(xf.grad.cpu(), xc.grad)
+
+
+# ---- M3: complex arithmetic ------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_add_sub_mul_neg(native, dtype):
+    x, y = crandn(3, 4, dtype=dtype, seed=8), crandn(4, dtype=dtype, seed=9)
+    r = torch.randn(3, 4, dtype=REAL_OF[dtype])
+    f, g, rf = x.to("foo"), y.to("foo"), r.to("foo")
+    cases = [
+        (lambda a, b, c: a + b, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a - b, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a * b, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a * c, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: c * a, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a * 2.5, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a * (1 - 2j), (f, g, rf), (x, y, r)),
+        (lambda a, b, c: c + 1j, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: torch.add(a, b, alpha=2), (f, g, rf), (x, y, r)),
+        (lambda a, b, c: torch.sub(a, c, alpha=0.5), (f, g, rf), (x, y, r)),
+        (lambda a, b, c: -a, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a.conj() * b, (f, g, rf), (x, y, r)),
+        (lambda a, b, c: a[:, ::2] * b[::2], (f, g, rf), (x, y, r)),
+    ]
+    for fn, foo_args, cpu_args in cases:
+        got, want = fn(*foo_args), fn(*cpu_args)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
+    h = f.clone()
+    h.mul_(g)
+    h.add_(1j)
+    h.neg_()
+    torch.testing.assert_close(h.cpu(), -(x * y + 1j))
+    out = torch.empty(0, dtype=dtype, device="foo")
+    assert torch.mul(f, g, out=out) is out
+    torch.testing.assert_close(out.cpu(), x * y)
+    with pytest.raises(RuntimeError):
+        rf.add_(f)  # CPU: complex can't be cast to a real output
+    with pytest.raises(RuntimeError):
+        f[:1].mul_(g.expand(3, 4).clone())
+
+
+def test_irfft_gradient_runs_natively(native):
+    c = torch.fft.rfft(torch.randn(4, 10, dtype=torch.float64))
+    xf = c.to("foo").requires_grad_()
+    xc = c.clone().requires_grad_()
+    g = torch.randn(4, 10, dtype=torch.float64)
+    torch.fft.irfft(xf).backward(g.to("foo"))
+    torch.fft.irfft(xc).backward(g)
+    torch.testing.assert_close(xf.grad.cpu(), xc.grad)

@@ -23,6 +23,7 @@ __all__ = [
     "FAST_LANE",
     "python_kernel_calls",
     "native_only",
+    "complex_kernel",
 ]
 
 _lib = torch.library.Library("aten", "IMPL")
@@ -88,8 +89,26 @@ def fast_lane_ops() -> frozenset[str]:
     return frozenset(_fast)
 
 
+#: Complex forms of real kernels (aten overload -> Python kernel), which a
+#: real kernel's complex call runs instead of the CPU fallback.
+_complex_kernels: dict[str, Callable] = {}
+
+
+def complex_kernel(name: str) -> Callable:
+    """Registers the decorated function as the complex form of the real
+    kernel of aten overload ``name`` (registered with ``impl``)."""
+
+    def register(fn: Callable) -> Callable:
+        _complex_kernels[name] = fn
+        return fn
+
+    return register
+
+
 def _has_complex(args, kwargs) -> bool:
     for a in (*args, *kwargs.values()):
+        if isinstance(a, complex):
+            return True
         if isinstance(a, torch.Tensor):
             if a.is_complex():
                 return True
@@ -109,6 +128,10 @@ def _counted(name: str, fn: Callable, real_only: bool = False) -> Callable:
 
         def kernel(*args, **kwargs):
             if _has_complex(args, kwargs):
+                alt = _complex_kernels.get(name)
+                if alt is not None:
+                    _python_calls[name] += 1
+                    return alt(*args, **kwargs)
                 # A real kernel: complex goes where an op without a foo kernel goes.
                 return cpu_fallback(_aten_overload(name), *args, **kwargs)
             _python_calls[name] += 1

@@ -225,7 +225,6 @@ pub fn fft_r2c(
         copy(out, inp)?;
         return fft_c2c(out, &out.clone(), dims, true, scale);
     }
-    let _ = onesided;
     match inp.dtype {
         DType::F32 => {
             r2c_last::<f32>(out, inp, last);
@@ -269,7 +268,7 @@ fn c2r_last<T: FftFloat>(out: &Strided, tmp: &Strided, d: usize) {
                 }
                 // pocketfft ignores the imaginary parts of the DC and Nyquist terms.
                 cin[0].im = T::zero();
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     let last = cin.len() - 1;
                     cin[last].im = T::zero();
                 }
