@@ -363,3 +363,15 @@ def test_irfft_gradient_runs_natively(native):
     torch.fft.irfft(xf).backward(g.to("foo"))
     torch.fft.irfft(xc).backward(g)
     torch.testing.assert_close(xf.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_sum(native, dtype):
+    x = crandn(3, 4, 5, dtype=dtype, seed=10)
+    f = x.to("foo")
+    for kw in ({}, {"dim": 1}, {"dim": (0, 2)}, {"dim": -1, "keepdim": True}):
+        got, want = torch.sum(f, **kw), torch.sum(x, **kw)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(f.conj().sum(1).cpu(), x.conj().sum(1))
+    torch.testing.assert_close(f.transpose(0, 2).sum(0).cpu(), x.transpose(0, 2).sum(0))

@@ -121,3 +121,17 @@ def _neg(self) -> torch.Tensor:
 complex_kernel("neg")(_neg)
 complex_kernel("neg_")(lambda self: _inplace(self, _neg(self)))
 complex_kernel("neg.out")(lambda self, *, out: _into(out, _neg(self), "neg"))
+
+
+@complex_kernel("sum.IntList_out")
+def sum_out(self, dim, keepdim=False, *, dtype=None, out):
+    dtype = dtype or self.dtype
+    if not dtype.is_complex:
+        raise RuntimeError(f"sum: a complex input can't be summed to {dtype} (foo)")
+    a = _operand(self, dtype, self.device)
+    dims = [d % max(a.dim(), 1) for d in dim] if dim else list(range(a.dim()))
+    r = torch.view_as_real(a)
+    if dims:
+        r = torch.sum(r, dim=dims, keepdim=keepdim)
+    result = torch.view_as_complex(r.contiguous())
+    return _into(out, result, "sum")
