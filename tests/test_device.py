@@ -90,7 +90,7 @@ def test_module_to_foo_moves_parameters():
 
 def test_unsupported_dtype_cannot_be_created():
     with pytest.raises((RuntimeError, TypeError), match="foo"):
-        torch.empty(2, dtype=torch.complex64, device="foo")
+        torch.empty(2, dtype=torch.complex32, device="foo")
 
 
 def test_item_and_print():

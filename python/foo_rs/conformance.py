@@ -71,7 +71,20 @@ __all__ = [
 ]
 
 #: Names accepted by --dtype.
-DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+DTYPES = (
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
 
 #: (rtol, atol) per dtype of the value compared. Looser than assert_close's
 #: defaults for floating types: foo's kernels may sum in another order than
@@ -83,6 +96,8 @@ DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16"
 TOLERANCES = {
     "float64": (1e-7, 1e-7),
     "float32": (1e-4, 1e-4),
+    "complex64": (1e-4, 1e-4),
+    "complex128": (1e-7, 1e-7),
     "float16": (1e-3, 2**-7),
     "bfloat16": (1.6e-2, 2**-4),
 }

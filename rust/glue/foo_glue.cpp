@@ -20,6 +20,8 @@
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
@@ -117,6 +119,8 @@ bool foo_supports(c10::ScalarType t) {
     case c10::ScalarType::BFloat16:
     case c10::ScalarType::Float:
     case c10::ScalarType::Double:
+    case c10::ScalarType::ComplexFloat:
+    case c10::ScalarType::ComplexDouble:
       return true;
     default:
       return false;
@@ -806,8 +810,14 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
 c10::ScalarType checked_dtype(std::optional<c10::ScalarType> dtype) {
   const auto t = c10::dtype_or_default(dtype);
   TORCH_CHECK(foo_supports(t), "foo does not support dtype ", t,
-              " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
+              " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)");
   return t;
+}
+
+// view_as_complex as CPU's, refusing a complex dtype foo does not hold (complex32).
+at::Tensor view_as_complex(const at::Tensor& self) {
+  if (self.scalar_type() == c10::ScalarType::Half) checked_dtype(c10::ScalarType::ComplexHalf);
+  return at::native::view_as_complex(self);
 }
 
 c10::Device foo_device(std::optional<c10::Device> device) {
@@ -928,6 +938,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
   m.impl("view.dtype", TORCH_FN(view_dtype));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(view_as_complex));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("unfold", TORCH_FN(unfold));
   m.impl("resize_", TORCH_FN(resize_));

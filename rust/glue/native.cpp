@@ -234,7 +234,12 @@ namespace {
 constexpr int32_t kOk = 0, kError = 1, kSlow = 2;  // rust/src/native.rs: OK, ERROR, SLOW
 const c10::DispatchKeySet kFooKeys{c10::DispatchKey::PrivateUse1};
 
-int dtype_code(c10::ScalarType t) { return foo_rs_dtype_code(static_cast<int32_t>(t)); }
+// The foo dtype code of a dtype the native path's Rust kernels take, or -1.
+// Those kernels are real: complex tensors (which foo holds, rust/src/dtype.rs)
+// go to the Python kernels (complex copies, fills and FFTs in Rust there).
+int dtype_code(c10::ScalarType t) {
+  return c10::isComplexType(t) ? -1 : foo_rs_dtype_code(static_cast<int32_t>(t));
+}
 
 // Raises a Rust error as the exception class Rust chose (KernelError::kind).
 [[noreturn]] void raise(const FooStatus& st) {

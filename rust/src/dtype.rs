@@ -17,10 +17,14 @@ pub enum DType {
     BF16 = 7,
     F32 = 8,
     F64 = 9,
+    /// complex64: two f32 (real, imaginary), as c10::complex<float>.
+    C64 = 10,
+    /// complex128: two f64, as c10::complex<double>.
+    C128 = 11,
 }
 
 impl DType {
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 12] = [
         DType::Bool,
         DType::U8,
         DType::I8,
@@ -31,6 +35,8 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::C64,
+        DType::C128,
     ];
 
     /// The dtype with this numeric code, if any.
@@ -50,6 +56,8 @@ impl DType {
             5 => DType::F16,
             6 => DType::F32,
             7 => DType::F64,
+            9 => DType::C64,
+            10 => DType::C128,
             11 => DType::Bool,
             15 => DType::BF16,
             _ => return None,
@@ -62,12 +70,26 @@ impl DType {
             DType::Bool | DType::U8 | DType::I8 => 1,
             DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
-            DType::I64 | DType::F64 => 8,
+            DType::I64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
     pub fn is_floating(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// The real dtype of a complex dtype's two parts (itself for a real dtype).
+    pub fn to_real(self) -> DType {
+        match self {
+            DType::C64 => DType::F32,
+            DType::C128 => DType::F64,
+            d => d,
+        }
     }
 
     pub fn is_integral(self) -> bool {
@@ -89,6 +111,8 @@ impl DType {
             DType::BF16 => "bfloat16",
             DType::F32 => "float32",
             DType::F64 => "float64",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
         }
     }
 }
@@ -125,7 +149,7 @@ mod tests {
         for d in DType::ALL {
             assert_eq!(DType::from_code(d as u8), Some(d));
         }
-        assert_eq!(DType::from_code(10), None);
+        assert_eq!(DType::from_code(12), None);
     }
 
     #[test]

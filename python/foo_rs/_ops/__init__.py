@@ -17,5 +17,7 @@ from . import sort as _sort  # noqa: F401
 from ._registry import python_kernel_calls, registered_ops
 
 from . import elementwise as _elementwise  # noqa: F401
+from . import fft as _fft  # noqa: F401
+from . import complex_ops as _complex_ops  # noqa: F401
 
 __all__ = ["python_kernel_calls", "registered_ops"]

@@ -23,6 +23,7 @@ __all__ = [
     "FAST_LANE",
     "python_kernel_calls",
     "native_only",
+    "complex_kernel",
 ]
 
 _lib = torch.library.Library("aten", "IMPL")
@@ -52,16 +53,18 @@ def _register_fast(name: str, fn: Callable) -> None:
     _fast.add(name)
 
 
-def impl(*aten_names: str, dispatch_key: str = "PrivateUse1") -> Callable:
+def impl(*aten_names: str, dispatch_key: str = "PrivateUse1", complex_ok: bool = False) -> Callable:
     """Registers the decorated function as the PrivateUse1 (foo) kernel of
     each aten operator overload named, e.g. ``@impl("add.Tensor", "add.out")``
     (behind the fast lane's C++ kernel for the overloads in ``FAST_LANE``).
     ``dispatch_key="AutogradPrivateUse1"`` registers it above autograd
-    instead (an op that brings its own ``torch.autograd.Function``)."""
+    instead (an op that brings its own ``torch.autograd.Function``).
+    Kernels are real unless ``complex_ok``: a call with a complex tensor
+    goes to the CPU fallback (as an op without a foo kernel does)."""
 
     def register(fn: Callable) -> Callable:
         for name in aten_names:
-            kernel = _counted(name, fn)
+            kernel = _counted(name, fn, real_only=not complex_ok and dispatch_key == "PrivateUse1")
             if name in FAST_LANE and dispatch_key == "PrivateUse1":
                 _register_fast(name, kernel)
             else:
@@ -86,10 +89,59 @@ def fast_lane_ops() -> frozenset[str]:
     return frozenset(_fast)
 
 
-def _counted(name: str, fn: Callable) -> Callable:
-    def kernel(*args, **kwargs):
-        _python_calls[name] += 1
-        return fn(*args, **kwargs)
+#: Complex forms of real kernels (aten overload -> Python kernel), which a
+#: real kernel's complex call runs instead of the CPU fallback.
+_complex_kernels: dict[str, Callable] = {}
+
+
+def complex_kernel(name: str) -> Callable:
+    """Registers the decorated function as the complex form of the real
+    kernel of aten overload ``name`` (registered with ``impl``)."""
+
+    def register(fn: Callable) -> Callable:
+        _complex_kernels[name] = fn
+        return fn
+
+    return register
+
+
+def _has_complex(args, kwargs) -> bool:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, complex):
+            return True
+        if isinstance(a, torch.Tensor):
+            if a.is_complex():
+                return True
+        elif isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.is_complex() for t in a):
+            return True
+    return False
+
+
+def _aten_overload(name: str):
+    base, _, ov = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), ov or "default")
+
+
+def _counted(name: str, fn: Callable, real_only: bool = False) -> Callable:
+    if real_only:
+        from .._fallback import cpu_fallback
+
+        def kernel(*args, **kwargs):
+            if _has_complex(args, kwargs):
+                alt = _complex_kernels.get(name)
+                if alt is not None:
+                    _python_calls[name] += 1
+                    return alt(*args, **kwargs)
+                # A real kernel: complex goes where an op without a foo kernel goes.
+                return cpu_fallback(_aten_overload(name), *args, **kwargs)
+            _python_calls[name] += 1
+            return fn(*args, **kwargs)
+
+    else:
+
+        def kernel(*args, **kwargs):
+            _python_calls[name] += 1
+            return fn(*args, **kwargs)
 
     kernel.__name__ = kernel.__qualname__ = getattr(fn, "__name__", name)
     return kernel

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ._registry import _C, desc, impl
@@ -74,36 +76,50 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
         # read everything before writing anything.
         tmp = torch.empty(src.shape, dtype=src.dtype, device=src.device)
         _C.copy_(desc(tmp), desc(src))
+        if src.is_conj() or src.is_neg():  # the snapshot holds src's raw values
+            tmp = tmp.conj() if src.is_conj() else tmp
+            tmp = torch._neg_view(tmp) if src.is_neg() else tmp
         src = tmp
-    _C.copy_(desc(dst), desc(src))
+    if src.is_complex() and not dst.is_complex():
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
+    # torch's lazy conjugate and negative bits: the raw values are copied, then
+    # the difference between the two tensors' bits is applied.
+    conj = src.is_conj() != dst.is_conj() and dst.is_complex() and src.is_complex()
+    neg = src.is_neg() != dst.is_neg()
+    if src.is_conj() and not dst.is_complex():
+        conj = False  # the real part of a conjugate is the real part
+    _C.copy_(desc(dst), desc(src), conj, neg)
     return dst
 
 
-@impl("copy_")
+@impl("copy_", complex_ok=True)
 def copy_(self, src, non_blocking=False):
     return copy_into(self, src)
 
 
-@impl("_copy_from")
+@impl("_copy_from", complex_ok=True)
 def _copy_from(self, dst, non_blocking=False):
     return copy_into(dst, self)
 
 
-@impl("_copy_from_and_resize")
+@impl("_copy_from_and_resize", complex_ok=True)
 def _copy_from_and_resize(self, dst):
     if dst.shape != self.shape:
         dst.resize_(self.shape)
     return copy_into(dst, self)
 
 
-@impl("_local_scalar_dense")
+@impl("_local_scalar_dense", complex_ok=True)
 def _local_scalar_dense(self):
     if self.numel() != 1:
         raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-    return _C.local_scalar(desc(self))
+    v = _C.local_scalar(desc(self))
+    if self.is_conj():
+        v = v.conjugate()
+    return -v if self.is_neg() else v
 
 
-@impl("fill_.Scalar")
+@impl("fill_.Scalar", complex_ok=True)
 def fill_scalar(self, value):
     if _has_internal_overlap(self):
         raise RuntimeError(
@@ -111,7 +127,12 @@ def fill_scalar(self, value):
             "single memory location. Please clone() the tensor before performing the operation."
         )
     if isinstance(value, complex):
-        raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
+        if not self.is_complex():
+            raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
+    elif self.is_complex():
+        value = complex(value)
+    if self.is_complex() and self.is_conj():
+        value = value.conjugate()  # the memory holds the conjugate of what self shows
     if not self.dtype.is_floating_point and self.dtype != torch.bool and isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
@@ -119,7 +140,7 @@ def fill_scalar(self, value):
     return self
 
 
-@impl("fill_.Tensor")
+@impl("fill_.Tensor", complex_ok=True)
 def fill_tensor(self, value):
     if value.dim() != 0:
         raise RuntimeError(
@@ -128,7 +149,24 @@ def fill_tensor(self, value):
     return fill_scalar(self, value.item())
 
 
-@impl("zero_")
+@impl("zero_", complex_ok=True)
 def zero_(self):
     _C.fill_(desc(self), 0)
+    return self
+
+
+@impl("conj_physical.out", "_conj_physical.out", complex_ok=True)
+def conj_physical_out(self, *, out):
+    if out.shape != self.shape:
+        out.resize_(self.shape)
+    if out.is_complex() != self.is_complex() or out.dtype != self.dtype:
+        raise RuntimeError(f"conj_physical: expected out of dtype {self.dtype}, got {out.dtype} (foo)")
+    copy_into(out, self.conj() if self.is_complex() else self)
+    return out
+
+
+@impl("conj_physical_", complex_ok=True)
+def conj_physical_(self):
+    if self.is_complex():
+        _C.copy_(desc(self), desc(self), True)
     return self

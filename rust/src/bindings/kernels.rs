@@ -4,20 +4,41 @@ use super::{stream, strided, KernelErr, TensorDesc};
 use crate::kernels::random::{blocks_needed, fill_random, Distribution};
 use crate::kernels::{copy, Strided};
 use pyo3::prelude::*;
+use pyo3::types::PyComplex;
 use pyo3::IntoPyObjectExt;
 
-/// Copies `src` (broadcast) into `dst`, converting dtype.
+/// Copies `src` (broadcast) into `dst`, converting dtype; with `conj`,
+/// writes the complex conjugate, with `neg` the negation (a source whose
+/// conj or neg bit differs from `dst`'s).
 #[pyfunction]
-fn copy_(py: Python<'_>, dst: TensorDesc, src: TensorDesc) -> PyResult<()> {
+#[pyo3(signature = (dst, src, conj = false, neg = false))]
+fn copy_(py: Python<'_>, dst: TensorDesc, src: TensorDesc, conj: bool, neg: bool) -> PyResult<()> {
     let (d, s) = (strided(dst)?, strided(src)?);
-    py.detach(|| copy::copy(&d, &s)).map_err(KernelErr::from)?;
+    py.detach(|| {
+        copy::copy(&d, &s)?;
+        if neg {
+            copy::negate_in_place(&d.as_real())?;
+        }
+        if conj {
+            copy::conj_in_place(&d)?;
+        }
+        Ok::<(), crate::kernels::KernelError>(())
+    })
+    .map_err(KernelErr::from)?;
     Ok(())
 }
 
-/// Sets every element of `dst` to `value` (bool, int or float).
+/// Sets every element of `dst` to `value` (bool, int, float or, for a
+/// complex `dst`, complex).
 #[pyfunction]
 fn fill_(py: Python<'_>, dst: TensorDesc, value: &Bound<'_, PyAny>) -> PyResult<()> {
     let d = strided(dst)?;
+    if let Ok(c) = value.cast::<PyComplex>() {
+        let (re, im) = (c.real(), c.imag());
+        py.detach(|| copy::fill_complex(&d, re, im))
+            .map_err(KernelErr::from)?;
+        return Ok(());
+    }
     let (f, i, is_int) = if let Ok(b) = value.extract::<bool>() {
         (b as u8 as f64, b as i64, true)
     } else if let Ok(i) = value.extract::<i64>() {
@@ -35,6 +56,10 @@ fn fill_(py: Python<'_>, dst: TensorDesc, value: &Bound<'_, PyAny>) -> PyResult<
 #[pyfunction]
 fn local_scalar(py: Python<'_>, src: TensorDesc) -> PyResult<Py<PyAny>> {
     let s: Strided = strided(src)?;
+    if s.dtype.is_complex() {
+        let (re, im) = copy::read_complex(&s);
+        return PyComplex::from_doubles(py, re, im).into_py_any(py);
+    }
     let (f, i) = copy::read_scalar(&s);
     if s.dtype == crate::DType::Bool {
         (i != 0).into_py_any(py)

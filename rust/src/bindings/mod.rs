@@ -6,6 +6,7 @@ mod conv;
 mod decomp;
 mod device;
 mod elementwise;
+mod fft;
 mod fused;
 mod index;
 mod kernels;
@@ -210,6 +211,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     memory::register(m)?;
     kernels::register(m)?;
     elementwise::register(m)?;
+    fft::register(m)?;
     linalg::register(m)?;
     decomp::register(m)?;
     norm_pool::register(m)?;

@@ -206,6 +206,12 @@ macro_rules! dispatch_dtype {
                 type $t = f64;
                 $body
             }
+            // Complex tensors reach real kernels only through a gating bug:
+            // complex work goes through `Strided::as_real` / `complex_part`
+            // or the complex kernels (kernels/fft.rs).
+            $crate::dtype::DType::C64 | $crate::dtype::DType::C128 => {
+                panic!("foo: a real-only kernel was given a complex tensor")
+            }
         }
     };
 }
@@ -408,6 +414,9 @@ fn run_copy<S: Scalar, D: Scalar>(dst: &Strided, src: &Strided, plan: Plan) {
 /// Copies `src` (broadcast to `dst`'s shape) into `dst`, converting dtype.
 /// The two views must not partially overlap (the caller resolves that).
 pub fn copy(dst: &Strided, src: &Strided) -> Result<(), KernelError> {
+    if dst.dtype.is_complex() || src.dtype.is_complex() {
+        return copy_complex(dst, src);
+    }
     let src_strides = broadcast_strides(src, &dst.sizes)?;
     let n = dst.numel();
     if n == 0 {
@@ -456,6 +465,77 @@ pub fn copy(dst: &Strided, src: &Strided) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// `copy` with a complex operand, with torch's casts: complex <-> complex
+/// converts both parts; real -> complex sets the imaginary part to 0;
+/// complex -> real keeps the real part (the caller warns, as torch does).
+fn copy_complex(dst: &Strided, src: &Strided) -> Result<(), KernelError> {
+    match (dst.dtype.is_complex(), src.dtype.is_complex()) {
+        (true, true) => copy(&dst.as_real(), &src.as_real()),
+        (true, false) => {
+            // Check the shapes before writing anything.
+            broadcast_strides(src, &dst.sizes)?;
+            copy(&dst.complex_part(0), src)?;
+            fill(&dst.complex_part(1), 0.0, 0, false)
+        }
+        _ => copy(dst, &src.complex_part(0)),
+    }
+}
+
+/// Negates every element of a float32/float64 view in place (with
+/// `Strided::complex_part(1)` of a complex view: `conj_physical_`; with
+/// `Strided::as_real`: resolving a negative bit).
+pub fn negate_in_place(dst: &Strided) -> Result<(), KernelError> {
+    fn go<T: Copy + std::ops::Neg<Output = T>>(v: &Strided) {
+        let (sizes, strides) = coalesce(&v.sizes, &[&v.strides]);
+        let (sizes, st) = if sizes.is_empty() {
+            (vec![1], vec![0])
+        } else {
+            (sizes, strides[0].clone())
+        };
+        let p = v.ptr as usize;
+        let n: usize = sizes.iter().product();
+        for_each_offset(&sizes, &st, 0, n, |_, off| {
+            // SAFETY: offsets come from the view's own sizes and strides.
+            unsafe {
+                let e = (p as *mut T).offset(off);
+                *e = -*e
+            };
+        });
+    }
+    if dst.numel() == 0 {
+        return Ok(());
+    }
+    match dst.dtype {
+        DType::F32 => go::<f32>(dst),
+        DType::F64 => go::<f64>(dst),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "negate",
+                dtype: d,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// Negates the imaginary part of every element of a complex `dst` (what
+/// `conj_physical_` does; a real `dst` is left alone, as torch does).
+pub fn conj_in_place(dst: &Strided) -> Result<(), KernelError> {
+    if !dst.dtype.is_complex() {
+        return Ok(());
+    }
+    negate_in_place(&dst.complex_part(1))
+}
+
+/// Sets every element of a complex `dst` to `re + im*j`.
+pub fn fill_complex(dst: &Strided, re: f64, im: f64) -> Result<(), KernelError> {
+    if !dst.dtype.is_complex() {
+        return fill(dst, re, 0, false);
+    }
+    fill(&dst.complex_part(0), re, 0, false)?;
+    fill(&dst.complex_part(1), im, 0, false)
+}
+
 /// Sets every element of `dst` to `value` (given as f64 for floats/bools
 /// or i64 for integers, converted with the casting rules).
 pub fn fill(
@@ -501,11 +581,30 @@ pub fn fill(
     if dst.numel() == 0 {
         return Ok(());
     }
+    if dst.dtype.is_complex() {
+        return fill_complex(
+            dst,
+            if value_is_int {
+                value_i64 as f64
+            } else {
+                value_f64
+            },
+            0.0,
+        );
+    }
     dispatch_dtype!(dst.dtype, D => {
         let v: D = if value_is_int { D::from_i64(value_i64) } else { D::from_f64(value_f64) };
         go::<D>(dst, v)
     });
     Ok(())
+}
+
+/// Reads element 0 of a complex `src` as (real, imaginary).
+pub fn read_complex(src: &Strided) -> (f64, f64) {
+    (
+        read_scalar(&src.complex_part(0)).0,
+        read_scalar(&src.complex_part(1)).0,
+    )
 }
 
 /// Reads element 0 of `src` as (f64, i64) for `_local_scalar_dense`.
@@ -514,6 +613,9 @@ pub fn read_scalar(src: &Strided) -> (f64, i64) {
         // SAFETY: the caller passes a view with at least one element.
         let v = unsafe { *(p as *const S) };
         (v.to_f64(), v.to_i64())
+    }
+    if src.dtype.is_complex() {
+        return read_scalar(&src.complex_part(0));
     }
     dispatch_dtype!(src.dtype, S => go::<S>(src.ptr))
 }
@@ -606,6 +708,33 @@ mod tests {
         assert_eq!(cast::<bool, f32>(true), 1.0);
         assert_eq!(cast::<i64, f16>(3), f16::from_f32(3.0));
         assert_eq!(cast::<f64, i32>(-2.7), -2);
+    }
+
+    #[test]
+    fn complex_copies_follow_torch_casts() {
+        // complex64 [1+2j, 3+4j] -> complex128, -> float32 (real part), and
+        // float32 -> complex64 (imaginary 0).
+        let mut c = vec![1f32, 2.0, 3.0, 4.0];
+        let mut z = vec![0f64; 4];
+        let s = view(&mut c, DType::C64, &[2], &[1]);
+        let d = view(&mut z, DType::C128, &[2], &[1]);
+        copy(&d, &s).unwrap();
+        assert_eq!(z, vec![1.0, 2.0, 3.0, 4.0]);
+        let mut r = vec![0f32; 2];
+        copy(&view(&mut r, DType::F32, &[2], &[1]), &s).unwrap();
+        assert_eq!(r, vec![1.0, 3.0]);
+        let mut back = vec![9f32; 4];
+        let rv = view(&mut r, DType::F32, &[2], &[1]);
+        copy(&view(&mut back, DType::C64, &[2], &[1]), &rv).unwrap();
+        assert_eq!(back, vec![1.0, 0.0, 3.0, 0.0]);
+        fill_complex(&view(&mut back, DType::C64, &[2], &[1]), 5.0, -1.0).unwrap();
+        assert_eq!(back, vec![5.0, -1.0, 5.0, -1.0]);
+        conj_in_place(&view(&mut back, DType::C64, &[1], &[2])).unwrap();
+        assert_eq!(back, vec![5.0, 1.0, 5.0, -1.0]);
+        assert_eq!(
+            read_complex(&view(&mut back, DType::C64, &[], &[])),
+            (5.0, 1.0)
+        );
     }
 
     #[test]

@@ -167,7 +167,7 @@ fn baddbmm_op(
 ) -> Result<(), KernelError> {
     let (bn, m, n, k) = check_3d(out, a, b)?;
     let dtype = out.dtype;
-    if dtype == DType::Bool {
+    if dtype == DType::Bool || dtype.is_complex() {
         return Err(unsupported(op, dtype));
     }
     let input = input.filter(|_| !beta.is_zero_for(dtype));
@@ -251,7 +251,7 @@ fn baddbmm_op(
         DType::I64 => int_bmm::<i64>(
             out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
         ),
-        DType::Bool => unreachable!(),
+        DType::Bool | DType::C64 | DType::C128 => unreachable!(),
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ pub mod decomp;
 pub mod dropout;
 pub mod elementwise;
 pub mod entry;
+pub mod fft;
 pub mod fused;
 pub mod index;
 pub mod linalg;
@@ -88,6 +89,30 @@ impl Strided {
 
     pub fn numel(&self) -> usize {
         self.sizes.iter().product()
+    }
+
+    /// A complex view as its real dtype with a trailing dimension of 2
+    /// (real, imaginary): `torch.view_as_real`'s layout. A real view as is.
+    pub fn as_real(&self) -> Strided {
+        if !self.dtype.is_complex() {
+            return self.clone();
+        }
+        let mut sizes = self.sizes.clone();
+        let mut strides: Strides = self.strides.iter().map(|&s| 2 * s).collect();
+        sizes.push(2);
+        strides.push(1);
+        Strided::new(self.ptr, self.dtype.to_real(), sizes, strides)
+    }
+
+    /// The real (`part` 0) or imaginary (`part` 1) parts of a complex view,
+    /// as a view of its real dtype (`.real` / `.imag`).
+    pub fn complex_part(&self, part: usize) -> Strided {
+        debug_assert!(self.dtype.is_complex() && part < 2);
+        let real = self.dtype.to_real();
+        let strides: Strides = self.strides.iter().map(|&s| 2 * s).collect();
+        // SAFETY: the imaginary part is the second half of each element.
+        let ptr = unsafe { self.ptr.add(part * real.size()) };
+        Strided::new(ptr, real, self.sizes.clone(), strides)
     }
 
     pub fn ndim(&self) -> usize {

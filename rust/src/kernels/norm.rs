@@ -38,6 +38,9 @@ pub(crate) fn ld(s: &Strided, off: isize) -> f64 {
             DType::I8 => *(s.ptr as *const i8).offset(off) as f64,
             DType::U8 => *(s.ptr as *const u8).offset(off) as f64,
             DType::Bool => *(s.ptr as *const u8).offset(off) as f64,
+            DType::C64 | DType::C128 => {
+                panic!("foo: a real-only kernel was given a complex tensor")
+            }
         }
     }
 }
@@ -58,6 +61,9 @@ pub(crate) fn st(s: &Strided, off: isize, v: f64) {
             DType::I8 => *(s.ptr as *mut i8).offset(off) = v as i8,
             DType::U8 => *s.ptr.offset(off) = v as u8,
             DType::Bool => *s.ptr.offset(off) = (v != 0.0) as u8,
+            DType::C64 | DType::C128 => {
+                panic!("foo: a real-only kernel was given a complex tensor")
+            }
         }
     }
 }

@@ -76,7 +76,7 @@ impl Distribution {
 
     fn supports(&self, dtype: DType) -> bool {
         match self {
-            Distribution::Integers { .. } => true,
+            Distribution::Integers { .. } => !dtype.is_complex(),
             Distribution::Geometric { .. } => dtype.is_floating() || dtype.is_integral(),
             _ => dtype.is_floating(),
         }
@@ -423,6 +423,7 @@ pub fn fill_random(
         DType::I16 => run::<i16>(dst, seed, offset, dist),
         DType::I32 => run::<i32>(dst, seed, offset, dist),
         DType::I64 => run::<i64>(dst, seed, offset, dist),
+        DType::C64 | DType::C128 => unreachable!("refused by Distribution::supports"),
     }
     Ok(())
 }
