@@ -26,7 +26,8 @@ def say(*parts) -> None:
     os.write(1, (" ".join(str(p) for p in parts) + "\n").encode())
 
 
-DTYPES = list(foo_rs.SUPPORTED_DTYPES)
+# Real dtypes: collectives on complex foo tensors are not covered yet (issue 18).
+DTYPES = [d for d in foo_rs.SUPPORTED_DTYPES if not d.is_complex]
 #: dtypes torch's gloo has no collectives for ("Invalid scalar type" on CPU tensors too)
 GLOO_LACKS = {torch.int16}
 OPS = [

@@ -7,6 +7,10 @@ import foo_rs
 
 #: Every dtype foo holds, for round-trip style tests.
 FOO_DTYPES = list(foo_rs.SUPPORTED_DTYPES)
+#: The real dtypes foo holds: those its own kernels compute in (complex tensors
+#: reach Rust only for copies, fills, FFTs and a few elementwise ops; the rest
+#: of their ops fall back to CPU).
+REAL_DTYPES = [d for d in FOO_DTYPES if not d.is_complex]
 
 
 def make_tensor(shape, dtype, seed=0):
@@ -16,5 +20,7 @@ def make_tensor(shape, dtype, seed=0):
         return torch.randint(0, 2, shape, generator=g).bool()
     if dtype.is_floating_point:
         return (torch.randn(shape, generator=g, dtype=torch.float64) * 10).to(dtype)
+    if dtype.is_complex:
+        return (torch.randn(shape, generator=g, dtype=torch.complex128) * 10).to(dtype)
     info = torch.iinfo(dtype)
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)

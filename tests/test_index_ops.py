@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import foo_rs
-from foo_testing import FOO_DTYPES, make_tensor
+from foo_testing import REAL_DTYPES, make_tensor
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
 FOO = torch.device("foo")
-NUM_DTYPES = [d for d in FOO_DTYPES if d != torch.bool]
+NUM_DTYPES = [d for d in REAL_DTYPES if d != torch.bool]
 
 
 def to_foo(x):
@@ -82,7 +82,7 @@ def idx(values, dtype=torch.int64):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_cat_dtypes_dims(dtype):
     a, b = make_tensor((2, 3, 4), dtype, 1), make_tensor((2, 5, 4), dtype, 2)
     check(lambda x, y: torch.cat([x, y], 1), a, b)
@@ -166,7 +166,7 @@ def test_cat_cross_device_raises():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 @pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
 def test_index_select_dtypes(dtype, index_dtype):
     x = make_tensor((4, 5, 3), dtype, 11)
@@ -219,7 +219,7 @@ def test_embedding_forward(dtype):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_index_tensor_dtypes(dtype):
     x = make_tensor((4, 5, 6), dtype, 16)
     i, j = idx([3, -1, 0]), idx([[4], [0]], torch.int32)
@@ -262,7 +262,7 @@ def test_index_tensor_bad_input():
     check(lambda x, i, j: x[i, j], x, idx([0, 1]), idx([0, 1, 2]))  # broadcast
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put(dtype, accumulate):
     x = make_tensor((4, 5), dtype, 22)
@@ -322,7 +322,7 @@ def _rand_index(shape, high, seed):
     return torch.randint(0, high, shape, generator=g)
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_gather(dtype):
     x = make_tensor((4, 5, 3), dtype, 27)
     for dim in (0, 1, -1):
@@ -352,7 +352,7 @@ def test_gather_bad_input():
     check(lambda x, i: torch.gather(x, 1, i, out=torch.empty(0, dtype=torch.float64, device=x.device)), x, idx([[0]]))
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_scatter_src_value(dtype):
     x = make_tensor((4, 5), dtype, 37)
     src = make_tensor((3, 6), dtype, 38)
@@ -429,7 +429,7 @@ def test_scatter_bad_input():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_index_add(dtype):
     x = make_tensor((5, 4), dtype, 46)
     src = make_tensor((3, 4), dtype, 47)
@@ -474,7 +474,7 @@ def test_index_add_bad_input():
     check(lambda x, i: x.index_add_(0, i, torch.ones(1, 4, device=x.device)), x, idx([[1]]))
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_index_fill(dtype):
     x = make_tensor((4, 5), dtype, 49)
     check(lambda x, i: x.index_fill_(1, i, 1), x, idx([4, -5, 2]), mutated=(0,))
@@ -512,7 +512,7 @@ def test_combinations_is_native():
     check(lambda x: torch.combinations(x, 3, with_replacement=True), torch.arange(4))
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_nonzero_masked_select(dtype):
     x = make_tensor((4, 3, 5), dtype, 50)
     x.view(-1)[::3] = 0
@@ -535,7 +535,7 @@ def test_nonzero_masked_select(dtype):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_flip_roll(dtype):
     x = make_tensor((3, 4, 5), dtype, 52)
     for dims in ([0], [-1], [0, 2], [], [1, 0, 2]):
@@ -551,7 +551,7 @@ def test_flip_roll(dtype):
     check(lambda x: torch.rot90(x, 1, (1, 2)), x)
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_tril_triu(dtype):
     x = make_tensor((2, 4, 5), dtype, 53)
     for k in (0, 1, -2, 10, -10):
@@ -673,7 +673,7 @@ def test_empty_index_of_any_dtype():
     check(lambda x, i: x.scatter_(0, i, 1.0), x, torch.empty(0, dtype=torch.uint8))
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 def test_index_copy_take_put_masked_scatter(dtype):
     x = make_tensor((5, 4), dtype, 59)
     src = make_tensor((3, 4), dtype, 60)
@@ -822,7 +822,7 @@ def test_embedding_renorm(dtype, norm_type):
     check(lambda w, i: torch.embedding_renorm_(w.long(), i, 5.0, norm_type), w, idx([0]))
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES)
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_index_reduce(dtype, reduce, include_self):

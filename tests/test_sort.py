@@ -7,7 +7,7 @@ runs with the CPU fallback off (an op without a foo kernel raises)."""
 import pytest
 import torch
 
-from foo_testing import FOO_DTYPES
+from foo_testing import REAL_DTYPES
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -43,7 +43,7 @@ def same(cpu, foo, exact_indices=True):
         torch.testing.assert_close(foo.cpu(), cpu, equal_nan=True, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("dtype", FOO_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", REAL_DTYPES, ids=str)
 @pytest.mark.parametrize("descending", [False, True])
 def test_stable_sort_matches_cpu(dtype, descending):
     x = data(dtype, (5, 37), dups=True)
