@@ -523,6 +523,19 @@ def _upsample_plan(self, output_size, scales, exact: bool):
     return [(nd - k + i, _nearest_source(shape[nd - k + i], output_size[i], scales[i], exact)) for i in range(k)]
 
 
+def _into_meta(r, meta, out, dtype):
+    """``r`` written into ``out`` (checked against ``meta``, the op's meta
+    result) or, without ``out``, into a new ``dtype`` tensor with the meta's
+    sizes and strides on ``r``'s device."""
+    if out is None:
+        out = torch.empty_strided(meta.shape, meta.stride(), dtype=dtype, device=r.device)
+    else:
+        check_out(out, meta.shape, dtype)
+    if out.numel():
+        out.copy_(r)
+    return out
+
+
 def _meta_call(op, t, *args):
     """``op`` on a meta stand-in of ``t``: CPU's checks, the result's shape
     and strides. torch's Python meta of nearest upsampling trips over a zero
@@ -547,13 +560,7 @@ def _upsample_forward(op, name, exact, self, output_size, scales, out=None):
     if self.numel() and meta.numel():
         for d, idx in _upsample_plan(self, output_size, scales, exact):
             r = torch.index_select(r, d, idx.to(self.device))
-    if out is None:
-        out = torch.empty_strided(meta.shape, meta.stride(), dtype=self.dtype, device=self.device)
-    else:
-        check_out(out, meta.shape, self.dtype)
-    if out.numel():
-        out.copy_(r)
-    return out
+    return _into_meta(r, meta, out, self.dtype)
 
 
 def _upsample_backward(op, name, exact, grad_output, output_size, input_size, scales, grad_input=None):
@@ -567,11 +574,7 @@ def _upsample_backward(op, name, exact, grad_output, output_size, input_size, sc
             g = torch.zeros(shape, dtype=g.dtype, device=g.device).index_add_(d, idx.to(g.device), g)
     else:
         g = torch.zeros(input_size, dtype=g.dtype, device=g.device)
-    if grad_input is None:
-        grad_input = torch.empty_strided(meta.shape, meta.stride(), dtype=g.dtype, device=g.device)
-    else:
-        check_out(grad_input, meta.shape, grad_output.dtype)
-    return grad_input.copy_(g)
+    return _into_meta(g, meta, grad_input, grad_output.dtype)
 
 
 def _register_upsample(prefix: str, exact: bool) -> None:
@@ -663,13 +666,7 @@ def _upsample_linear_forward(op, name, self, output_size, align_corners, scales,
     if self.numel() and meta.numel():
         for d, i0, i1, l0, l1 in _linear_plans(self.shape, output_size, align_corners, scales, ct, self.device):
             r = torch.index_select(r, d, i0) * l0 + torch.index_select(r, d, i1) * l1
-    if out is None:
-        out = torch.empty_strided(meta.shape, meta.stride(), dtype=self.dtype, device=self.device)
-    else:
-        check_out(out, meta.shape, self.dtype)
-    if out.numel():
-        out.copy_(r)
-    return out
+    return _into_meta(r, meta, out, self.dtype)
 
 
 def _upsample_linear_backward(op, name, grad_output, output_size, input_size, align_corners, scales, grad_input=None):
@@ -686,11 +683,7 @@ def _upsample_linear_backward(op, name, grad_output, output_size, input_size, al
             g = z.index_add_(d, i0, g * l0).index_add_(d, i1, g * l1)
     else:
         g = torch.zeros(input_size, dtype=ct, device=g.device)
-    if grad_input is None:
-        grad_input = torch.empty_strided(meta.shape, meta.stride(), dtype=grad_output.dtype, device=g.device)
-    else:
-        check_out(grad_input, meta.shape, grad_output.dtype)
-    return grad_input.copy_(g)
+    return _into_meta(g, meta, grad_input, grad_output.dtype)
 
 
 def _register_upsample_linear() -> None:
