@@ -2,8 +2,9 @@
 runs *natively* (CPU fallback off) with results that match the CPU.
 
 For every OpInfo of ``torch.testing._internal.common_methods_invocations.op_db``
-that supports the dtype on the CPU, and for each of its first ``max_samples``
-sample inputs (``op.sample_inputs("cpu", dtype)``), the op runs on the CPU and
+that supports the dtype on the CPU, and for ``max_samples`` (32) of its sample
+inputs (``op.sample_inputs("cpu", dtype)``; all of them when it has fewer,
+else spread over its first 64), the op runs on the CPU and
 on foo (every tensor of the sample copied to foo, storage for storage, so that
 strides, offsets and aliasing are kept) and the results are compared with
 ``torch.testing.assert_close`` (dtype, shape, values; NaN == NaN). The sample's
@@ -20,17 +21,22 @@ Each op gets one status:
 ``error``        foo raised where CPU did not (or another exception type).
 ``timeout``      the op took longer than ``op_timeout`` seconds.
 ``crash``        the worker process died (e.g. a segfault) during the op.
-``skip``         out of scope: every sample needs a dtype or layout foo cannot
-                 hold (complex, sparse, ...), or the op is on SKIP_OPS.
+``skip``         every sample needs a dtype or layout foo cannot hold (sparse,
+                 complex32, ...), or the op is on SKIP_OPS.
+``cuda_only``    an OpInfo for CUDA alone (``jiterator_*``).
 ``n/a``          the OpInfo does not support the dtype on the CPU.
 
 Ops whose outputs are not comparable across devices (random ops, uninitialised
 memory, undefined orders: OpInfo's own ``test_compare_cpu`` skips and
 ``has_nondeterministic_output``) are compared by metadata only (dtype, shape,
-device); their result carries ``"metadata_only": true``.
+device); their result carries ``"metadata_only": true`` and the summary counts
+them apart from the ops compared by value. Two kinds are compared by value
+where they can be: dtype conversions (``byte``, ``int``, ...) wherever the
+conversion is defined, and attention's samples without dropout.
 
-The native coverage figure is ``pass / (ops supporting the dtype on CPU)``; the
-figure over in-scope ops (excluding ``skip``) is printed too.
+The native coverage figure is ``pass / (ops supporting the dtype on CPU, less
+cuda_only)``; the figure over in-scope ops (excluding ``skip`` as well) is
+printed too.
 
 The sweep runs in a worker process watched by this one: an op that hangs past
 the hard timeout, or crashes the worker, is recorded and the sweep resumes with
@@ -67,6 +73,8 @@ __all__ = [
     "coverage",
     "passing",
     "summary",
+    "sweep_key",
+    "parse_sweep_key",
     "main",
 ]
 
@@ -108,6 +116,26 @@ SKIP_OPS: dict[str, str] = {}
 
 #: Ops compared by metadata only (random values) that OpInfo does not flag.
 METADATA_ONLY = {"randn", "randint", "rand", "normal.number_mean", "nn.functional.alpha_dropout"}
+
+#: OpInfos that exist for CUDA alone (the jiterator compiles CUDA source at run
+#: time; on any other device the OpInfo calls a Python reference): out of
+#: scope, counted neither as passing nor in the denominator.
+CUDA_ONLY_PREFIXES = ("jiterator_",)
+
+#: Dtype conversions OpInfo skips in test_compare_cpu because a float that
+#: does not fit the target type converts to an undefined value. They are
+#: compared by value where the conversion is defined: every element of an
+#: integer or bool source, and the float elements whose truncation fits.
+CONVERSION_OPS = {"byte": "uint8", "char": "int8", "short": "int16", "int": "int32", "long": "int64"}
+
+#: Ops that are random only when dropout is on: a sample with ``dropout_p``
+#: 0 (or ``training=False``) is compared by value, one with dropout by
+#: metadata. Values: where the sample keeps dropout_p (a keyword, or the
+#: only plain float among the positional arguments).
+DROPOUT_OPS = {
+    "nn.functional.scaled_dot_product_attention": "kwarg",
+    "nn.functional.multi_head_attention_forward": "arg",
+}
 _NOT_COMPARABLE_WORDS = ("deterministic", "not comparable", "undefined", "random")
 
 #: Samples are drawn from the first SAMPLE_POOL ones an OpInfo generates,
@@ -174,6 +202,8 @@ def _compare_cpu_skipped(op, dtype) -> bool:
     and METADATA_ONLY)."""
     if op.full_name in METADATA_ONLY or getattr(op, "has_nondeterministic_output", False):
         return True
+    if op.full_name in CONVERSION_OPS or op.full_name in DROPOUT_OPS:
+        return False  # compared by value where defined (see run_op)
     for di in getattr(op, "decorators", ()):
         is_active = getattr(di, "is_active", None)
         if is_active is None or getattr(di, "device_type", None) is not None:
@@ -191,7 +221,36 @@ def _compare_cpu_skipped(op, dtype) -> bool:
     return False
 
 
-def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int, op_timeout: float) -> None:
+def _sample_is_random(op_name: str, sample) -> bool:
+    """Whether a sample of a DROPOUT_OPS op draws random numbers."""
+    where = DROPOUT_OPS.get(op_name)
+    if where is None:
+        return False
+    if where == "kwarg":
+        p = sample.kwargs.get("dropout_p", 0.0)
+    else:
+        floats = [a for a in sample.args if type(a) is float]
+        p = floats[0] if len(floats) == 1 else 1.0  # not found: treat as random
+        if sample.kwargs.get("training", True) is False:
+            p = 0.0
+    return p != 0.0
+
+
+def _conversion_mask(src, out):
+    """Elements where CONVERSION_OPS' conversion of ``src`` into ``out``'s
+    dtype is defined (see CONVERSION_OPS)."""
+    import torch
+
+    if not (src.dtype.is_floating_point or src.dtype.is_complex):
+        return torch.ones(src.shape, dtype=torch.bool)
+    info = torch.iinfo(out.dtype)
+    t = src.real.double().trunc() if src.dtype.is_complex else src.double().trunc()
+    return t.isfinite() & (t >= info.min) & (t <= info.max)
+
+
+def _worker(
+    dtype_name: str, start: int, only: set[str] | None, max_samples: int, op_timeout: float, grad: bool = False
+) -> None:
     import warnings
 
     # The protocol goes to the original stdout; everything else to stderr.
@@ -284,6 +343,10 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
                 out.append(v)
             elif is_cpu_device(v):
                 out.append(foo0)
+            elif isinstance(v, torch.Tensor) and v.requires_grad:
+                # Gradient mode: the foo twin of a tensor the CPU side
+                # differentiates by is a leaf foo differentiates by.
+                out.append(tf(v.detach()).requires_grad_(True))
             else:
                 out.append(tf(v))
         inp, args, kwargs = tree_unflatten(out, spec)
@@ -398,8 +461,8 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
         return s[:400]
 
     def run_op(op):
-        metadata_only = _compare_cpu_skipped(op, dtype)
-        n_run = n_skip = 0
+        op_metadata_only = _compare_cpu_skipped(op, dtype)
+        n_run = n_skip = n_metadata = 0
         notes: list[str] = []
         torch.manual_seed(0)
         pool = []
@@ -411,6 +474,7 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
         twins = meta_twins(op, chosen[-1] + 1 if chosen else 0)
         for i in chosen:
             sample, twin = pool[i], twins[i]
+            metadata_only = op_metadata_only or _sample_is_random(op.full_name, sample)
             where = f"sample {i}: {sample.summary() if hasattr(sample, 'summary') else ''}"
             where = where.replace('device="cpu", ', "").replace("SampleInput(", "(")[:240]
             flat_sample = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
@@ -488,12 +552,22 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
                 return {"status": "error", "detail": f"{where} -> reading the result back: {short(e)}"}
             except AssertionError as e:
                 return {"status": "fail", "detail": f"{where} -> {short(e)}"}
-            try:
-                compare(foo_cpu, cpu_out, metadata_only)
-            except AssertionError as e:
-                if metadata_only or not at_least_as_accurate(op, sample, foo_cpu, cpu_out):
-                    return {"status": "fail", "detail": f"{where} -> result: {short(e)}"}
-                notes.append(f"sample {i}: differs from CPU beyond tolerance, but is closer to float64")
+            if op.full_name in CONVERSION_OPS and isinstance(cpu_out, torch.Tensor):
+                # Compare where the conversion is defined (see CONVERSION_OPS);
+                # dtype, shape and the rest by metadata.
+                try:
+                    compare(foo_cpu, cpu_out, True)
+                    mask = _conversion_mask(sample.input, cpu_out)
+                    compare(foo_cpu[mask], cpu_out[mask], False)
+                except AssertionError as e:
+                    return {"status": "fail", "detail": f"{where} -> result where defined: {short(e)}"}
+            else:
+                try:
+                    compare(foo_cpu, cpu_out, metadata_only)
+                except AssertionError as e:
+                    if metadata_only or not at_least_as_accurate(op, sample, foo_cpu, cpu_out):
+                        return {"status": "fail", "detail": f"{where} -> result: {short(e)}"}
+                    notes.append(f"sample {i}: differs from CPU beyond tolerance, but is closer to float64")
             try:
                 compare(foo_in, tensors_of((sample.input, sample.args, sample.kwargs)), metadata_only)
             except AssertionError as e:
@@ -503,11 +577,122 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
                 if sn and len(notes) < 4:
                     notes.append(f"sample {i}: {sn}")
             n_run += 1
+            n_metadata += metadata_only
         if n_run == 0:
             return {"status": "skip", "detail": "; ".join(notes[:3]) or "no samples"}
         res = {"status": "pass", "samples": n_run}
-        if metadata_only:
+        if n_metadata == n_run:
             res["metadata_only"] = True
+        elif n_metadata:
+            res["samples_by_metadata"] = n_metadata
+        if notes:
+            res["notes"] = notes[:4]
+        return res
+
+    def grad_of(op, sample, inp, args, kwargs, cotangents_like=None):
+        """Output(s) of the op on the sample, and the gradients of
+        sum(out * cotangent) by each tensor of the sample that requires grad
+        (None where unused). Cotangents are drawn from a fixed seed on the
+        CPU (or copied from ``cotangents_like``, the CPU side's)."""
+        out = sample.output_process_fn_grad(op(inp, *args, **kwargs))
+        outs = [
+            t
+            for t in tree_flatten(out)[0]
+            if isinstance(t, torch.Tensor) and t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)
+        ]
+        leaves = [t for t in tensors_of((inp, args, kwargs)) if t.requires_grad]
+        if not outs or not leaves:
+            raise _SkipSample("no differentiable output or input")
+        if cotangents_like is None:
+            g = torch.Generator().manual_seed(1)
+            cots = [torch.randn(o.shape, dtype=o.dtype, generator=g) for o in outs]
+        else:
+            if len(cotangents_like) != len(outs):
+                raise AssertionError(f"{len(outs)} differentiable outputs, cpu has {len(cotangents_like)}")
+            cots = [c.to(o.device) for c, o in zip(cotangents_like, outs)]
+        grads = torch.autograd.grad(outs, leaves, cots, allow_unused=True)
+        # None (unused input) and zeros are the same gradient.
+        grads = [torch.zeros_like(x) if gr is None else gr for gr, x in zip(grads, leaves)]
+        return grads, cots
+
+    def run_op_grad(op):
+        n_run = n_skip = 0
+        notes: list[str] = []
+        torch.manual_seed(0)
+        pool = []  # (index among the op's samples, sample)
+        for k, sample in enumerate(op.sample_inputs("cpu", dtype, requires_grad=True)):
+            if _sample_is_random(op.full_name, sample):
+                continue  # (dropout on: gradients not comparable)
+            pool.append((k, sample))
+            if len(pool) >= SAMPLE_POOL:
+                break
+        chosen = [pool[j][0] for j in _spread(len(pool), max_samples)]
+        twins = meta_twins(op, chosen[-1] + 1 if chosen else 0)
+        by_index = dict(pool)
+        for i in chosen:
+            sample, twin = by_index[i], twins[i]
+            where = f"sample {i}: {sample.summary() if hasattr(sample, 'summary') else ''}"
+            where = where.replace('device="cpu", ', "").replace("SampleInput(", "(")[:240]
+            try:
+                tree_map(check_cpu_value, (sample.input, sample.args, sample.kwargs))
+                finp, fargs, fkwargs, cpu_ok = to_foo_sample(sample, twin)
+            except _SkipSample as e:
+                n_skip += 1
+                notes.append(f"sample {i} skipped: {e}")
+                continue
+            except NotImplementedError as e:
+                if _FALLBACK_OFF_MSG in str(e):
+                    return {"status": "unsupported", "detail": "copying the sample to foo: " + short(e)}
+                raise
+            cpu_exc = cpu_grads = cots = None
+            try:
+                cpu_grads, cots = grad_of(op, sample, sample.input, sample.args, sample.kwargs)
+            except _SkipSample as e:
+                n_skip += 1
+                notes.append(f"sample {i} skipped: {e}")
+                continue
+            except _Timeout:
+                raise
+            except Exception as e:  # noqa: BLE001 - any CPU exception is a reference behaviour
+                cpu_exc = e
+            foo_exc = foo_grads = None
+            try:
+                with foo_rs.fallback_disabled():
+                    foo_grads, _ = grad_of(op, sample, finp, fargs, fkwargs, cots)
+                    foo_grads = [back_to_cpu(gr, cpu_ok) for gr in foo_grads]
+            except _Timeout:
+                raise
+            except _SkipSample as e:
+                foo_exc = AssertionError(f"foo: {e}; the CPU side differentiated")
+            except Exception as e:  # noqa: BLE001
+                foo_exc = e
+            if isinstance(foo_exc, NotImplementedError) and _FALLBACK_OFF_MSG in str(foo_exc):
+                missing = str(foo_exc).split("'")[1] if "'" in str(foo_exc) else "?"
+                return {"status": "unsupported", "missing": missing, "detail": f"{where} -> {short(foo_exc)}"}
+            if foo_exc is not None and cpu_exc is None and _UNHOLDABLE_DTYPE.search(str(foo_exc)):
+                n_skip += 1
+                notes.append(f"sample {i} skipped: needs a dtype foo cannot hold ({short(foo_exc)[:80]})")
+                continue
+            if cpu_exc is not None or foo_exc is not None:
+                if cpu_exc is not None and foo_exc is not None and type(foo_exc) is type(cpu_exc):
+                    n_run += 1
+                    continue
+                if cpu_exc is None:
+                    return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU did not"}
+                if foo_exc is None:
+                    return {"status": "error", "detail": f"{where} -> CPU raised {short(cpu_exc)}; foo did not"}
+                return {
+                    "status": "error",
+                    "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}",
+                }
+            try:
+                compare(foo_grads, cpu_grads, False)
+            except AssertionError as e:
+                return {"status": "fail", "detail": f"{where} -> gradient: {short(e)}"}
+            n_run += 1
+        if n_run == 0:
+            return {"status": "skip", "detail": "; ".join(notes[:3]) or "no samples"}
+        res = {"status": "pass", "samples": n_run}
         if notes:
             res["notes"] = notes[:4]
         return res
@@ -518,8 +703,17 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
         name = op.full_name
         if only is not None and name not in only:
             continue
-        if dtype not in op.supported_dtypes("cpu"):
+        if dtype not in op.supported_dtypes("cpu") or (
+            grad and (not op.supports_autograd or dtype not in op.supported_backward_dtypes("cpu"))
+        ):
             _emit(proto, event="end", i=idx, name=name, status="n/a")
+            continue
+        if grad and _compare_cpu_skipped(op, dtype):
+            # Random or uninitialised outputs: their gradients are not comparable.
+            _emit(proto, event="end", i=idx, name=name, status="skip", detail="random outputs")
+            continue
+        if name.startswith(CUDA_ONLY_PREFIXES):
+            _emit(proto, event="end", i=idx, name=name, status="cuda_only", detail="CUDA-only OpInfo")
             continue
         if name in SKIP_OPS:
             _emit(proto, event="end", i=idx, name=name, status="skip", detail=SKIP_OPS[name])
@@ -528,7 +722,7 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
         t0 = time.perf_counter()
         signal.setitimer(signal.ITIMER_REAL, op_timeout)
         try:
-            res = run_op(op)
+            res = run_op_grad(op) if grad else run_op(op)
         except _Timeout:
             res = {"status": "timeout", "detail": f"> {op_timeout:g} s"}
         except Exception as e:  # noqa: BLE001 - e.g. sample generation failed
@@ -546,10 +740,11 @@ def _worker(dtype_name: str, start: int, only: set[str] | None, max_samples: int
 def run(
     dtype: str = "float32",
     ops: Iterable[str] | None = None,
-    max_samples: int = 8,
+    max_samples: int = 32,
     op_timeout: float = 20.0,
     hard_timeout: float | None = None,
     verbose: bool = False,
+    grad: bool = False,
 ) -> dict[str, dict]:
     """Runs the sweep for ``dtype`` in watched worker processes.
 
@@ -582,6 +777,8 @@ def run(
         ]
         if only is not None:
             cmd += ["--ops", ",".join(only)]
+        if grad:
+            cmd.append("--grad")
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env)
             sel = selectors.DefaultSelector()
@@ -652,6 +849,21 @@ def _print_one(name: str, rec: dict) -> None:
     print(f"{rec['status']:>11}  {name:<40} {detail[:160]}", flush=True)
 
 
+def sweep_key(dtype: str, grad: bool = False) -> str:
+    """The name of a sweep (and of its baseline file, ``baseline_<key>.json``):
+    the dtype, prefixed ``grad_`` in gradient mode."""
+    return f"grad_{dtype}" if grad else dtype
+
+
+def parse_sweep_key(key: str) -> tuple[str, bool]:
+    """(dtype, grad) of a sweep_key."""
+    grad = key.startswith("grad_")
+    dtype = key.removeprefix("grad_")
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown sweep {key!r}: a dtype of {DTYPES}, optionally prefixed grad_")
+    return dtype, grad
+
+
 def passing(results: dict[str, dict]) -> dict[str, str]:
     """The baseline form: {op: "pass"} for every passing op, sorted."""
     return {k: "pass" for k in sorted(results) if results[k]["status"] == "pass"}
@@ -659,22 +871,25 @@ def passing(results: dict[str, dict]) -> dict[str, str]:
 
 def coverage(results: dict[str, dict]) -> dict[str, int]:
     counts = Counter(r["status"] for r in results.values())
-    supported = sum(n for s, n in counts.items() if s != "n/a")
+    supported = sum(n for s, n in counts.items() if s not in ("n/a", "cuda_only"))
     return {
         "pass": counts["pass"],
+        "pass_by_metadata_only": sum(1 for r in results.values() if r["status"] == "pass" and r.get("metadata_only")),
         "supported_on_cpu": supported,
         "in_scope": supported - counts["skip"],
         **{f"n_{s}": n for s, n in sorted(counts.items())},
     }
 
 
-def summary(results: dict[str, dict], dtype: str) -> str:
+def summary(results: dict[str, dict], dtype: str, grad: bool = False) -> str:
     c = coverage(results)
     missing = Counter(r.get("missing") for r in results.values() if r["status"] == "unsupported" and r.get("missing"))
     lines = [
-        f"foo native OpInfo coverage ({dtype}): {c['pass']}/{c['supported_on_cpu']} OpInfo ops supporting "
-        f"{dtype} on CPU pass natively ({100.0 * c['pass'] / max(1, c['supported_on_cpu']):.1f}%); "
+        f"foo native OpInfo {'gradient ' if grad else ''}coverage ({dtype}): {c['pass']}/{c['supported_on_cpu']} "
+        f"OpInfo ops supporting {dtype}{' backward' if grad else ''} on CPU pass natively ({100.0 * c['pass'] / max(1, c['supported_on_cpu']):.1f}%); "
         f"{c['pass']}/{c['in_scope']} of those in scope ({100.0 * c['pass'] / max(1, c['in_scope']):.1f}%)",
+        f"  of the {c['pass']} passing: {c['pass'] - c['pass_by_metadata_only']} compared by value, "
+        f"{c['pass_by_metadata_only']} by metadata only (random or uninitialised outputs)",
         "  " + ", ".join(f"{k[2:]}={v}" for k, v in c.items() if k.startswith("n_")),
     ]
     if missing:
@@ -688,20 +903,25 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m foo_rs.conformance", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--ops", default=None, help="comma-separated OpInfo full names (default: all)")
-    p.add_argument("--max-samples", type=int, default=8)
+    p.add_argument("--max-samples", type=int, default=32)
     p.add_argument("--op-timeout", type=float, default=20.0)
     p.add_argument("--write-baseline", metavar="PATH", help="write {op: 'pass'} of the passing ops to PATH")
     p.add_argument("--json", metavar="PATH", help="write every op's full result to PATH")
     p.add_argument("-v", "--verbose", action="store_true", help="print each op's result as it comes")
+    p.add_argument(
+        "--grad",
+        action="store_true",
+        help="gradient mode: foo's gradients (forward and backward natively) against CPU's, every OpInfo with autograd",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     only = set(a.ops.split(",")) if a.ops else None
     if a.worker:
-        _worker(a.dtype, a.start, only, a.max_samples, a.op_timeout)
+        _worker(a.dtype, a.start, only, a.max_samples, a.op_timeout, a.grad)
         return 0
     t0 = time.perf_counter()
-    results = run(a.dtype, only, a.max_samples, a.op_timeout, verbose=a.verbose)
+    results = run(a.dtype, only, a.max_samples, a.op_timeout, verbose=a.verbose, grad=a.grad)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1, sort_keys=True)
@@ -709,7 +929,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.write_baseline, "w") as f:
             json.dump(passing(results), f, indent=1, sort_keys=True)
             f.write("\n")
-    print(summary(results, a.dtype))
+    print(summary(results, a.dtype, grad=a.grad))
     print(f"  ({time.perf_counter() - t0:.0f} s)")
     return 0
 

@@ -29,7 +29,13 @@ import foo_rs  # noqa: F401  (registers the foo device)
 from foo_rs import conformance
 
 HERE = Path(__file__).resolve().parent
+#: Sweep keys with a baseline: a dtype (values) or grad_<dtype> (gradients).
 BASELINE_DTYPES = sorted(p.stem.removeprefix("baseline_") for p in HERE.glob("baseline_*.json"))
+
+
+def _run(key, **kw):
+    dtype, grad = conformance.parse_sweep_key(key)
+    return conformance.run(dtype, grad=grad, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +52,7 @@ def sweeps(request):
             needed.add("float32")
     dtypes = [d for d in BASELINE_DTYPES if d in needed]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {d: pool.submit(conformance.run, d) for d in dtypes}
+        futures = {d: pool.submit(_run, d) for d in dtypes}
         return {d: f.result() for d, f in futures.items()}
 
 
@@ -58,14 +64,14 @@ def test_native_opinfo_ratchet(dtype, sweeps, conformance_report):
     if regressed:
         # Once more, alone and with more time, so that a loaded machine's
         # timeout is not taken for a regression.
-        again = conformance.run(dtype, ops=regressed, op_timeout=120.0)
+        again = _run(dtype, ops=regressed, op_timeout=120.0)
         for op in regressed:
             if op in again:
                 results[op] = again[op]
         regressed = [op for op in regressed if results.get(op, {}).get("status") != "pass"]
     newly = sorted(op for op, r in results.items() if r["status"] == "pass" and op not in baseline)
 
-    conformance_report.append(conformance.summary(results, dtype))
+    conformance_report.append(conformance.summary(results, *conformance.parse_sweep_key(dtype)))
     if newly:
         conformance_report.append(
             f"  {len(newly)} op(s) now pass natively for {dtype} but are not in baseline_{dtype}.json; "
@@ -80,8 +86,9 @@ def test_native_opinfo_ratchet(dtype, sweeps, conformance_report):
 
 
 def test_baselines_exist():
-    # The ratchet must be armed for float32 and at least one more dtype.
-    assert "float32" in BASELINE_DTYPES and len(BASELINE_DTYPES) >= 2, BASELINE_DTYPES
+    # The ratchet must be armed for float32 values and gradients and at least
+    # one more dtype.
+    assert {"float32", "grad_float32"} <= set(BASELINE_DTYPES) and len(BASELINE_DTYPES) >= 3, BASELINE_DTYPES
 
 
 def test_runner_classifies_ops(sweeps):
@@ -104,8 +111,27 @@ def test_runner_classifies_ops(sweeps):
     assert r["to_sparse"]["status"] == "skip", r["to_sparse"]
     if r["randn"]["status"] == "pass":
         assert r["randn"].get("metadata_only"), r["randn"]
+    # CUDA-only OpInfos are out of scope, not passes.
+    assert r["jiterator_binary"]["status"] == "cuda_only", r["jiterator_binary"]
+    # Conversions are compared by value where defined, attention by value
+    # for its samples without dropout.
+    for op in ("byte", "long"):
+        assert r[op]["status"] == "pass" and not r[op].get("metadata_only"), (op, r[op])
+    sdpa = r["nn.functional.scaled_dot_product_attention"]
+    assert sdpa["status"] == "pass" and not sdpa.get("metadata_only"), sdpa
+    assert 0 < sdpa.get("samples_by_metadata", 0) < sdpa["samples"], sdpa
     for op, res in r.items():
-        assert res["status"] in ("pass", "fail", "unsupported", "error", "timeout", "crash", "skip", "n/a"), (op, res)
+        assert res["status"] in (
+            "pass",
+            "fail",
+            "unsupported",
+            "error",
+            "timeout",
+            "crash",
+            "skip",
+            "cuda_only",
+            "n/a",
+        ), (op, res)
         if res["status"] == "unsupported":
             assert res.get("missing") or res.get("detail"), (op, res)
 
