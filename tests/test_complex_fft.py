@@ -378,3 +378,20 @@ def test_complex_sum(native, dtype):
         torch.testing.assert_close(got.cpu(), want)
     torch.testing.assert_close(f.conj().sum(1).cpu(), x.conj().sum(1))
     torch.testing.assert_close(f.transpose(0, 2).sum(0).cpu(), x.transpose(0, 2).sum(0))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_sum_zero_dim_and_bad_dim(native, dtype):
+    # A 0-d tensor reduced over dim 0 (or -1) is itself: its real view's
+    # trailing pair must not be summed together.
+    x = crandn(1, dtype=dtype, seed=11)[0]
+    f = x.to("foo")
+    for kw in ({"dim": 0}, {"dim": -1, "keepdim": True}, {"dim": []}):
+        got, want = torch.sum(f, **kw), torch.sum(x, **kw)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
+    for bad in (1, -2):
+        with pytest.raises(IndexError):
+            torch.sum(x, dim=bad)
+        with pytest.raises(IndexError, match="foo"):
+            torch.sum(f, dim=bad)

@@ -6,6 +6,7 @@ these ops hand complex calls here (``_registry.complex_kernel``)."""
 from __future__ import annotations
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from ._registry import complex_kernel
 from .copy import copy_into
@@ -129,7 +130,10 @@ def sum_out(self, dim, keepdim=False, *, dtype=None, out):
     if not dtype.is_complex:
         raise RuntimeError(f"sum: a complex input can't be summed to {dtype} (foo)")
     a = _operand(self, dtype, self.device)
-    dims = [d % max(a.dim(), 1) for d in dim] if dim else list(range(a.dim()))
+    # Checked and wrapped against the complex rank (a 0-d tensor takes dim 0
+    # or -1 and stays itself); the real view's trailing 2 is never reduced.
+    dims = sorted({canonicalize_dim(a.dim(), d) for d in dim}) if dim else list(range(a.dim()))
+    dims = [d for d in dims if d < a.dim()]
     r = torch.view_as_real(a)
     if dims:
         r = torch.sum(r, dim=dims, keepdim=keepdim)
