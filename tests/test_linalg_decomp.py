@@ -388,3 +388,72 @@ def test_empty_right_hand_sides():
     )
     same(torch.linalg.solve(a.to(FOO), b.to(FOO)), torch.linalg.solve(a, b))
     same(torch.cholesky_solve(b.to(FOO), a.to(FOO)), torch.cholesky_solve(b, a))
+
+
+# -- Householder reflectors: geqrf, householder_product (orgqr), ormqr --------
+
+HH_SHAPES = [(5, 3), (4, 4), (3, 5), (2, 6, 4), (0, 3), (3, 0), (2, 0, 4, 3)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", HH_SHAPES, ids=str)
+def test_geqrf_matches_lapack(dtype, shape):
+    # Same reflectors and scalars as LAPACK's geqrf (its sign convention),
+    # column-major `a` as CPU returns it; the reflectors rebuild Q.
+    a = rand(*shape, dtype=dtype, seed=3)
+    fa, ft = torch.geqrf(a.to(FOO))
+    ca, ct = torch.geqrf(a)
+    same((fa, ft), (ca, ct))
+    if shape[-2] >= shape[-1]:
+        same(torch.linalg.householder_product(fa, ft), torch.linalg.householder_product(ca, ct))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_ormqr_and_householder_product_match_cpu(dtype, left, transpose):
+    v = rand(3, 6, 4, dtype=dtype, seed=4)
+    c = rand(3, 6, 2, dtype=dtype, seed=6) if left else rand(3, 2, 6, dtype=dtype, seed=6)
+    tau = rand(3, 4, dtype=dtype, seed=5)
+    same(torch.ormqr(v.to(FOO), tau.to(FOO), c.to(FOO), left, transpose), torch.ormqr(v, tau, c, left, transpose))
+    same(torch.linalg.householder_product(v.to(FOO), tau.to(FOO)), torch.linalg.householder_product(v, tau))
+    t3 = tau[..., :3]  # fewer reflectors than columns
+    same(torch.linalg.householder_product(v.to(FOO), t3.to(FOO)), torch.linalg.householder_product(v, t3))
+    # Strided (transposed) operands.
+    vt = rand(3, 4, 6, dtype=dtype, seed=7).mT
+    same(
+        torch.ormqr(vt.to(FOO), tau.to(FOO), c.to(FOO), left, transpose),
+        torch.ormqr(vt, tau, c, left, transpose),
+    )
+
+
+def test_householder_out_errors_and_gradient():
+    v, tau = rand(5, 3, seed=8), rand(3, seed=9)
+    out = torch.empty(0, dtype=torch.float64, device=FOO)
+    r = torch.linalg.householder_product(v.to(FOO), tau.to(FOO), out=out)
+    assert r is out
+    same(out, torch.linalg.householder_product(v, tau))
+    a_out, t_out = torch.empty(0, device=FOO, dtype=torch.float64), torch.empty(0, device=FOO, dtype=torch.float64)
+    torch.geqrf(v.to(FOO), out=(a_out, t_out))
+    same((a_out, t_out), torch.geqrf(v))
+    # CPU's errors: too few dims, integer input, too many reflectors.
+    for bad in (
+        lambda d: torch.geqrf(torch.ones(3, device=d)),
+        lambda d: torch.geqrf(torch.ones(2, 2, dtype=torch.long, device=d)),
+    ):
+        with pytest.raises(RuntimeError):
+            bad("cpu")
+        with pytest.raises(RuntimeError):
+            bad(FOO)
+    with pytest.raises(RuntimeError):
+        torch.linalg.householder_product(v, rand(4, seed=1))
+    with pytest.raises(RuntimeError):
+        torch.linalg.householder_product(v.to(FOO), rand(4, seed=1).to(FOO))
+    # Gradients through ATen's formula for householder_product.
+    vc, tc = v.clone().requires_grad_(), tau.clone().requires_grad_()
+    vf, tf = v.to(FOO).requires_grad_(), tau.to(FOO).requires_grad_()
+    g = rand(5, 3, seed=10)
+    torch.linalg.householder_product(vc, tc).backward(g)
+    torch.linalg.householder_product(vf, tf).backward(g.to(FOO))
+    same(vf.grad, vc.grad, strides=False)
+    same(tf.grad, tc.grad, strides=False)

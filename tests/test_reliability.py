@@ -131,6 +131,22 @@ def _work(i: int, iters: int = 10):
     return torch.stack(out)
 
 
+def test_kernel_descriptor_keeps_a_temporary_alive():
+    # `_C.f(desc(x.contiguous()), desc(torch.empty(...)))`: the temporary
+    # must outlive the call, or the caching allocator hands its memory to
+    # the next allocation and the kernel reads what it writes.
+    from foo_rs._ops._registry import desc
+
+    x = torch.randn(64, 64, device="foo").t()
+    d1 = desc(x.contiguous())
+    d2 = desc(torch.empty(64, 64, device="foo"))
+    assert d1[0] != d2[0]
+    before = torch.foo.memory_allocated()
+    del d1
+    gc.collect()
+    assert torch.foo.memory_allocated() < before  # released with the descriptor
+
+
 def test_threads_match_sequential():
     baseline = _memory()
     n = 4

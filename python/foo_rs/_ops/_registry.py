@@ -166,13 +166,28 @@ def dtype_code(dtype: torch.dtype) -> int:
         raise TypeError(f"foo does not support dtype {dtype}") from None
 
 
+class _Desc(tuple):
+    """A tensor descriptor that keeps its tensor alive. A temporary such as
+    ``_C.f(desc(x.contiguous()), desc(torch.empty(...)))`` would otherwise be
+    freed as soon as ``desc`` returns, and its memory handed by the caching
+    allocator to the next allocation (here the second argument) or, while
+    the kernel runs without the GIL, to another thread: the kernel would
+    read and write memory someone else owns."""
+
+    # (tuple subclasses cannot have __slots__ with members; the instance
+    # __dict__ holds the tensor.)
+
+
 def desc(t: torch.Tensor) -> tuple:
-    """The (data_ptr, dtype code, sizes, strides) tuple a Rust kernel takes."""
+    """The (data_ptr, dtype code, sizes, strides) tuple a Rust kernel takes;
+    it holds a reference to ``t`` for as long as it lives (see _Desc)."""
     try:
         code = DTYPE_CODE[t.dtype]
     except KeyError:
         raise TypeError(f"foo does not support dtype {t.dtype}") from None
-    return (t.data_ptr(), code, t.shape, t.stride())
+    d = _Desc((t.data_ptr(), code, t.shape, t.stride()))
+    d.tensor = t
+    return d
 
 
 def check_same_device(opname: str, *tensors: torch.Tensor) -> None:

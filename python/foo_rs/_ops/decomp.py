@@ -55,7 +55,11 @@ def _outputs(op, args: tuple, kwargs: dict, outs: tuple) -> list[torch.Tensor]:
 def _finish(outs: tuple, targets: list) -> None:
     for out, t in zip(outs, targets):
         if out is not t:
-            resize_out(out, t.shape)
+            if out.shape != t.shape:
+                # A resized out takes the meta's (column-major) strides, as
+                # ATen's structured kernels restride a resized output.
+                resize_out(out, t.shape)
+                out.as_strided_(t.shape, t.stride())
             out.copy_(t)
 
 
@@ -351,6 +355,81 @@ def linalg_qr_out(A, mode="reduced", *, Q, R):
     _C.linalg_qr(desc(scratch), desc(qt) if mode != "r" else None, desc(rt))
     _finish(outs, [qt, rt])
     return Q, R
+
+
+# -- Householder reflectors (LAPACK's geqrf / orgqr / ormqr) ------------------
+
+
+def _check_geqrf(A: torch.Tensor) -> None:
+    # CPU's checks (ATen has no meta function for geqrf).
+    if A.dim() < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        raise RuntimeError(
+            f"torch.geqrf: Expected a floating point or complex tensor as input. Got {c10_name(A.dtype)}"
+        )
+
+
+@impl("geqrf")
+def geqrf(self):
+    _check_geqrf(self)
+    a = _f_contig(self.shape, self.dtype, self.device)
+    tau = torch.empty(self.shape[:-2] + (min(self.shape[-2:]),), dtype=self.dtype, device=self.device)
+    a.copy_(self)
+    _C.geqrf(desc(a), desc(tau))
+    return a, tau
+
+
+@impl("geqrf.a")
+def geqrf_out(self, *, a, tau):
+    check_same_device("torch.geqrf", self, a, tau)
+    _check_geqrf(self)
+    for name, out in (("a", a), ("tau", tau)):
+        if out.dtype != self.dtype:
+            raise RuntimeError(
+                f"torch.geqrf: Expected {name} to have dtype {c10_name(self.dtype)}, but got {c10_name(out.dtype)}"
+            )
+    ra, rt = geqrf(self)
+    _finish((a, tau), [ra, rt])
+    return a, tau
+
+
+@impl("linalg_householder_product.out")
+def linalg_householder_product_out(input, tau, *, out):
+    check_same_device("torch.linalg.householder_product", input, tau, out)
+    (qt,) = _outputs(aten.linalg_householder_product.default, (input, tau), {}, (out,))
+    _C.householder_product(desc(input), desc(tau), desc(qt))
+    _finish((out,), [qt])
+    return out
+
+
+@impl("linalg_householder_product")
+def linalg_householder_product(input, tau):
+    check_same_device("torch.linalg.householder_product", input, tau)
+    m = aten.linalg_householder_product.default(_meta(input), _meta(tau))
+    out = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=input.device)
+    _C.householder_product(desc(input), desc(tau), desc(out))
+    return out
+
+
+@impl("ormqr.out")
+def ormqr_out(self, input2, input3, left=True, transpose=False, *, out):
+    check_same_device("torch.ormqr", self, input2, input3, out)
+    (ct,) = _outputs(aten.ormqr.default, (self, input2, input3, left, transpose), {}, (out,))
+    ct.copy_(input3)
+    _C.ormqr(desc(self), desc(input2), desc(ct), left, transpose)
+    _finish((out,), [ct])
+    return out
+
+
+@impl("ormqr")
+def ormqr(self, input2, input3, left=True, transpose=False):
+    check_same_device("torch.ormqr", self, input2, input3)
+    m = aten.ormqr.default(_meta(self), _meta(input2), _meta(input3), left, transpose)
+    out = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=self.device)
+    out.copy_(input3)
+    _C.ormqr(desc(self), desc(input2), desc(out), left, transpose)
+    return out
 
 
 # -- eigh, SVD ----------------------------------------------------------------

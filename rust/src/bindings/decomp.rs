@@ -144,6 +144,44 @@ fn linalg_svd(
         .map_err(kernel_err)
 }
 
+/// LAPACK's geqrf in place in `a`: R on and above the diagonal, the
+/// reflectors below it, their scalars into `tau`.
+#[pyfunction]
+fn geqrf(py: Python<'_>, a: TensorDesc, tau: TensorDesc) -> PyResult<()> {
+    let (a, tau) = (strided(a)?, strided(tau)?);
+    py.detach(|| decomp::geqrf(&a, &tau)).map_err(kernel_err)
+}
+
+/// LAPACK's orgqr: the first columns of Q from reflectors `v` and `tau` into
+/// `out` (which may be `v`).
+#[pyfunction]
+fn householder_product(
+    py: Python<'_>,
+    v: TensorDesc,
+    tau: TensorDesc,
+    out: TensorDesc,
+) -> PyResult<()> {
+    let (v, tau, out) = (strided(v)?, strided(tau)?, strided(out)?);
+    py.detach(|| decomp::householder_product(&v, &tau, &out))
+        .map_err(kernel_err)
+}
+
+/// LAPACK's ormqr: `c` overwritten by op(Q) C (`left`) or C op(Q), op(Q) =
+/// Qᵀ with `transpose`.
+#[pyfunction]
+fn ormqr(
+    py: Python<'_>,
+    v: TensorDesc,
+    tau: TensorDesc,
+    c: TensorDesc,
+    left: bool,
+    transpose: bool,
+) -> PyResult<()> {
+    let (v, tau, c) = (strided(v)?, strided(tau)?, strided(c)?);
+    py.detach(|| decomp::ormqr(&v, &tau, &c, left, transpose))
+        .map_err(kernel_err)
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(linalg_cholesky, m)?)?;
     m.add_function(wrap_pyfunction!(linalg_lu_factor, m)?)?;
@@ -154,5 +192,8 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(linalg_qr, m)?)?;
     m.add_function(wrap_pyfunction!(linalg_eigh, m)?)?;
     m.add_function(wrap_pyfunction!(linalg_svd, m)?)?;
+    m.add_function(wrap_pyfunction!(geqrf, m)?)?;
+    m.add_function(wrap_pyfunction!(householder_product, m)?)?;
+    m.add_function(wrap_pyfunction!(ormqr, m)?)?;
     Ok(())
 }

@@ -820,6 +820,13 @@ fn eigh_t<T: Real>(
     } else {
         evd::ComputeEigenvectors::No
     };
+    if n == 0 {
+        // Nothing to decompose (faer's evd and its scratch size underflow
+        // `n - 1` on it, and `w` may sit in an empty storage whose pointer
+        // is null).
+        (0..a.offs.len()).for_each(|b| write_info(info, b, 0));
+        return Ok(());
+    }
     let req = evd::self_adjoint_evd_scratch::<T>(n, want, Par::Seq, Default::default());
     for_batch(a.offs.len(), n, |b| {
         // SAFETY: `a` is read only; the outputs' matrices are this task's alone.
@@ -900,6 +907,13 @@ fn svd_t<T: Real>(
     let (mu, mv) = (mode(u, m), mode(v, n));
     let req = fsvd::svd_scratch::<T>(m, n, mu, mv, Par::Seq, Default::default());
     for_batch(a.offs.len(), m.max(n), |b| {
+        if k == 0 {
+            // No singular values; `s` may sit in an empty storage whose
+            // pointer is null, which a faer view must not hold. (The Python
+            // kernel fills full_matrices' identities itself.)
+            write_info(info, b, 0);
+            return Ok(());
+        }
         // SAFETY: `a` is read only; the outputs' matrices are this task's alone.
         let am = unsafe { a.get::<T>(b) };
         let sp = unsafe { (sv.0 as *mut T).offset(sv.1[b]) };
@@ -928,6 +942,11 @@ fn svd_t<T: Real>(
         Ok(())
     })
 }
+
+// (After `by_dtype!`: a macro_rules macro is visible to the modules that
+// follow its definition.)
+mod householder;
+pub use householder::{geqrf, householder_product, ormqr};
 
 #[cfg(test)]
 mod tests {
