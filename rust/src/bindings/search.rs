@@ -69,7 +69,9 @@ fn mode(
     inp: TensorDesc,
     dim: usize,
 ) -> PyResult<()> {
-    pair(py, values, indices, inp, |v, x, i| select::mode(v, x, i, dim))
+    pair(py, values, indices, inp, |v, x, i| {
+        select::mode(v, x, i, dim)
+    })
 }
 
 /// Running maximum (`max`) or minimum along `dim` and its position.
@@ -145,7 +147,8 @@ fn logcumsumexp(py: Python<'_>, out: TensorDesc, inp: TensorDesc, dim: usize) ->
 #[pyfunction]
 fn repeat_index(py: Python<'_>, out: TensorDesc, repeats: TensorDesc) -> PyResult<()> {
     let (o, r) = (strided(out)?, strided(repeats)?);
-    py.detach(|| search::repeat_index(&o, &r)).map_err(kernel_err)
+    py.detach(|| search::repeat_index(&o, &r))
+        .map_err(kernel_err)
 }
 
 /// How many indices `tril_indices` (or `triu_indices` with `upper`) has.
@@ -182,7 +185,12 @@ fn unique_rows(
     width: usize,
     consecutive: bool,
 ) -> PyResult<usize> {
-    let (f, x, c, i) = (strided(first)?, strided(inverse)?, strided(counts)?, strided(inp)?);
+    let (f, x, c, i) = (
+        strided(first)?,
+        strided(inverse)?,
+        strided(counts)?,
+        strided(inp)?,
+    );
     py.detach(|| search::unique_rows(&f, &x, &c, &i, width, consecutive))
         .map_err(kernel_err)
 }

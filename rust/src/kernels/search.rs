@@ -14,7 +14,10 @@ fn need(op: &str, ok: bool, what: impl FnOnce() -> String) -> Result<(), KernelE
     if ok {
         Ok(())
     } else {
-        Err(KernelError::InvalidArgument(format!("foo: {op}: {}", what())))
+        Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: {}",
+            what()
+        )))
     }
 }
 
@@ -60,11 +63,15 @@ pub fn searchsorted(
     for (name, t) in [("out", out), ("boundaries", boundaries), ("input", values)] {
         dense(op, name, t)?;
     }
-    need(op, boundaries.ndim() >= 1, || "boundaries must have a dim".into())?;
+    need(op, boundaries.ndim() >= 1, || {
+        "boundaries must have a dim".into()
+    })?;
     need(op, boundaries.dtype == values.dtype, || {
         "boundaries and input must have one dtype".into()
     })?;
-    need(op, out.sizes == values.sizes, || "out must have input's shape".into())?;
+    need(op, out.sizes == values.sizes, || {
+        "out must have input's shape".into()
+    })?;
     need(op, matches!(out.dtype, DType::I64 | DType::I32), || {
         "out must be int64 or int32".into()
     })?;
@@ -75,14 +82,18 @@ pub fn searchsorted(
     } else {
         *values.sizes.last().unwrap_or(&1)
     };
-    need(op, boundaries.ndim() == 1 || values.numel() == lines * nv, || {
-        "boundaries and input differ in their leading dims".into()
-    })?;
+    need(
+        op,
+        boundaries.ndim() == 1 || values.numel() == lines * nv,
+        || "boundaries and input differ in their leading dims".into(),
+    )?;
     if let Some(s) = sorter {
         dense(op, "sorter", s)?;
-        need(op, s.sizes == boundaries.sizes && s.dtype == DType::I64, || {
-            "sorter must be int64 of boundaries' shape".into()
-        })?;
+        need(
+            op,
+            s.sizes == boundaries.sizes && s.dtype == DType::I64,
+            || "sorter must be int64 of boundaries' shape".into(),
+        )?;
         let sp = Ptr::of(s);
         // SAFETY: contiguous int64 of numel elements.
         let bad = (0..s.numel()).any(|i| {
@@ -143,13 +154,21 @@ pub fn isin(
     invert: bool,
 ) -> Result<(), KernelError> {
     let op = "isin";
-    for (name, t) in [("out", out), ("elements", elements), ("test_elements", test)] {
+    for (name, t) in [
+        ("out", out),
+        ("elements", elements),
+        ("test_elements", test),
+    ] {
         dense(op, name, t)?;
     }
-    need(op, elements.dtype == test.dtype, || "elements and test_elements must have one dtype".into())?;
-    need(op, out.dtype == DType::Bool && out.numel() == elements.numel(), || {
-        "out must be bool with elements' numel".into()
+    need(op, elements.dtype == test.dtype, || {
+        "elements and test_elements must have one dtype".into()
     })?;
+    need(
+        op,
+        out.dtype == DType::Bool && out.numel() == elements.numel(),
+        || "out must be bool with elements' numel".into(),
+    )?;
     let (po, pe, pt) = (Ptr::of(out), Ptr::of(elements), Ptr::of(test));
     dispatch_dtype!(elements.dtype, T => {
         // SAFETY: contiguous buffers of their numel.
@@ -174,9 +193,17 @@ pub fn logcumsumexp(out: &Strided, inp: &Strided, dim: usize) -> Result<(), Kern
     let op = "logcumsumexp";
     dense(op, "out", out)?;
     dense(op, "input", inp)?;
-    need(op, out.sizes == inp.sizes && out.dtype == inp.dtype, || "out must match input".into())?;
-    if !matches!(inp.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
-        return Err(KernelError::UnsupportedDtype { op: "logcumsumexp", dtype: inp.dtype });
+    need(op, out.sizes == inp.sizes && out.dtype == inp.dtype, || {
+        "out must match input".into()
+    })?;
+    if !matches!(
+        inp.dtype,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16
+    ) {
+        return Err(KernelError::UnsupportedDtype {
+            op: "logcumsumexp",
+            dtype: inp.dtype,
+        });
     }
     if inp.numel() == 0 {
         return Ok(());
@@ -232,11 +259,22 @@ pub fn repeat_index(out: &Strided, repeats: &Strided) -> Result<(), KernelError>
     let pr = Ptr::of(repeats);
     let counts: Vec<i64> = match repeats.dtype {
         // SAFETY: contiguous buffers of their numel.
-        DType::I64 => (0..repeats.numel()).map(|i| unsafe { pr.read::<i64>(i) }).collect(),
-        DType::I32 => (0..repeats.numel()).map(|i| unsafe { pr.read::<i32>(i) } as i64).collect(),
-        d => return Err(KernelError::UnsupportedDtype { op: "repeat_interleave", dtype: d }),
+        DType::I64 => (0..repeats.numel())
+            .map(|i| unsafe { pr.read::<i64>(i) })
+            .collect(),
+        DType::I32 => (0..repeats.numel())
+            .map(|i| unsafe { pr.read::<i32>(i) } as i64)
+            .collect(),
+        d => {
+            return Err(KernelError::UnsupportedDtype {
+                op: "repeat_interleave",
+                dtype: d,
+            })
+        }
     };
-    need(op, counts.iter().all(|&c| c >= 0), || "repeats can not be negative".into())?;
+    need(op, counts.iter().all(|&c| c >= 0), || {
+        "repeats can not be negative".into()
+    })?;
     let total: i64 = counts.iter().sum();
     need(op, total as usize == out.numel(), || {
         format!("out has {} elements, repeats sum to {total}", out.numel())
@@ -283,10 +321,16 @@ pub fn tri_indices(
     offset: i64,
     upper: bool,
 ) -> Result<(), KernelError> {
-    let op = if upper { "triu_indices" } else { "tril_indices" };
+    let op = if upper {
+        "triu_indices"
+    } else {
+        "tril_indices"
+    };
     dense(op, "out", out)?;
     let n = tri_count(row, col, offset, upper);
-    need(op, out.sizes[..] == [2, n], || format!("out must be [2, {n}]"))?;
+    need(op, out.sizes[..] == [2, n], || {
+        format!("out must be [2, {n}]")
+    })?;
     let po = Ptr::of(out);
     let mut at = 0usize;
     for r in 0..row {
@@ -307,7 +351,12 @@ pub fn tri_indices(
                         po.write(at, r as i32);
                         po.write(n + at, c as i32);
                     }
-                    d => return Err(KernelError::UnsupportedDtype { op: "tril_indices", dtype: d }),
+                    d => {
+                        return Err(KernelError::UnsupportedDtype {
+                            op: "tril_indices",
+                            dtype: d,
+                        })
+                    }
                 }
             }
             at += 1;
@@ -342,7 +391,12 @@ pub fn unique_rows(
     if n == 0 {
         return Ok(0);
     }
-    let (pf, px, pc, pi) = (Ptr::of(first), Ptr::of(inverse), Ptr::of(counts), Ptr::of(inp));
+    let (pf, px, pc, pi) = (
+        Ptr::of(first),
+        Ptr::of(inverse),
+        Ptr::of(counts),
+        Ptr::of(inp),
+    );
     let groups = dispatch_dtype!(inp.dtype, T => {
         // SAFETY: contiguous `n * width` elements, only read here.
         let all: &[T] = unsafe { std::slice::from_raw_parts(pi.0 as *const T, n * width) };
@@ -443,7 +497,10 @@ mod tests {
             view(&mut c, DType::I64, &[5]),
         );
         assert_eq!(unique_rows(&vf, &vi, &vc, &vx, 1, false).unwrap(), 3);
-        assert_eq!((&f[..3], i, &c[..3]), (&[1, 3, 0][..], [2, 0, 2, 1, 1], &[1, 2, 2][..]));
+        assert_eq!(
+            (&f[..3], i, &c[..3]),
+            (&[1, 3, 0][..], [2, 0, 2, 1, 1], &[1, 2, 2][..])
+        );
         assert_eq!(unique_rows(&vf, &vi, &vc, &vx, 1, true).unwrap(), 4);
         assert_eq!((i, &c[..4]), ([0, 1, 2, 3, 3], &[1, 1, 1, 2][..]));
     }

@@ -508,7 +508,14 @@ pub fn cummax_cummin(
 ) -> Result<(), KernelError> {
     let (values, indices, inp) = (lift(values), lift(indices), lift(inp));
     let n = inp.sizes.get(dim).copied().unwrap_or(0);
-    check(if max { "cummax" } else { "cummin" }, &values, &indices, &inp, dim, n)?;
+    check(
+        if max { "cummax" } else { "cummin" },
+        &values,
+        &indices,
+        &inp,
+        dim,
+        n,
+    )?;
     if inp.numel() == 0 {
         return Ok(());
     }
