@@ -14,6 +14,7 @@ from . import reduce as _reduce  # noqa: F401
 from . import rnn as _rnn  # noqa: F401
 from . import rnn_seq as _rnn_seq  # noqa: F401
 from . import sort as _sort  # noqa: F401
+from . import search as _search  # noqa: F401
 from ._registry import python_kernel_calls, registered_ops
 
 from . import elementwise as _elementwise  # noqa: F401

@@ -1077,6 +1077,8 @@ _register("signbit.out", _U, "signbit", _b_unary_out, func="signbit", cmp=True)
 for _name in ("logaddexp", "logaddexp2"):
     _binary(_name, _name, functional="", inplace=None, out="out")
 _binary("heaviside", "heaviside", functional="", inplace="", out="out")
+for _name in ("gcd", "lcm"):
+    _binary(_name, _name, functional="", inplace="", out="out")
 for _name in ("special_xlog1py", "special_zeta"):
     _binary(_name, _name, functional="", inplace=None, out="out")
 

@@ -2,6 +2,9 @@
 median and nanmedian. One Rust kernel (``_C.sort``, rust/src/kernels/sort.rs)
 writes the first k elements of every line along a dim, in order, with their
 positions; each op here is its shape and argument rules around that call.
+topk and kthvalue run CPU's own selection algorithms (``_C.topk``,
+``_C.kthvalue``, rust/src/kernels/select.rs), so that among equal elements
+they report the positions CPU reports.
 argsort, msort and the non-stable sort overloads are ATen composites over
 these."""
 
@@ -52,6 +55,8 @@ def sort_stable(self, *, stable, dim=-1, descending=False):
 @impl("topk.values")
 def topk_values(self, k, dim=-1, largest=True, sorted=True, *, values, indices):
     check_same_device("topk", self, values, indices)
+    if self.dtype == torch.bool:
+        raise NotImplementedError("topk does not support bool dtypes on foo")
     d = wrap_dim(dim, self.dim())
     if k < 0 or k > _line_len(self, d):
         raise RuntimeError("selected index k out of range")
@@ -62,8 +67,11 @@ def topk_values(self, k, dim=-1, largest=True, sorted=True, *, values, indices):
         values.copy_(self)
         indices.zero_()
         return values, indices
-    # Always sorted (sorted=False leaves the order unspecified).
-    _sorted_prefix(self, d, k, largest, values, indices, _with(self.shape, d, k))
+    shape = _with(self.shape, d, k)
+    check_out(values, shape, self.dtype)
+    check_out(indices, shape, torch.int64)
+    # CPU's algorithm, so that ties report CPU's positions.
+    _C.topk(desc(values), desc(indices), desc(self), d, k, largest, sorted)
     return values, indices
 
 
@@ -98,12 +106,27 @@ def _pick(self, d: int, k: int, keepdim: bool, values, indices) -> None:
 @impl("kthvalue.values")
 def kthvalue_values(self, k, dim=-1, keepdim=False, *, values, indices):
     check_same_device("kthvalue", self, values, indices)
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool' on foo")
     d = wrap_dim(dim, self.dim())
     _nonempty_dim("kthvalue", self, d)
     if k < 1 or k > _line_len(self, d):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
-    _pick(self, d, k, keepdim, values, indices)
+    _reduced_line(self, d, keepdim, values, indices, lambda v, i: _C.kthvalue(v, i, desc(self), d, k))
     return values, indices
+
+
+def _reduced_line(self, d: int, keepdim: bool, values, indices, kernel) -> None:
+    """Runs ``kernel(values, indices)`` (descs with 1 along ``d``) into the
+    out= tensors, resized to the reduction's shape (``keepdim`` or not)."""
+    keep = _with(self.shape, d, 1)
+    reduced = keep if keepdim or not self.dim() else tuple(s for j, s in enumerate(self.shape) if j != d)
+    check_out(values, reduced, self.dtype)
+    check_out(indices, reduced, torch.int64)
+    if keepdim or not self.dim():
+        kernel(desc(values), desc(indices))
+    else:
+        kernel(desc(values.unsqueeze(d)), desc(indices.unsqueeze(d)))
 
 
 def _median_dim(name: str, ignore_nan: bool, self, dim, keepdim, values, indices):

@@ -16,6 +16,7 @@ mod norm_pool;
 mod optim;
 mod rnn;
 mod runtime;
+mod search;
 
 use crate::allocator::AllocError;
 use crate::dtype::DType;
@@ -221,5 +222,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::register(m)?;
     attention::register(m)?;
     fused::register(m)?;
+    search::register(m)?;
     Ok(())
 }

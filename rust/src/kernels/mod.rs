@@ -22,6 +22,8 @@ pub mod parallel;
 pub mod pool;
 pub mod random;
 pub mod reduce;
+pub mod search;
+pub mod select;
 pub mod sort;
 // The recurrences' entry points are crate-private and called from the PyO3 binding: without
 // the "python" feature (cargo test, cargo bench) they are unused.

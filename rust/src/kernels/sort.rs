@@ -16,8 +16,12 @@ use half::{bf16, f16};
 use std::cmp::Ordering;
 
 /// A total order with NaN greatest: what CPU's sort comparator does.
-trait Key: Copy + Send + Sync {
+pub(super) trait Key: Copy + Send + Sync {
     fn order(a: Self, b: Self) -> Ordering;
+    /// C++'s `a < b` (false when either is NaN).
+    fn less(a: Self, b: Self) -> bool;
+    /// C++'s `a != b` (true when either is NaN).
+    fn differ(a: Self, b: Self) -> bool;
 }
 
 macro_rules! ord_key {
@@ -25,6 +29,12 @@ macro_rules! ord_key {
         impl Key for $t {
             fn order(a: $t, b: $t) -> Ordering {
                 a.cmp(&b)
+            }
+            fn less(a: $t, b: $t) -> bool {
+                a < b
+            }
+            fn differ(a: $t, b: $t) -> bool {
+                a != b
             }
         }
     )*};
@@ -37,6 +47,12 @@ macro_rules! float_key {
             fn order(a: $t, b: $t) -> Ordering {
                 let (a, b) = ($wide(a), $wide(b));
                 a.partial_cmp(&b).unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
+            }
+            fn less(a: $t, b: $t) -> bool {
+                $wide(a) < $wide(b)
+            }
+            fn differ(a: $t, b: $t) -> bool {
+                $wide(a) != $wide(b)
             }
         }
     )*};
@@ -102,6 +118,42 @@ fn lines<T: Key>(
     descending: bool,
 ) {
     let n = inp.sizes[dim];
+    let cmp = |a: &(T, i64), b: &(T, i64)| {
+        let o = T::order(a.0, b.0);
+        if descending {
+            o.reverse()
+        } else {
+            o
+        }
+    };
+    for_each_line(values, indices, inp, dim, 0, |line: &mut Vec<(T, i64)>| {
+        if k == n {
+            line.sort_by(cmp);
+        } else {
+            // Selection, then a sort of the k selected: ties within the
+            // selection keep input order only up to the selection.
+            if k < n {
+                line.select_nth_unstable_by(k - 1, cmp);
+            }
+            line[..k].sort_by(|a, b| cmp(a, b).then(a.1.cmp(&b.1)));
+        }
+    });
+}
+
+/// Runs `order` on every line of `inp` along `dim`, as (element, position)
+/// pairs, and writes pairs `skip..skip + m` of the ordered line into the
+/// lines of `values` and `indices` (`m` = their size along `dim`). Lines run
+/// in parallel when there is enough work.
+pub(super) fn for_each_line<T: Copy + Send + Sync>(
+    values: &Strided,
+    indices: &Strided,
+    inp: &Strided,
+    dim: usize,
+    skip: usize,
+    order: impl Fn(&mut Vec<(T, i64)>) + Sync,
+) {
+    let n = inp.sizes[dim];
+    let m = values.sizes[dim];
     let mut outer = inp.sizes.clone();
     outer.remove(dim);
     let strides_without = |t: &Strided| {
@@ -117,14 +169,6 @@ fn lines<T: Key>(
     let (di, dv, dx) = (inp.strides[dim], values.strides[dim], indices.strides[dim]);
     let nlines: usize = outer.iter().product();
     let (pi, pv, px) = (inp.ptr as usize, values.ptr as usize, indices.ptr as usize);
-    let cmp = |a: &(T, i64), b: &(T, i64)| {
-        let o = T::order(a.0, b.0);
-        if descending {
-            o.reverse()
-        } else {
-            o
-        }
-    };
     let run = |lo: usize, hi: usize| {
         let mut line: Vec<(T, i64)> = Vec::with_capacity(n);
         let mut starts = Vec::with_capacity(hi - lo);
@@ -139,21 +183,12 @@ fn lines<T: Key>(
                 let src = (pi as *const T).offset(starts[j]);
                 line.extend((0..n).map(|e| (*src.offset(e as isize * di), e as i64)));
             }
-            if k == n {
-                line.sort_by(cmp);
-            } else {
-                // Selection, then a sort of the k selected: ties within the
-                // selection keep input order only up to the selection.
-                if k < n {
-                    line.select_nth_unstable_by(k - 1, cmp);
-                }
-                line[..k].sort_by(|a, b| cmp(a, b).then(a.1.cmp(&b.1)));
-            }
-            // SAFETY: as above, `k` elements along `dim` of the outputs.
+            order(&mut line);
+            // SAFETY: as above, `m` elements along `dim` of the outputs.
             unsafe {
                 let v = (pv as *mut T).offset(outs[j]);
                 let x = (px as *mut i64).offset(ox);
-                for (e, &(val, pos)) in line[..k].iter().enumerate() {
+                for (e, &(val, pos)) in line[skip..skip + m].iter().enumerate() {
                     *v.offset(e as isize * dv) = val;
                     *x.offset(e as isize * dx) = pos;
                 }

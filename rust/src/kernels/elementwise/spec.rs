@@ -252,6 +252,8 @@ pub fn binary(op: &str, p: &Params) -> Result<BinaryOp, KernelError> {
         "bitwise_xor" => BitwiseXor,
         "lshift" => Shl,
         "rshift" => Shr,
+        "gcd" => Gcd,
+        "lcm" => Lcm,
         "clamp_min" => ClampMin,
         "clamp_max" => ClampMax,
         "copysign" => Copysign,

@@ -61,6 +61,10 @@ pub enum BinaryOp {
     Shl,
     /// `a >> b` (`bitwise_right_shift`).
     Shr,
+    /// Greatest common divisor (non-negative; integers).
+    Gcd,
+    /// Least common multiple (non-negative; integers).
+    Lcm,
     /// `clamp_min(a, b)` with a tensor bound.
     ClampMin,
     /// `clamp_max(a, b)` with a tensor bound.
@@ -166,6 +170,8 @@ impl BinaryOp {
             BitwiseXor => "bitwise_xor",
             Shl => "bitwise_left_shift",
             Shr => "bitwise_right_shift",
+            Gcd => "gcd",
+            Lcm => "lcm",
             ClampMin => "clamp_min",
             ClampMax => "clamp_max",
             Copysign => "copysign",
@@ -1069,6 +1075,37 @@ fn int_binary<T: Int>(
             #[inline(always)]
             |x: T, y| x.shr_t(y),
         ),
+        Gcd => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y| gcd(x, y),
+        ),
+        Lcm => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y: T| {
+                let g = gcd(x, y);
+                if g == T::ZERO {
+                    return g;
+                }
+                let (q, p) = (x.wdiv(g), x.wdiv(g).wmul(y));
+                // C++ computes `abs(a / g * b)` in int for types narrower than
+                // int (abs of the exact product, then truncated), else in T.
+                if std::mem::size_of::<T>() < 4 {
+                    if q.is_neg() != y.is_neg() {
+                        p.wneg()
+                    } else {
+                        p
+                    }
+                } else {
+                    p.wabs()
+                }
+            },
+        ),
         ThresholdBackward { threshold } => {
             let t = threshold.to::<T>();
             run2::<T, T, T, _>(
@@ -1081,6 +1118,18 @@ fn int_binary<T: Int>(
         }
         _ => Err(unsupported(op.name(), ct)),
     }
+}
+
+/// ATen's `calc_gcd`: Euclid on the absolute values (wrapping, as C++).
+#[inline(always)]
+fn gcd<T: Int>(a: T, b: T) -> T {
+    let (mut a, mut b) = (a.wabs(), b.wabs());
+    while a != T::ZERO {
+        let c = a;
+        a = b.wrem(a);
+        b = c;
+    }
+    b
 }
 
 fn bool_binary(op: &BinaryOp, out: &Out, a: Operand, b: Operand) -> Result<(), KernelError> {
