@@ -263,3 +263,52 @@ def test_reductions(native, dtype):
     close(fz.any(), z.any())
     close(fz.all(1), z.all(1))
     close(torch.count_nonzero(fz), torch.count_nonzero(z))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_products_and_scans(native, dtype):
+    x = crandn(3, 4, dtype=dtype, seed=14)
+    fx = x.to("foo")
+    close(fx.cumprod(1), x.cumprod(1))
+    close(fx.cumprod(0), x.cumprod(0))
+    close(fx.prod(), x.prod())
+    close(fx.prod(1, keepdim=True), x.prod(1, keepdim=True))
+    close(fx.t().prod(0), x.t().prod(0))
+    close(fx[:, :0].prod(1), x[:, :0].prod(1))
+    close(torch.logsumexp(fx, 1), torch.logsumexp(x, 1))
+    s = crandn((), dtype=dtype, seed=15)
+    close(torch.logsumexp(s.to("foo"), 0, True), torch.logsumexp(s, 0, True))
+    close(s.to("foo").sum(0), s.sum(0))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_ramps_and_constructors(native, dtype):
+    close(torch.linspace(1 - 2j, 3 + 4j, 7, dtype=dtype, device="foo"), torch.linspace(1 - 2j, 3 + 4j, 7, dtype=dtype))
+    close(torch.linspace(0, 5, 4, dtype=dtype, device="foo"), torch.linspace(0, 5, 4, dtype=dtype))
+    close(torch.logspace(0, 1j, 5, dtype=dtype, device="foo"), torch.logspace(0, 1j, 5, dtype=dtype))
+    re, im = torch.randn(3, 1), torch.randn(4)
+    if dtype == torch.complex128:
+        re, im = re.double(), im.double()
+    close(torch.complex(re.to("foo"), im.to("foo")), torch.complex(re, im))
+    r = torch.randn(2000, dtype=dtype, device="foo")
+    assert r.dtype == dtype and abs(r.real.var().item() - 0.5) < 0.1 and abs(r.imag.mean().item()) < 0.1
+    u = torch.rand(2000, dtype=dtype, device="foo")
+    assert 0 <= u.real.min().item() and u.imag.max().item() < 1
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_linalg_by_embedding(native, dtype):
+    a = crandn(2, 4, 3, dtype=dtype, seed=16)
+    fa = a.to("foo")
+    close(torch.linalg.svdvals(fa), torch.linalg.svdvals(a))
+    close(torch.linalg.matrix_norm(fa, "nuc"), torch.linalg.matrix_norm(a, "nuc"))
+    h = crandn(3, 3, dtype=dtype, seed=17)
+    close(torch.linalg.eigvalsh(h.to("foo")), torch.linalg.eigvalsh(h))
+    close(torch.linalg.eigvalsh(h.to("foo"), UPLO="U"), torch.linalg.eigvalsh(h, UPLO="U"))
+    s = crandn(2, 3, 3, dtype=dtype, seed=18)
+    close(torch.linalg.inv(s.to("foo")), torch.linalg.inv(s))
+    inv, info = torch.linalg.inv_ex(s.to("foo"))
+    close(inv, torch.linalg.inv(s))
+    assert (info.cpu() == 0).all()
+    with pytest.raises(NotImplementedError):
+        torch.linalg.svd(fa)  # singular vectors are not computed on foo

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch._prims_common import canonicalize_dim
 
-from ._registry import _C, complex_kernel, desc
+from ._registry import _C, complex_kernel, desc, impl
 from .copy import copy_into
 from .linalg import resize_out
 
@@ -346,3 +346,111 @@ def prod_int_out(self, dim, keepdim=False, *, dtype=None, out):
     if out.dtype != result.dtype:
         raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got {out.dtype} instead")
     return _into(out, result, "prod")
+
+
+# ---------------------------------------------------------------------------
+# Linear algebra through the real embedding of a complex matrix: A = X + iY
+# is, as a real operator, M = [[X, -Y], [Y, X]] (2m x 2n). M's singular
+# values are A's, each twice; a Hermitian A gives a symmetric M whose
+# eigenvalues are A's, each twice; inv(M) is the embedding of inv(A). Each
+# runs foo's real Rust decompositions on M. (Singular vectors, eigenvectors
+# and factorizations are not recovered this way: those calls fall back.)
+# ---------------------------------------------------------------------------
+
+
+def _embed(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.cat([torch.cat([x, torch.neg(y)], -1), torch.cat([y, x], -1)], -2)
+
+
+def _parts_of(a: torch.Tensor):
+    a = _operand(a, a.dtype, a.device)
+    r = torch.view_as_real(a)
+    return r[..., 0], r[..., 1]
+
+
+def _fallback(op, *args, **kwargs):
+    from .._fallback import cpu_fallback
+
+    return cpu_fallback(op, *args, **kwargs)
+
+
+@complex_kernel("_linalg_svd.U")
+def _linalg_svd_out(A, full_matrices=False, compute_uv=True, *, driver=None, U, S, Vh):
+    from .decomp import _finish, _outputs
+
+    if compute_uv or driver is not None:
+        return _fallback(torch.ops.aten._linalg_svd.U, A, full_matrices, compute_uv, driver=driver, U=U, S=S, Vh=Vh)
+    outs = (U, S, Vh)
+    ut, st, vt = _outputs(torch.ops.aten._linalg_svd.default, (A, full_matrices, False), {}, outs)
+    if A.numel():
+        x, y = _parts_of(A)
+        st.copy_(torch.linalg.svdvals(_embed(x, y))[..., ::2])
+    _finish(outs, [ut, st, vt])
+    return U, S, Vh
+
+
+@complex_kernel("_linalg_eigh.eigenvalues")
+def _linalg_eigh_out(A, UPLO="L", compute_v=True, *, eigenvalues, eigenvectors):
+    from .decomp import _finish, _outputs
+
+    if compute_v:
+        return _fallback(
+            torch.ops.aten._linalg_eigh.eigenvalues,
+            A,
+            UPLO,
+            compute_v,
+            eigenvalues=eigenvalues,
+            eigenvectors=eigenvectors,
+        )
+    outs = (eigenvalues, eigenvectors)
+    wt, vt = _outputs(torch.ops.aten._linalg_eigh.default, (A, UPLO, False), {}, outs)
+    if A.numel():
+        x, y = _parts_of(A if UPLO.upper() == "L" else A.mH)
+        # The Hermitian matrix of the lower triangle (a real diagonal), as LAPACK reads it.
+        hx = torch.add(torch.tril(x), torch.tril(x, -1).mT)
+        ly = torch.tril(y, -1)
+        hy = torch.sub(ly, ly.mT)
+        wt.copy_(torch.linalg.eigvalsh(_embed(hx, hy))[..., ::2])
+    _finish(outs, [wt, vt])
+    return eigenvalues, eigenvectors
+
+
+@complex_kernel("linalg_inv_ex.inverse")
+def linalg_inv_ex_out(A, *, check_errors=False, inverse, info):
+    from .decomp import _finish, _outputs
+
+    outs = (inverse, info)
+    xt, it = _outputs(torch.ops.aten.linalg_inv_ex.default, (A,), {}, outs)
+    if A.numel():
+        n = A.shape[-1]
+        x, y = _parts_of(A)
+        m, minfo = torch.linalg.inv_ex(_embed(x, y))
+        # info: 0, or nonzero (A singular) with the embedding's pivot index.
+        it.copy_(minfo)
+        r = torch.view_as_real(xt)
+        r[..., 0].copy_(m[..., :n, :n])
+        r[..., 1].copy_(m[..., n:, :n])
+    else:
+        it.zero_()
+    _finish(outs, [xt, it])
+    if check_errors:
+        torch.ops.aten._linalg_check_errors(info, "linalg.inv_ex", is_matrix=A.dim() == 2)
+    return inverse, info
+
+
+@impl("complex.out", complex_ok=True)
+def complex_out(real, imag, *, out):
+    """torch.complex: ``out``'s parts are copies of ``real`` and ``imag``
+    (broadcast); dtype rules and errors are CPU's (probed on 1-element
+    tensors)."""
+    expected = torch.complex(torch.zeros(1, dtype=real.dtype), torch.zeros(1, dtype=imag.dtype)).dtype
+    if out.dtype != expected:
+        raise RuntimeError(
+            f"Expected object of scalar type {expected} but got scalar type {out.dtype} for argument 'out'"
+        )
+    shape = torch.broadcast_shapes(real.shape, imag.shape)
+    resize_out(out, shape)
+    r = torch.view_as_real(out)
+    r[..., 0].copy_(real.expand(shape))
+    r[..., 1].copy_(imag.expand(shape))
+    return out

@@ -303,6 +303,28 @@ fn log1p(z: C) -> C {
     }
 }
 
+/// ATen's complex sinc: sin(pi z) / (pi z), 1 at 0.
+fn sinc(z: C) -> C {
+    if !nonzero(z) {
+        return C::new(1.0, 0.0);
+    }
+    let p = z * std::f64::consts::PI;
+    div(p.sin(), p)
+}
+
+/// ATen's complex logaddexp: max + log1p(exp(min - max)), min and max by
+/// real part; NaN in either operand gives NaN.
+fn logaddexp(x: C, y: C) -> C {
+    if x.re.is_nan() || x.im.is_nan() || y.re.is_nan() || y.im.is_nan() {
+        return C::new(f64::NAN, f64::NAN);
+    }
+    let (lo, hi) = if x.re < y.re { (x, y) } else { (y, x) };
+    if lo.re == f64::NEG_INFINITY {
+        return hi;
+    }
+    log1p((lo - hi).exp()) + hi
+}
+
 fn sigmoid(z: C) -> C {
     recip(C::new(1.0, 0.0) + (-z).exp())
 }
@@ -392,6 +414,7 @@ pub fn unary(
         "acosh" => map(out, i, ct, |[z]| z.acosh()),
         "atanh" => map(out, i, ct, |[z]| z.atanh()),
         "sigmoid" => map(out, i, ct, |[z]| sigmoid(z)),
+        "sinc" => map(out, i, ct, |[z]| sinc(z)),
         "silu" => map(out, i, ct, |[z]| div(z, C::new(1.0, 0.0) + (-z).exp())),
         "isnan" => map(out, i, ct, |[z]| bool_c(z.re.is_nan() || z.im.is_nan())),
         "isinf" => map(out, i, ct, |[z]| {
@@ -444,6 +467,7 @@ pub fn binary(
             _ => Err(unsupported("div with a rounding mode")),
         },
         "pow" => map(out, i, ct, |[x, y]| pow(x, y)),
+        "logaddexp" => map(out, i, ct, |[x, y]| logaddexp(x, y)),
         "eq" => map(out, i, ct, |[x, y]| bool_c(x == y)),
         "ne" => map(out, i, ct, |[x, y]| bool_c(x != y)),
         "logical_and" => map(out, i, ct, |[x, y]| bool_c(nonzero(x) && nonzero(y))),
