@@ -289,8 +289,18 @@ def _register(
                 fn, rust, _op, functional or _op, cmp, inputs, params, args, kwargs, out, inplace, keyx, contiguous
             )
 
-        impl(name, complex_ok=name not in _COMPLEX_ELSEWHERE)(kernel)
+        impl(name, complex_ok=rust in _COMPLEX_RUST and name not in _COMPLEX_ELSEWHERE)(kernel)
 
+
+#: The Rust op names the complex path computes (the match arms of
+#: rust/src/kernels/elementwise/complex.rs): kernels of other ops (clamp,
+#: the backward kernels, ...) send complex calls to the CPU fallback.
+_COMPLEX_RUST = frozenset(
+    """identity neg conj reciprocal sign sgn abs angle exp exp2 expm1 log log2 log10 log1p sqrt rsqrt
+    sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh sigmoid sinc silu isnan isinf isfinite
+    logical_not nan_to_num pow_scalar rpow_scalar add sub mul div pow logaddexp eq ne logical_and
+    logical_or logical_xor lerp where addcmul addcdiv""".split()
+)
 
 #: Overloads whose complex calls go to complex_ops.py's kernels (foo's real
 #: kernels on view_as_real views); every other elementwise kernel takes

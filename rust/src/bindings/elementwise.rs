@@ -10,14 +10,14 @@
 
 use super::{strided, KernelErr, TensorDesc};
 use crate::dtype::DType;
+use crate::kernels::elementwise::complex::{self as cx, COperand, CParam};
 use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::Strided;
+use num_complex::Complex64;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyComplex, PyFloat, PyInt, PyTuple};
-use crate::kernels::elementwise::complex::{self as cx, COperand, CParam};
-use num_complex::Complex64;
 
 /// An operand as it arrives from Python.
 enum Arg {
@@ -186,7 +186,13 @@ fn ew_binary(
     params: &Bound<'_, PyTuple>,
 ) -> PyResult<()> {
     if is_complex_call(op, &out, ct) {
-        let (out, a, b, ct, ps) = (strided(out)?, carg(a)?, carg(b)?, dtype(ct)?, cparams(params)?);
+        let (out, a, b, ct, ps) = (
+            strided(out)?,
+            carg(a)?,
+            carg(b)?,
+            dtype(ct)?,
+            cparams(params)?,
+        );
         py.detach(|| cx::binary(op, &ps, &out, a.operand(), b.operand(), ct))
             .map_err(KernelErr::from)?;
         return Ok(());

@@ -983,8 +983,18 @@ pub fn dot(out: &Strided, a: &Strided, b: &Strided) -> Result<(), KernelError> {
     }
     if a.dtype.is_complex() {
         // [1, 1, n] @ [1, n, 1] through the complex gemm.
-        let row = Strided::new(a.ptr, a.dtype, vec![1, 1, a.sizes[0]], vec![0, 0, a.strides[0]]);
-        let col = Strided::new(b.ptr, b.dtype, vec![1, b.sizes[0], 1], vec![0, b.strides[0], 0]);
+        let row = Strided::new(
+            a.ptr,
+            a.dtype,
+            vec![1, 1, a.sizes[0]],
+            vec![0, 0, a.strides[0]],
+        );
+        let col = Strided::new(
+            b.ptr,
+            b.dtype,
+            vec![1, b.sizes[0], 1],
+            vec![0, b.strides[0], 0],
+        );
         let o = Strided::new(out.ptr, out.dtype, vec![1, 1, 1], vec![0, 0, 0]);
         return baddbmm_op("dot", &o, None, &row, &col, Coef::ZERO, Coef::ONE);
     }

@@ -420,7 +420,9 @@ pub fn unary(
         "isinf" => map(out, i, ct, |[z]| {
             bool_c(z.re.is_infinite() || z.im.is_infinite())
         }),
-        "isfinite" => map(out, i, ct, |[z]| bool_c(z.re.is_finite() && z.im.is_finite())),
+        "isfinite" => map(out, i, ct, |[z]| {
+            bool_c(z.re.is_finite() && z.im.is_finite())
+        }),
         "logical_not" => map(out, i, ct, |[z]| bool_c(!nonzero(z))),
         "nan_to_num" => {
             let (big, low) = match out.dtype.to_real() {
@@ -600,9 +602,27 @@ mod tests {
         let mut b = [2.0f64, 0.0];
         let mut o = [0f32; 8];
         let av = Strided::new(a.as_mut_ptr() as *mut u8, DType::C64, vec![2], vec![1]);
-        let bv = Strided::new(b.as_mut_ptr() as *mut u8, DType::F64, vec![2, 1], vec![1, 1]);
-        let ov = Strided::new(o.as_mut_ptr() as *mut u8, DType::C64, vec![2, 2], vec![2, 1]);
-        binary("mul", &[], &ov, COperand::Tensor(&av), COperand::Tensor(&bv), DType::C64).unwrap();
+        let bv = Strided::new(
+            b.as_mut_ptr() as *mut u8,
+            DType::F64,
+            vec![2, 1],
+            vec![1, 1],
+        );
+        let ov = Strided::new(
+            o.as_mut_ptr() as *mut u8,
+            DType::C64,
+            vec![2, 2],
+            vec![2, 1],
+        );
+        binary(
+            "mul",
+            &[],
+            &ov,
+            COperand::Tensor(&av),
+            COperand::Tensor(&bv),
+            DType::C64,
+        )
+        .unwrap();
         assert_eq!(o, [2.0, 4.0, 6.0, -2.0, 0.0, 0.0, 0.0, 0.0]);
     }
 }
