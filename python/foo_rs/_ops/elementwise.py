@@ -83,21 +83,26 @@ def _learn(op, func, cmp: bool, args: tuple, kwargs: dict) -> _Sig:
             return _Sig((type(e), str(e)), None, 0)
     out_dtype = r.dtype if isinstance(r, _Tensor) else None
     if cmp:
-        vals = [a for a in pa if isinstance(a, (_Tensor, bool, int, float))]
+        vals = [a for a in pa if isinstance(a, (_Tensor, bool, int, float, complex))]
         ct = torch.result_type(vals[0], vals[1]) if len(vals) >= 2 else vals[0].dtype
     else:
         ct = out_dtype
+    cx = [a.dtype for a in pa if isinstance(a, _Tensor) and a.is_complex()]
+    if cx and ct is not None and not ct.is_complex:
+        # A complex input computes in complex (its real result -- abs, angle,
+        # isnan -- is stored from that): the Rust complex path's cue.
+        ct = cx[0] if len(cx) == 1 else torch.promote_types(*cx[:2])
     return _Sig(None, out_dtype, DTYPE_CODE.get(ct, DTYPE_CODE[torch.float32]))
 
 
 def _number_for_tensor(op, args: tuple, kwargs: dict) -> bool:
     schema = op._schema.arguments
     for a, v in zip(schema, args):
-        if isinstance(v, (bool, int, float)) and "Tensor" in str(a.type):
+        if isinstance(v, (bool, int, float, complex)) and "Tensor" in str(a.type):
             return True
     for a in schema:
         v = kwargs.get(a.name)
-        if isinstance(v, (bool, int, float)) and "Tensor" in str(a.type):
+        if isinstance(v, (bool, int, float, complex)) and "Tensor" in str(a.type):
             return True
     return False
 
@@ -284,7 +289,25 @@ def _register(
                 fn, rust, _op, functional or _op, cmp, inputs, params, args, kwargs, out, inplace, keyx, contiguous
             )
 
-        impl(name)(kernel)
+        impl(name, complex_ok=rust in _COMPLEX_RUST and name not in _COMPLEX_ELSEWHERE)(kernel)
+
+
+#: The Rust op names the complex path computes (the match arms of
+#: rust/src/kernels/elementwise/complex.rs): kernels of other ops (clamp,
+#: the backward kernels, ...) send complex calls to the CPU fallback.
+_COMPLEX_RUST = frozenset(
+    """identity neg conj reciprocal sign sgn abs angle exp exp2 expm1 log log2 log10 log1p sqrt rsqrt
+    sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh sigmoid sinc silu isnan isinf isfinite
+    logical_not nan_to_num pow_scalar rpow_scalar add sub mul div pow logaddexp eq ne logical_and
+    logical_or logical_xor lerp where addcmul addcdiv""".split()
+)
+
+#: Overloads whose complex calls go to complex_ops.py's kernels (foo's real
+#: kernels on view_as_real views); every other elementwise kernel takes
+#: complex operands itself (rust/src/kernels/elementwise/complex.rs).
+_COMPLEX_ELSEWHERE = frozenset(
+    f"{op}{ov}" for op in ("add", "sub", "mul") for ov in (".Tensor", "_.Tensor", ".out")
+) | {"neg", "neg_", "neg.out"}
 
 
 def _overload(name: str):
@@ -469,6 +492,9 @@ _register("abs.out", _U, "abs", _b_unary_out)
 _unary("sign", "sign")
 _unary("sgn", "sign")
 _unary("reciprocal", "reciprocal")
+# angle is computed by the complex path for every dtype (CPU's real rule: pi
+# for negatives, 0 otherwise, NaN kept).
+_unary("angle", "angle", inplace=False)
 
 for _name in (
     "exp",
@@ -1141,7 +1167,7 @@ _backward(
 )
 
 
-@impl("equal")
+@impl("equal", complex_ok=True)
 def equal(self, other):
     check_same_device("equal", self, other)
     if self.shape != other.shape:

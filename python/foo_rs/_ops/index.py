@@ -170,7 +170,7 @@ def _cat_memory_format(valid):
     return fmt or torch.contiguous_format
 
 
-@impl("cat.out")
+@impl("cat.out", complex_ok=True)
 def cat_out(tensors, dim=0, *, out):
     tensors = list(tensors)
     check_same_device("cat", *tensors, out)
@@ -238,7 +238,7 @@ def _index_select_into(out, self, d, index):
     return _run_gather(out, run, self, index)
 
 
-@impl("index_select")
+@impl("index_select", complex_ok=True)
 def index_select(self, dim, index):
     check_same_device("index_select", self, index)
     d = _index_select_checks(self, dim, index)
@@ -249,7 +249,7 @@ def index_select(self, dim, index):
     return _index_select_into(out, self, d, index)
 
 
-@impl("index_select.out")
+@impl("index_select.out", complex_ok=True)
 def index_select_out(self, dim, index, *, out):
     check_same_device("index_select", self, index, out)
     d = _index_select_checks(self, dim, index)
@@ -349,7 +349,7 @@ def _index_plan(self, indices):
     return view, shape, dstr, args, keep
 
 
-@impl("index.Tensor_out")
+@impl("index.Tensor_out", complex_ok=True)
 def index_out(self, indices, *, out):
     check_same_device("index", self, out)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
@@ -362,7 +362,7 @@ def index_out(self, indices, *, out):
     return _run_gather(out, run, self, *[i for i in indices if i is not None])
 
 
-@impl("index.Tensor")
+@impl("index.Tensor", complex_ok=True)
 def index(self, indices):
     check_same_device("index", self)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
@@ -388,7 +388,7 @@ def _put_value(values, shape, dtype, device):
     return v
 
 
-@impl("_index_put_impl_")
+@impl("_index_put_impl_", complex_ok=True)
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     check_same_device("index_put_", self, values)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
@@ -423,7 +423,7 @@ def _gather_checks(name, self, d, index):
             )
 
 
-@impl("gather.out")
+@impl("gather.out", complex_ok=True)
 def gather_out(self, dim, index, *, sparse_grad=False, out):
     check_same_device("gather", self, index, out)
     d = wrap_dim(dim, self.dim())
@@ -493,6 +493,10 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
     sdesc = _desc_as(_as1d(src), shape, _as1d(src).stride()) if src is not None else None
     if src is None and isinstance(value, torch.Tensor):
         value = value.item()
+    if src is None and out.is_complex():
+        # Complex scatters take a tensor source: the value, broadcast.
+        src = torch.tensor(value, dtype=out.dtype, device=out.device)
+        sdesc, value = _desc_as(src, shape, [0] * len(shape)), None
     _C.index_scatter(
         _desc_as(o, shape, dstr),
         sdesc,
@@ -513,12 +517,12 @@ def _old_reduce(reduce):
     return reduce
 
 
-@impl("scatter.src_out")
+@impl("scatter.src_out", complex_ok=True)
 def scatter_src_out(self, dim, index, src, *, out):
     return _scatter_into("scatter", self, dim, index, src, None, "assign", True, out)
 
 
-@impl("scatter.value_out")
+@impl("scatter.value_out", complex_ok=True)
 def scatter_value_out(self, dim, index, value, *, out):
     return _scatter_into("scatter", self, dim, index, None, value, "assign", True, out)
 
@@ -533,7 +537,7 @@ def scatter_value_reduce_out(self, dim, index, value, *, reduce, out):
     return _scatter_into("scatter", self, dim, index, None, value, _old_reduce(reduce), True, out)
 
 
-@impl("scatter_add.out")
+@impl("scatter_add.out", complex_ok=True)
 def scatter_add_out(self, dim, index, src, *, out):
     return _scatter_into("scatter_add", self, dim, index, src, None, "add", True, out)
 
@@ -551,7 +555,7 @@ def scatter_reduce_two_out(self, dim, index, src, reduce, *, include_self=True, 
 # ---------------------------------------------------------------------------
 
 
-@impl("index_add.out")
+@impl("index_add.out", complex_ok=True)
 def index_add_out(self, dim, index, source, *, alpha=1, out):
     check_same_device("index_add", self, index, source, out)
     d = wrap_dim(dim, self.dim())
@@ -634,9 +638,14 @@ def _index_fill(self, dim, index, value):
     dstr[d] = 0
     istr = [0] * len(shape)
     istr[d] = _as1d(index).stride(0)
+    src = None
+    if self.is_complex():
+        # Complex scatters take a tensor source: the value, broadcast.
+        src = torch.tensor(value, dtype=self.dtype, device=self.device)
+        value = None
     _C.index_scatter(
         _desc_as(o, shape, dstr),
-        None,
+        None if src is None else _desc_as(src, shape, [0] * len(shape)),
         value,
         [_arg(index, shape, istr, o.shape[d], o.stride(d), d)],
         True,
@@ -647,12 +656,12 @@ def _index_fill(self, dim, index, value):
     return self
 
 
-@impl("index_fill_.int_Scalar")
+@impl("index_fill_.int_Scalar", complex_ok=True)
 def index_fill_scalar_(self, dim, index, value):
     return _index_fill(self, dim, index, value)
 
 
-@impl("index_fill_.int_Tensor")
+@impl("index_fill_.int_Tensor", complex_ok=True)
 def index_fill_tensor_(self, dim, index, value):
     if value.dim() != 0:
         raise RuntimeError(
@@ -666,8 +675,15 @@ def index_fill_tensor_(self, dim, index, value):
 # ---------------------------------------------------------------------------
 
 
-@impl("nonzero")
+def _nonzero_operand(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor's nonzero elements as a bool tensor (foo's complex
+    ne), the real kernels' operand; a real tensor as is."""
+    return torch.ne(t, 0) if t.is_complex() else t
+
+
+@impl("nonzero", complex_ok=True)
 def nonzero(self):
+    self = _nonzero_operand(self)
     n = _C.count_nonzero_all(desc(self))
     out = torch.empty((n, self.dim()), dtype=torch.int64, device=self.device)
     if n:
@@ -675,13 +691,14 @@ def nonzero(self):
     return out
 
 
-@impl("nonzero.out")
+@impl("nonzero.out", complex_ok=True)
 def nonzero_out(self, *, out):
     check_same_device("nonzero", self, out)
     if out.dtype != torch.int64:
         raise RuntimeError(
             f"nonzero: Expected out tensor to have scalar type Long but got scalar type{SCALAR_NAME[out.dtype]} (foo)"
         )
+    self = _nonzero_operand(self)
     n = _C.count_nonzero_all(desc(self))
     if tuple(out.shape) != (n, self.dim()):
         out.resize_((n, self.dim()))
@@ -694,13 +711,13 @@ def nonzero_out(self, *, out):
     return out
 
 
-@impl("nonzero_static")
+@impl("nonzero_static", complex_ok=True)
 def nonzero_static(self, *, size, fill_value=-1):
     out = torch.empty((0,), dtype=torch.int64, device=self.device)
     return nonzero_static_out(self, size=size, fill_value=fill_value, out=out)
 
 
-@impl("nonzero_static.out")
+@impl("nonzero_static.out", complex_ok=True)
 def nonzero_static_out(self, *, size, fill_value=-1, out):
     """The first ``size`` rows of nonzero(self), padded with ``fill_value``
     (torch.combinations and export-friendly code call it from torch 2.15)."""
@@ -730,7 +747,7 @@ def _masked_select_prep(self, mask):
     return self.expand(shape), mask.expand(shape)
 
 
-@impl("masked_select")
+@impl("masked_select", complex_ok=True)
 def masked_select(self, mask):
     check_same_device("masked_select", self, mask)
     s, m = _masked_select_prep(self, mask)
@@ -741,7 +758,7 @@ def masked_select(self, mask):
     return out
 
 
-@impl("masked_select.out")
+@impl("masked_select.out", complex_ok=True)
 def masked_select_out(self, mask, *, out):
     check_same_device("masked_select", self, mask, out)
     s, m = _masked_select_prep(self, mask)
@@ -769,7 +786,7 @@ def _flip_dims(self, dims):
     return ds if self.dim() else []
 
 
-@impl("flip")
+@impl("flip", complex_ok=True)
 def flip(self, dims):
     ds = _flip_dims(self, dims)
     out = torch.empty_like(self)
@@ -777,7 +794,7 @@ def flip(self, dims):
     return out
 
 
-@impl("flip.out")
+@impl("flip.out", complex_ok=True)
 def flip_out(self, dims, *, out):
     check_same_device("flip", self, out)
     ds = _flip_dims(self, dims)
@@ -812,12 +829,12 @@ def _roll(self, shifts, dims):
     return x
 
 
-@impl("roll")
+@impl("roll", complex_ok=True)
 def roll(self, shifts, dims=()):
     return _roll(self, shifts, dims)
 
 
-@impl("roll.out")
+@impl("roll.out", complex_ok=True)
 def roll_out(self, shifts, dims=(), *, out):
     check_same_device("roll", self, out)
     r = _roll(self, shifts, dims)
@@ -842,12 +859,12 @@ def _tri_out(name, upper, self, diagonal, out):
     return out
 
 
-@impl("tril.out")
+@impl("tril.out", complex_ok=True)
 def tril_out(self, diagonal=0, *, out):
     return _tri_out("tril", False, self, diagonal, out)
 
 
-@impl("triu.out")
+@impl("triu.out", complex_ok=True)
 def triu_out(self, diagonal=0, *, out):
     return _tri_out("triu", True, self, diagonal, out)
 
@@ -920,11 +937,26 @@ def arange_start_out(start, end, step=1, *, out):
     return out
 
 
-@impl("linspace.out")
+def _complex_ramp(start, end, steps, out) -> torch.Tensor:
+    """ATen's two-sided linspace ramp for a complex ``out`` (start + step * i
+    below halfway, end - step * (steps - 1 - i) from there), with foo's
+    complex elementwise kernels."""
+    step = (complex(end) - complex(start)) / (steps - 1)
+    i = torch.arange(steps, dtype=out.dtype.to_real(), device=out.device)
+    lo = torch.add(torch.mul(i, step), start)
+    hi = torch.add(torch.mul(torch.sub(i, steps - 1), step), end)
+    return torch.where(i < steps // 2, lo, hi)
+
+
+@impl("linspace.out", complex_ok=True)
 def linspace_out(start, end, steps, *, out):
     start, end = _num(start), _num(end)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative (foo)")
+    if out.is_complex() and steps > 1:
+        if out.numel() != steps:
+            out.resize_((steps,))
+        return out.copy_(_complex_ramp(start, end, steps, out))
     if out.dtype == torch.bool:
         raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool' (foo)")
     if out.numel() != steps:
@@ -950,7 +982,7 @@ def _as_dtype(v, dtype):
     return torch.tensor(v, dtype=torch.float64 if isinstance(v, float) else None).to(dtype).item()
 
 
-@impl("logspace.out")
+@impl("logspace.out", complex_ok=True)
 def logspace_out(start, end, steps, base=10.0, *, out):
     """ATen's logspace_cpu: ``base ** e`` in float64 with the exponents of its
     two-sided ramp (``start + step * i`` below halfway, ``end - step * (steps
@@ -966,6 +998,10 @@ def logspace_out(start, end, steps, base=10.0, *, out):
     if steps == 0:
         return out
     base = float(base)
+    if out.is_complex():
+        if steps == 1:
+            return out.fill_(base ** complex(start))
+        return out.copy_(torch.pow(base, _complex_ramp(start, end, steps, out)))
     if steps == 1:
         out.fill_(base ** float(start))
         return out
@@ -985,7 +1021,7 @@ def logspace_out(start, end, steps, base=10.0, *, out):
 # ---------------------------------------------------------------------------
 
 
-@impl("index_copy.out")
+@impl("index_copy.out", complex_ok=True)
 def index_copy_out(self, dim, index, source, *, out):
     check_same_device("index_copy", self, index, source, out)
     d = wrap_dim(dim, self.dim())
@@ -1054,7 +1090,7 @@ def _flat(t):
     return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
 
 
-@impl("take")
+@impl("take", complex_ok=True)
 def take(self, index):
     check_same_device("take", self, index)
     if index.dtype != torch.int64:
@@ -1078,7 +1114,7 @@ def take(self, index):
     return out
 
 
-@impl("put_")
+@impl("put_", complex_ok=True)
 def put_(self, index, source, accumulate=False):
     check_same_device("put_", self, index, source)
     if index.dtype != torch.int64:
@@ -1121,7 +1157,7 @@ def put_(self, index, source, accumulate=False):
     return self
 
 
-@impl("masked_scatter_")
+@impl("masked_scatter_", complex_ok=True)
 def masked_scatter_(self, mask, source):
     check_same_device("masked_scatter_", self, mask, source)
     if mask.dtype != torch.bool:
@@ -1250,7 +1286,7 @@ def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out
     return out
 
 
-@impl("unfold_backward")
+@impl("unfold_backward", complex_ok=True)
 def unfold_backward(grad_in, input_sizes, dim, size, step):
     """Tensor.unfold's backward: window element ``j`` of every window adds into
     the strided view ``grad[j::step]`` along ``dim`` (one foo add per element
@@ -1271,7 +1307,7 @@ def unfold_backward(grad_in, input_sizes, dim, size, step):
     return grad
 
 
-@impl("eye.m_out")
+@impl("eye.m_out", complex_ok=True)
 def eye_m_out(n, m, *, out):
     """Zero, then a fill of the diagonal view: foo's zero_ and fill_ kernels."""
     if n < 0:
@@ -1285,6 +1321,6 @@ def eye_m_out(n, m, *, out):
     return out
 
 
-@impl("eye.out")
+@impl("eye.out", complex_ok=True)
 def eye_out(n, *, out):
     return eye_m_out(n, n, out=out)

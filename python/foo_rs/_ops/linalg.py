@@ -103,8 +103,33 @@ def _mm_checks(m1: torch.Tensor, m2: torch.Tensor, first: str = "self") -> None:
     _same_dtype(m1, m2)
 
 
-@impl("mm.out")
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """A complex operand with its conjugate/negative bits resolved: the
+    products are fallthroughs of those dispatch keys, so a conjugate view
+    arrives with its unconjugated memory (real operands as they are)."""
+    if isinstance(t, torch.Tensor) and (t.is_conj() or t.is_neg()):
+        return t.resolve_conj().resolve_neg()
+    return t
+
+
+def _complex_coefs(*coefs) -> bool:
+    """Whether a coefficient is a complex number (Rust takes real ones)."""
+    return any(isinstance(c, complex) for c in coefs)
+
+
+def _with_coefs(out, self, product, beta, alpha):
+    """out = beta * self + alpha * product with complex coefficients (foo's
+    complex elementwise kernels); beta 0 ignores self, as ATen does."""
+    r = torch.mul(product, alpha)
+    if beta != 0:
+        r = torch.add(r, torch.mul(self, beta))
+    out.copy_(r)
+    return out
+
+
+@impl("mm.out", complex_ok=True)
 def mm_out(self, mat2, *, out):
+    self, mat2 = _plain(self), _plain(mat2)
     check_same_device("mm", self, mat2, out)
     _mm_checks(self, mat2)
     check_out(out, (self.shape[0], mat2.shape[1]), self.dtype)
@@ -112,13 +137,16 @@ def mm_out(self, mat2, *, out):
     return out
 
 
-@impl("addmm.out")
+@impl("addmm.out", complex_ok=True)
 def addmm_out(self, mat1, mat2, *, beta=1, alpha=1, out):
+    self, mat1, mat2 = _plain(self), _plain(mat1), _plain(mat2)
     check_same_device("addmm", self, mat1, mat2, out)
     _mm_checks(mat1, mat2, "mat1")
     _bias_dtype(self, mat1)
     shape = (mat1.shape[0], mat2.shape[1])
     check_out(out, shape, mat1.dtype)
+    if _complex_coefs(beta, alpha):
+        return _with_coefs(out, self, torch.mm(mat1, mat2), beta, alpha)
     _C.addmm(desc(out), desc(self), desc(mat1), desc(mat2), beta, alpha)
     return out
 
@@ -137,8 +165,9 @@ def _bmm_checks(b1: torch.Tensor, b2: torch.Tensor) -> None:
     _same_dtype(b1, b2)
 
 
-@impl("bmm.out")
+@impl("bmm.out", complex_ok=True)
 def bmm_out(self, mat2, *, out):
+    self, mat2 = _plain(self), _plain(mat2)
     check_same_device("bmm", self, mat2, out)
     _bmm_checks(self, mat2)
     check_out(out, (self.shape[0], self.shape[1], mat2.shape[2]), self.dtype)
@@ -146,34 +175,40 @@ def bmm_out(self, mat2, *, out):
     return out
 
 
-@impl("baddbmm.out")
+@impl("baddbmm.out", complex_ok=True)
 def baddbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
+    self, batch1, batch2 = _plain(self), _plain(batch1), _plain(batch2)
     check_same_device("baddbmm", self, batch1, batch2, out)
     _bmm_checks(batch1, batch2)
     _bias_dtype(self, batch1)
     check_out(out, (batch1.shape[0], batch1.shape[1], batch2.shape[2]), batch1.dtype)
+    if _complex_coefs(beta, alpha):
+        return _with_coefs(out, self, torch.bmm(batch1, batch2), beta, alpha)
     _C.baddbmm(desc(out), desc(self), desc(batch1), desc(batch2), beta, alpha)
     return out
 
 
-@impl("addbmm.out")
+@impl("addbmm.out", complex_ok=True)
 def addbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
+    self, batch1, batch2 = _plain(self), _plain(batch1), _plain(batch2)
     check_same_device("addbmm", self, batch1, batch2, out)
     _bmm_checks(batch1, batch2)
     _bias_dtype(self, batch1)
     check_out(out, (batch1.shape[1], batch2.shape[2]), batch1.dtype)
+    if _complex_coefs(beta, alpha):
+        return _with_coefs(out, self, torch.bmm(batch1, batch2).sum(0), beta, alpha)
     _C.addbmm(desc(out), desc(self), desc(batch1), desc(batch2), beta, alpha)
     return out
 
 
-@impl("addbmm")
+@impl("addbmm", complex_ok=True)
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     _bmm_checks(batch1, batch2)
     out = torch.empty((batch1.shape[1], batch2.shape[2]), dtype=batch1.dtype, device=batch1.device)
     return addbmm_out(self, batch1, batch2, beta=beta, alpha=alpha, out=out)
 
 
-@impl("addbmm_")
+@impl("addbmm_", complex_ok=True)
 def addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
     _bmm_checks(batch1, batch2)
     if tuple(self.shape) != (batch1.shape[1], batch2.shape[2]):
@@ -184,8 +219,9 @@ def addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
     return addbmm_out(self, batch1, batch2, beta=beta, alpha=alpha, out=self)
 
 
-@impl("addmv.out")
+@impl("addmv.out", complex_ok=True)
 def addmv_out(self, mat, vec, *, beta=1, alpha=1, out):
+    self, mat, vec = _plain(self), _plain(mat), _plain(vec)
     check_same_device("addmv", self, mat, vec, out)
     if mat.dim() != 2 or vec.dim() != 1 or mat.shape[1] != vec.shape[0]:
         raise RuntimeError(
@@ -196,11 +232,14 @@ def addmv_out(self, mat, vec, *, beta=1, alpha=1, out):
         )
     _same_dtype(mat, vec)
     check_out(out, (mat.shape[0],), mat.dtype)
+    if _complex_coefs(beta, alpha):
+        return _with_coefs(out, self, torch.mv(mat, vec), beta, alpha)
     _C.addmv(desc(out), desc(self), desc(mat), desc(vec), beta, alpha)
     return out
 
 
 def _dot(self, other, name):
+    self, other = _plain(self), _plain(other)
     check_same_device(name, self, other)
     if self.dim() != 1 or other.dim() != 1:
         raise RuntimeError(f"1D tensors expected, but got {self.dim()}D and {other.dim()}D tensors")
@@ -219,15 +258,15 @@ def _dot(self, other, name):
     return out
 
 
-@impl("dot")
+@impl("dot", complex_ok=True)
 def dot(self, tensor):
     return _dot(self, tensor, "dot")
 
 
-@impl("vdot")
+@impl("vdot", complex_ok=True)
 def vdot(self, other):
-    # Real dtypes only on foo: vdot is dot.
-    return _dot(self, other, "vdot")
+    # vdot conjugates its first operand (a no-op for real dtypes).
+    return _dot(self.conj() if self.is_complex() else self, other, "vdot")
 
 
 # ---------------------------------------------------------------------------
@@ -266,11 +305,11 @@ def _cross_into(self, other, dim, out):
     return out
 
 
-@impl("linalg_cross")
+@impl("linalg_cross", complex_ok=True)
 def linalg_cross(self, other, *, dim=-1):
     return _cross_into(self, other, dim, None)
 
 
-@impl("linalg_cross.out")
+@impl("linalg_cross.out", complex_ok=True)
 def linalg_cross_out(self, other, *, dim=-1, out):
     return _cross_into(self, other, dim, out)

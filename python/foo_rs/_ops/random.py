@@ -45,17 +45,25 @@ def _g(x: float) -> str:
     return format(x, "g")
 
 
-@impl("normal_")
+@impl("normal_", complex_ok=True)
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     if std < 0.0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    if self.is_complex():
+        # ATen: both parts of a complex tensor, with std / sqrt(2).
+        normal_(torch.view_as_real(self), mean, std / 2**0.5, generator=generator)
+        return self
     return _draw(_C.normal_, self, (float(mean), float(std)), generator)
 
 
-@impl("uniform_")
+@impl("uniform_", complex_ok=True)
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
+    if self.is_complex():
+        # ATen: both parts of a complex tensor uniform in [from, to).
+        uniform_(torch.view_as_real(self), from_, to, generator=generator)
+        return self
     return _draw(_C.uniform_, self, (float(from_), float(to)), generator)
 
 

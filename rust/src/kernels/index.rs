@@ -25,6 +25,10 @@ pub struct IndexArg {
     pub stride: isize,
 }
 
+/// A 16-byte element (complex128) for the kernels that only move elements
+/// by size (complex64 moves as u64); align 8, as foo's allocations give.
+type Elem16 = [u64; 2];
+
 /// Why an index plan was refused.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexError {
@@ -305,7 +309,8 @@ pub fn gather(
             1 => gather_range::<u8>(out, data, args, &strides, start, len),
             2 => gather_range::<u16>(out, data, args, &strides, start, len),
             4 => gather_range::<u32>(out, data, args, &strides, start, len),
-            _ => gather_range::<u64>(out, data, args, &strides, start, len),
+            8 => gather_range::<u64>(out, data, args, &strides, start, len),
+            _ => gather_range::<Elem16>(out, data, args, &strides, start, len),
         }
     };
     let pm = super::reduce::par_min();
@@ -405,7 +410,8 @@ impl RowPlan {
                 1 => self.rows::<u8>(out, data, args, start, len),
                 2 => self.rows::<u16>(out, data, args, start, len),
                 4 => self.rows::<u32>(out, data, args, start, len),
-                _ => self.rows::<u64>(out, data, args, start, len),
+                8 => self.rows::<u64>(out, data, args, start, len),
+                _ => self.rows::<Elem16>(out, data, args, start, len),
             }
         };
         let pm = super::reduce::par_min();
@@ -708,6 +714,9 @@ pub fn scatter(
     include_self: bool,
     acc_float: bool,
 ) -> Result<(), IndexError> {
+    if dst.dtype.is_complex() {
+        return scatter_complex(dst, src, args, wrap, op, include_self);
+    }
     let shape = dst.sizes.clone();
     for a in args {
         if a.idx.sizes != shape {
@@ -746,6 +755,62 @@ pub fn scatter(
     // SAFETY: indices checked; offsets stay inside the views.
     let acc_float = acc_float && matches!(dst.dtype, DType::F16 | DType::BF16);
     dispatch_dtype!(dst.dtype, T => unsafe { scatter_typed::<T>(dst, &src, args, op, include_self, acc_float) });
+    Ok(())
+}
+
+/// `scatter` into a complex `dst`: assignment and sums act on the real and
+/// imaginary parts independently, so each part is one real scatter (the
+/// index strides doubled with the parts' element strides). CPU's complex
+/// scatters have no other reduction here.
+fn scatter_complex(
+    dst: &Strided,
+    src: Src,
+    args: &[IndexArg],
+    wrap: bool,
+    op: Reduce,
+    include_self: bool,
+) -> Result<(), IndexError> {
+    if !matches!(op, Reduce::Assign | Reduce::Add) {
+        return Err(KernelError::UnsupportedDtype {
+            op: "scatter (reduce)",
+            dtype: dst.dtype,
+        }
+        .into());
+    }
+    let Src::Tensor(s) = src else {
+        return Err(KernelError::InvalidArgument(
+            "foo scatter: a complex destination takes a tensor source".into(),
+        )
+        .into());
+    };
+    if s.dtype != dst.dtype {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo scatter: source dtype {} differs from destination dtype {}",
+            s.dtype.name(),
+            dst.dtype.name()
+        ))
+        .into());
+    }
+    let part_args: Vec<IndexArg> = args
+        .iter()
+        .map(|a| IndexArg {
+            idx: a.idx.clone(),
+            size: a.size,
+            stride: 2 * a.stride,
+        })
+        .collect();
+    for p in 0..2 {
+        let sp = s.complex_part(p);
+        scatter(
+            &dst.complex_part(p),
+            Src::Tensor(&sp),
+            &part_args,
+            wrap,
+            op,
+            include_self,
+            false,
+        )?;
+    }
     Ok(())
 }
 
@@ -946,7 +1011,8 @@ pub fn masked_select(out: &Strided, src: &Strided, mask: &Strided) -> Result<(),
         1 => go::<u8>(out, src, mask, count),
         2 => go::<u16>(out, src, mask, count),
         4 => go::<u32>(out, src, mask, count),
-        _ => go::<u64>(out, src, mask, count),
+        8 => go::<u64>(out, src, mask, count),
+        _ => go::<Elem16>(out, src, mask, count),
     };
     if !ok {
         return Err(KernelError::InvalidArgument(
@@ -1016,6 +1082,13 @@ pub fn tri(out: &Strided, src: &Strided, k: i64, upper: bool) -> Result<(), Kern
         );
     }
     if out.numel() == 0 {
+        return Ok(());
+    }
+    if out.dtype.is_complex() {
+        // Zeros and copies of each part: two real passes.
+        for p in 0..2 {
+            tri(&out.complex_part(p), &src.complex_part(p), k, upper)?;
+        }
         return Ok(());
     }
     dispatch_dtype!(out.dtype, T => go::<T>(out, src, k, upper));

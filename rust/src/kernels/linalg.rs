@@ -51,7 +51,7 @@ impl Coef {
     }
 
     fn is_zero_for(self, dtype: DType) -> bool {
-        if dtype.is_floating() {
+        if dtype.is_floating() || dtype.is_complex() {
             self.f == 0.0
         } else {
             self.i == 0
@@ -167,7 +167,7 @@ fn baddbmm_op(
 ) -> Result<(), KernelError> {
     let (bn, m, n, k) = check_3d(out, a, b)?;
     let dtype = out.dtype;
-    if dtype == DType::Bool || dtype.is_complex() {
+    if dtype == DType::Bool {
         return Err(unsupported(op, dtype));
     }
     let input = input.filter(|_| !beta.is_zero_for(dtype));
@@ -251,7 +251,33 @@ fn baddbmm_op(
         DType::I64 => int_bmm::<i64>(
             out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.i, alpha.i,
         ),
-        DType::Bool | DType::C64 | DType::C128 => unreachable!(),
+        // Complex: gemm's c32/c64 kernels (real coefficients; the caller
+        // resolves conjugate/negative bits and complex coefficients).
+        DType::C64 => float_bmm::<gemm::c32>(
+            out.ptr,
+            om,
+            a.ptr,
+            am,
+            b.ptr,
+            bm,
+            shape,
+            read,
+            gemm::c32::new(beta.f as f32, 0.0),
+            gemm::c32::new(alpha.f as f32, 0.0),
+        ),
+        DType::C128 => float_bmm::<gemm::c64>(
+            out.ptr,
+            om,
+            a.ptr,
+            am,
+            b.ptr,
+            bm,
+            shape,
+            read,
+            gemm::c64::new(beta.f, 0.0),
+            gemm::c64::new(alpha.f, 0.0),
+        ),
+        DType::Bool => unreachable!(),
     }
     Ok(())
 }
@@ -296,7 +322,8 @@ fn broadcast_into(out: &Strided, inp: &Strided) -> Result<(), KernelError> {
         1 => go::<u8>(out, inp, &st),
         2 => go::<u16>(out, inp, &st),
         4 => go::<u32>(out, inp, &st),
-        _ => go::<u64>(out, inp, &st),
+        8 => go::<u64>(out, inp, &st),
+        _ => go::<[u64; 2]>(out, inp, &st),
     }
     Ok(())
 }
@@ -619,6 +646,11 @@ fn int_bmm<T: Scalar>(
 
 /// out *= beta (the `k == 0` and `alpha == 0` cases).
 fn scale(out: &Strided, beta: Coef) -> Result<(), KernelError> {
+    if out.dtype.is_complex() {
+        // A real coefficient scales both parts.
+        scale(&out.complex_part(0), beta)?;
+        return scale(&out.complex_part(1), beta);
+    }
     fn go<T: Scalar>(out: &Strided, beta: Coef) {
         let p = out.ptr as *mut T;
         let float = T::is_float();
@@ -948,6 +980,23 @@ pub fn dot(out: &Strided, a: &Strided, b: &Strided) -> Result<(), KernelError> {
     }
     if out.numel() != 1 {
         return Err(shape_err("foo: dot writes a 0-d output".into()));
+    }
+    if a.dtype.is_complex() {
+        // [1, 1, n] @ [1, n, 1] through the complex gemm.
+        let row = Strided::new(
+            a.ptr,
+            a.dtype,
+            vec![1, 1, a.sizes[0]],
+            vec![0, 0, a.strides[0]],
+        );
+        let col = Strided::new(
+            b.ptr,
+            b.dtype,
+            vec![1, b.sizes[0], 1],
+            vec![0, b.strides[0], 0],
+        );
+        let o = Strided::new(out.ptr, out.dtype, vec![1, 1, 1], vec![0, 0, 0]);
+        return baddbmm_op("dot", &o, None, &row, &col, Coef::ZERO, Coef::ONE);
     }
     let n = a.sizes[0];
     let (pa, pb) = (SendPtr(a.ptr as usize), SendPtr(b.ptr as usize));

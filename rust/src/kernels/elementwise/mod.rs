@@ -9,6 +9,7 @@
 //! dtype (float32 for float16/bfloat16) exactly as torch CPU does.
 
 mod cast;
+pub mod complex;
 mod iter;
 pub mod math;
 mod ops;
