@@ -6,6 +6,7 @@ use crate::kernels::elementwise::cast::Num;
 use crate::kernels::elementwise::cast::{with_num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{polygamma, Real};
+use crate::kernels::elementwise::special::SpecialFn;
 use crate::kernels::{KernelError, Strided};
 
 /// A one-input pointwise op; parameters as in the aten schema.
@@ -51,6 +52,8 @@ pub enum UnaryOp {
     Entr,
     /// `sin(pi x) / (pi x)` (1 at 0).
     Sinc,
+    /// A `torch.special` function of one input (Bessel, Airy, erfcx ...).
+    Special(SpecialFn),
     /// `0` where `|x| <= lambd`, else `x`.
     Hardshrink {
         lambd: f64,
@@ -173,6 +176,7 @@ impl UnaryOp {
             LogSigmoid => "log_sigmoid",
             Entr => "special_entr",
             Sinc => "sinc",
+            Special(f) => f.name(),
             Hardshrink { .. } => "hardshrink",
             Softshrink { .. } => "softshrink",
             Signbit => "signbit",
@@ -627,6 +631,12 @@ fn float_unary<T: Real>(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), Kerne
                 },
             )
         }
+        Special(f) => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| f.eval(a),
+        ),
         Hardshrink { lambd } => {
             let l = T::c(lambd);
             run1::<T, T, _>(
