@@ -231,3 +231,37 @@ def test_gradients(fn, grad_dtypes):
     fn(xc).sum().backward()
     fn(xf).sum().backward()
     close(xf.grad, xc.grad)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64], ids=str)
+def test_frexp(dtype):
+    x = make_tensor((5, 6), dtype, seed=8)
+    if dtype.is_floating_point:
+        x = x * 1e3
+        x[0] = edge_values(dtype)[:6]
+        x[1, :3] = torch.tensor([1e-40, 1e-45, -3e-39]).to(dtype)  # subnormal in float32
+    for t in (x, x.t(), x[:0], x[0, 0]):
+        try:
+            expected = torch.frexp(t)
+        except RuntimeError:  # integers: CPU's refusal
+            with pytest.raises(RuntimeError, match="floating-point"):
+                torch.frexp(foo(t))
+            continue
+        actual = torch.frexp(foo(t))
+        for a, e in zip(actual, expected):
+            assert a.dtype == e.dtype and a.stride() == e.stride()
+            assert torch.equal(a.cpu().nan_to_num(), e.nan_to_num()), "frexp is exact"
+
+
+def test_frexp_out():
+    x = make_tensor((3, 4), torch.float32, seed=9) * 10
+    m = torch.empty(0, device="foo")
+    e = torch.empty(0, dtype=torch.int32, device="foo")
+    r = torch.frexp(foo(x), out=(m, e))
+    assert r[0] is m and r[1] is e
+    em, ee = torch.frexp(x)
+    assert torch.equal(m.cpu(), em) and torch.equal(e.cpu(), ee)
+    # the dtypes CPU requires (mantissa: the input's, exponent: int32)
+    for md, xd in ((torch.float64, torch.int32), (torch.float32, torch.int64)):
+        with pytest.raises(RuntimeError, match="torch.frexp\\(\\) expects"):
+            torch.frexp(foo(x), out=(torch.empty(0, dtype=md, device="foo"), torch.empty(0, dtype=xd, device="foo")))

@@ -9,7 +9,21 @@ TensorIterator's rules. The scalar functions are in
 
 from __future__ import annotations
 
-from .elementwise import _B, _U, _b_bin, _b_bin_, _b_bin_out, _b_unary, _b_unary_, _b_unary_out, _register
+import torch
+
+from ._registry import DTYPE_CODE, check_same_device, impl
+from .elementwise import (
+    _B,
+    _U,
+    _b_bin,
+    _b_bin_,
+    _b_bin_out,
+    _b_unary,
+    _b_unary_,
+    _b_unary_out,
+    _register,
+    _resize_out,
+)
 
 __all__: list[str] = []
 
@@ -64,3 +78,40 @@ for _name in _POLYNOMIALS:
 _register("nextafter", _B, "nextafter", _b_bin)
 _register("nextafter_", _B, "nextafter", _b_bin_, func="nextafter")
 _register("nextafter.out", _B, "nextafter", _b_bin_out, func="nextafter")
+
+
+# frexp: the mantissa and the int32 exponent, two passes of one input
+# (frexp.Tensor is composite: it allocates both and calls this).
+_frexp_sigs: dict[tuple, tuple[type, str] | None] = {}
+
+
+def _frexp_error(dtypes: tuple) -> tuple[type, str] | None:
+    """CPU's refusal of these dtypes (self, mantissa, exponent), if any."""
+    if dtypes not in _frexp_sigs:
+        err = None
+        try:
+            x = torch.ones(1, dtype=dtypes[0])
+            torch.frexp(x, out=(torch.empty(1, dtype=dtypes[1]), torch.empty(1, dtype=dtypes[2])))
+        except Exception as e:  # noqa: BLE001 - replayed to the caller
+            err = (type(e), str(e))
+        _frexp_sigs[dtypes] = err
+    return _frexp_sigs[dtypes]
+
+
+def _operand(t: torch.Tensor) -> tuple:
+    return (t.data_ptr(), DTYPE_CODE[t.dtype], t.shape, t.stride())
+
+
+@impl("frexp.Tensor_out")
+def frexp_out(self, *, mantissa, exponent):
+    check_same_device("frexp", self, mantissa, exponent)
+    err = _frexp_error((self.dtype, mantissa.dtype, exponent.dtype))
+    if err is not None:
+        raise err[0](err[1])
+    for out in (mantissa, exponent):
+        if out.shape != self.shape:
+            _resize_out(out, self.shape, (self,))
+    ct = DTYPE_CODE[self.dtype]
+    _U("frexp_mantissa", _operand(mantissa), _operand(self), ct)
+    _U("frexp_exponent", _operand(exponent), _operand(self), ct)
+    return mantissa, exponent

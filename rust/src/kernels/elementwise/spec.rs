@@ -143,6 +143,7 @@ pub fn unary(op: &str, p: &Params) -> Result<UnaryOp, KernelError> {
         "hardshrink" => Hardshrink { lambd: p.f64(0)? },
         "softshrink" => Softshrink { lambd: p.f64(0)? },
         "signbit" => Signbit,
+        "frexp_exponent" => FrexpExponent,
         "sigmoid" => Sigmoid,
         "floor" => Floor,
         "ceil" => Ceil,

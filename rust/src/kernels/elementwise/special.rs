@@ -38,6 +38,8 @@ pub enum SpecialFn {
     SphericalBesselJ0,
     /// `angle` of a real number: 0, or pi below zero (NaN kept).
     Angle,
+    /// The mantissa of `frexp`, in `[0.5, 1)` (0, inf and NaN kept).
+    FrexpMantissa,
 }
 
 impl SpecialFn {
@@ -65,13 +67,14 @@ impl SpecialFn {
             ScaledModifiedBesselK1 => "special_scaled_modified_bessel_k1",
             SphericalBesselJ0 => "special_spherical_bessel_j0",
             Angle => "angle",
+            FrexpMantissa => "frexp_mantissa",
         }
     }
 
     /// The function of an op name, if it is one.
     pub fn from_name(name: &str) -> Option<Self> {
         use SpecialFn::*;
-        const ALL: [SpecialFn; 20] = [
+        const ALL: [SpecialFn; 21] = [
             I0,
             I0e,
             I1,
@@ -92,6 +95,7 @@ impl SpecialFn {
             ScaledModifiedBesselK1,
             SphericalBesselJ0,
             Angle,
+            FrexpMantissa,
         ];
         ALL.into_iter().find(|f| f.name() == name)
     }
@@ -119,6 +123,7 @@ impl SpecialFn {
             ScaledModifiedBesselK0 => k0(x, true),
             ScaledModifiedBesselK1 => k1(x, true),
             SphericalBesselJ0 => spherical_bessel_j0(x),
+            FrexpMantissa => T::c(frexp(x.to_f64()).0),
             Angle => {
                 if x.is_nan() {
                     x
@@ -253,6 +258,23 @@ fn chbevl<T: Real>(x: T, coef: &[f64]) -> T {
 
 fn is_f64<T: Real>() -> bool {
     T::DT == DType::F64
+}
+
+/// C's `frexp`: `x = m 2^e` with `0.5 <= |m| < 1`; zero, inf and NaN are
+/// `(x, 0)`. Exact for float32 values too (their mantissa fits in f32).
+pub(crate) fn frexp(x: f64) -> (f64, i32) {
+    if x == 0.0 || !x.is_finite() {
+        return (x, 0);
+    }
+    let (x, bias) = if x.abs() < f64::MIN_POSITIVE {
+        (x * 2f64.powi(64), 64) // subnormal: normalise first
+    } else {
+        (x, 0)
+    };
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i32 - 1022;
+    let m = f64::from_bits((bits & !(0x7ff << 52)) | (1022 << 52));
+    (m, e - bias)
 }
 
 // ---- modified Bessel functions of the first kind -------------------------------
