@@ -265,3 +265,37 @@ def test_frexp_out():
     for md, xd in ((torch.float64, torch.int32), (torch.float32, torch.int64)):
         with pytest.raises(RuntimeError, match="torch.frexp\\(\\) expects"):
             torch.frexp(foo(x), out=(torch.empty(0, dtype=md, device="foo"), torch.empty(0, dtype=xd, device="foo")))
+
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64], ids=str)
+def test_igamma(fn, dtype):
+    """Every regime of ATen's evaluation (power series, continued fraction,
+    the small-x series, Temme's expansion for large a near x) and the
+    boundary values (a or x zero, negative, infinite, NaN)."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.cat([torch.rand(30, generator=g) * 5, torch.rand(20, generator=g) * 300, torch.tensor([25.0, 250.0])])
+    x = torch.cat([torch.rand(30, generator=g) * 5, torch.rand(20, generator=g) * 300, torch.tensor([24.0, 260.0])])
+    edge = torch.tensor([0.0, 1.0, -1.0, 1e-3, float("inf"), float("nan")])
+    a, x = torch.cat([a, edge]).to(dtype), torch.cat([x, edge]).to(dtype)
+    same(fn, a[:, None], x[None, :])
+    same(fn, a[:, None].expand(-1, 3).t(), x[:3, None])  # non-contiguous
+    same(fn, a[:0], x[:0])
+    if dtype.is_floating_point:
+        y = foo(a)
+        expected = getattr(a.clone(), fn.__name__ + "_")(x)
+        assert getattr(y, fn.__name__ + "_")(foo(x)) is y
+        close(y, expected)
+        out = torch.empty(0, dtype=dtype, device="foo")
+        assert fn(foo(a), foo(x), out=out) is out
+        close(out, fn(a, x))
+
+
+def test_igamma_gradient():
+    a = torch.rand(3, 4, dtype=torch.float64) * 3 + 0.5
+    x = torch.rand(3, 4, dtype=torch.float64) * 3 + 0.1
+    xc = x.clone().requires_grad_()
+    xf = foo(x).requires_grad_()
+    (torch.igamma(a, xc) + torch.igammac(a, xc)).sum().backward()
+    (torch.igamma(foo(a), xf) + torch.igammac(foo(a), xf)).sum().backward()
+    close(xf.grad, xc.grad)

@@ -115,3 +115,9 @@ def frexp_out(self, *, mantissa, exponent):
     _U("frexp_mantissa", _operand(mantissa), _operand(self), ct)
     _U("frexp_exponent", _operand(exponent), _operand(self), ct)
     return mantissa, exponent
+
+
+for _name in ("igamma", "igammac"):
+    _register(_name, _B, _name, _b_bin)
+    _register(f"{_name}_", _B, _name, _b_bin_, func=_name)
+    _register(f"{_name}.out", _B, _name, _b_bin_out, func=_name)

@@ -268,6 +268,8 @@ pub fn binary(op: &str, p: &Params) -> Result<BinaryOp, KernelError> {
         "special_xlog1py" => Xlog1py,
         "special_zeta" => Zeta,
         "nextafter" => NextAfter,
+        "igamma" => Igamma,
+        "igammac" => Igammac,
         "hardshrink_backward" => ShrinkBackward { lambd: p.f64(0)? },
         "softshrink_backward" => ShrinkBackward { lambd: p.f64(0)? },
         "lerp" => Lerp { weight: p.scalar(0)? },

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::kernels::elementwise::cast::{Num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{zeta_f64, Real};
-use crate::kernels::elementwise::special::{next_after, next_after_16, Polynomial};
+use crate::kernels::elementwise::special::{igamma, igammac, next_after, next_after_16, Polynomial};
 use crate::kernels::{KernelError, Strided};
 
 /// `rounding_mode` of `torch.div`.
@@ -86,6 +86,10 @@ pub enum BinaryOp {
     Polynomial(Polynomial),
     /// `nextafter(a, b)`, in the compute type's own format.
     NextAfter,
+    /// The regularized lower incomplete gamma function `P(a, b)`.
+    Igamma,
+    /// The regularized upper incomplete gamma function `Q(a, b)`.
+    Igammac,
     /// hardshrink's and softshrink's backward: `0` where `|self| <= lambd`, else grad.
     ShrinkBackward {
         lambd: f64,
@@ -183,6 +187,8 @@ impl BinaryOp {
             Zeta => "special_zeta",
             Polynomial(p) => p.name(),
             NextAfter => "nextafter",
+            Igamma => "igamma",
+            Igammac => "igammac",
             ShrinkBackward { .. } => "shrink_backward",
             Lerp { .. } => "lerp",
             ThresholdBackward { .. } => "threshold_backward",
@@ -645,6 +651,20 @@ fn float_binary<T: Real>(
             b,
             #[inline(always)]
             move |x: T, n: T| p.eval(x, n),
+        ),
+        Igamma => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y: T| igamma(x, y),
+        ),
+        Igammac => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y: T| igammac(x, y),
         ),
         NextAfter => run2::<T, T, T, _>(
             out,
