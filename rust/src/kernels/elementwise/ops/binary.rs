@@ -6,7 +6,9 @@ use crate::dtype::DType;
 use crate::kernels::elementwise::cast::{Num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{zeta_f64, Real};
-use crate::kernels::elementwise::special::{igamma, igammac, next_after, next_after_16, Polynomial};
+use crate::kernels::elementwise::special::{
+    igamma, igammac, next_after, next_after_16, Polynomial,
+};
 use crate::kernels::{KernelError, Strided};
 
 /// `rounding_mode` of `torch.div`.

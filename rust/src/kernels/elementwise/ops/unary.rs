@@ -222,7 +222,10 @@ pub fn unary(op: &UnaryOp, out: &Strided, x: Operand, ct: DType) -> Result<(), K
     match op {
         // An integer result: stored as computed, never through a 16-bit float.
         UnaryOp::FrexpExponent => {
-            let o = &Out { t: out.t, via: None };
+            let o = &Out {
+                t: out.t,
+                via: None,
+            };
             return float_dispatch!(ct, "frexp", T => run1::<T, i32, _>(
                 o,
                 x,
