@@ -20,5 +20,6 @@ from ._registry import python_kernel_calls, registered_ops
 from . import elementwise as _elementwise  # noqa: F401
 from . import fft as _fft  # noqa: F401
 from . import complex_ops as _complex_ops  # noqa: F401
+from . import special as _special  # noqa: F401
 
 __all__ = ["python_kernel_calls", "registered_ops"]

@@ -15,6 +15,7 @@ pub mod math;
 mod ops;
 pub mod simd;
 pub mod spec;
+pub mod special;
 
 pub use cast::Scalar;
 pub use iter::{broadcast_shapes, output_strides, promote_types, Operand, MAX_OPERANDS};

@@ -5,6 +5,7 @@
 //! native path (rust/glue/native.cpp through `foo_rs_ew`), so an op name
 //! means the same thing whichever way a call arrives.
 
+use super::special::{Polynomial as Poly, SpecialFn};
 use super::{BinaryOp, DivMode, Scalar, TernaryOp, UnaryOp};
 use crate::kernels::KernelError;
 
@@ -142,6 +143,7 @@ pub fn unary(op: &str, p: &Params) -> Result<UnaryOp, KernelError> {
         "hardshrink" => Hardshrink { lambd: p.f64(0)? },
         "softshrink" => Softshrink { lambd: p.f64(0)? },
         "signbit" => Signbit,
+        "frexp_exponent" => FrexpExponent,
         "sigmoid" => Sigmoid,
         "floor" => Floor,
         "ceil" => Ceil,
@@ -207,7 +209,10 @@ pub fn unary(op: &str, p: &Params) -> Result<UnaryOp, KernelError> {
             min: None,
             max: Some(p.scalar(0)?),
         },
-        _ => return Err(unknown("unary", op)),
+        _ => match SpecialFn::from_name(op) {
+            Some(f) => Special(f),
+            None => return Err(unknown("unary", op)),
+        },
     })
 }
 
@@ -264,6 +269,9 @@ pub fn binary(op: &str, p: &Params) -> Result<BinaryOp, KernelError> {
         "log_sigmoid_backward" => LogSigmoidBackward,
         "special_xlog1py" => Xlog1py,
         "special_zeta" => Zeta,
+        "nextafter" => NextAfter,
+        "igamma" => Igamma,
+        "igammac" => Igammac,
         "hardshrink_backward" => ShrinkBackward { lambd: p.f64(0)? },
         "softshrink_backward" => ShrinkBackward { lambd: p.f64(0)? },
         "lerp" => Lerp { weight: p.scalar(0)? },
@@ -297,7 +305,10 @@ pub fn binary(op: &str, p: &Params) -> Result<BinaryOp, KernelError> {
         },
         "mish_backward" => MishBackward,
         "logit_backward" => LogitBackward { eps: p.opt_f64(0)? },
-        _ => return Err(unknown("binary", op)),
+        _ => match Poly::from_name(op) {
+            Some(p) => Polynomial(p),
+            None => return Err(unknown("binary", op)),
+        },
     })
 }
 

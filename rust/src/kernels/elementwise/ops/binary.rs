@@ -6,6 +6,9 @@ use crate::dtype::DType;
 use crate::kernels::elementwise::cast::{Num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{zeta_f64, Real};
+use crate::kernels::elementwise::special::{
+    igamma, igammac, next_after, next_after_16, Polynomial,
+};
 use crate::kernels::{KernelError, Strided};
 
 /// `rounding_mode` of `torch.div`.
@@ -85,6 +88,14 @@ pub enum BinaryOp {
     Xlog1py,
     /// Hurwitz zeta `ζ(a, b)`, in float64.
     Zeta,
+    /// An orthogonal polynomial `P_b(a)` (`torch.special.*_polynomial_*`).
+    Polynomial(Polynomial),
+    /// `nextafter(a, b)`, in the compute type's own format.
+    NextAfter,
+    /// The regularized lower incomplete gamma function `P(a, b)`.
+    Igamma,
+    /// The regularized upper incomplete gamma function `Q(a, b)`.
+    Igammac,
     /// hardshrink's and softshrink's backward: `0` where `|self| <= lambd`, else grad.
     ShrinkBackward {
         lambd: f64,
@@ -182,6 +193,10 @@ impl BinaryOp {
             LogSigmoidBackward => "log_sigmoid_backward",
             Xlog1py => "special_xlog1py",
             Zeta => "special_zeta",
+            Polynomial(p) => p.name(),
+            NextAfter => "nextafter",
+            Igamma => "igamma",
+            Igammac => "igammac",
             ShrinkBackward { .. } => "shrink_backward",
             Lerp { .. } => "lerp",
             ThresholdBackward { .. } => "threshold_backward",
@@ -212,6 +227,16 @@ pub fn binary(
     let out = &Out::new(out, ct);
     if matches!(ct, DType::F16 | DType::BF16) {
         match *op {
+            BinaryOp::NextAfter => {
+                let bf16 = ct == DType::BF16;
+                return run2::<f32, f32, f32, _>(
+                    out,
+                    a,
+                    b,
+                    #[inline(always)]
+                    move |x, y| next_after_16(x, y, bf16),
+                );
+            }
             // ATen converts logit's eps to the 16-bit type before comparing.
             BinaryOp::LogitBackward { eps: Some(e) } if e >= 0.0 => {
                 let rt = round_to(ct);
@@ -627,6 +652,34 @@ fn float_binary<T: Real>(
             b,
             #[inline(always)]
             |x: T, q: T| T::c(zeta_f64(x.to_f64(), q.to_f64())),
+        ),
+        Polynomial(p) => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            move |x: T, n: T| p.eval(x, n),
+        ),
+        Igamma => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y: T| igamma(x, y),
+        ),
+        Igammac => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y: T| igammac(x, y),
+        ),
+        NextAfter => run2::<T, T, T, _>(
+            out,
+            a,
+            b,
+            #[inline(always)]
+            |x: T, y: T| next_after(x, y),
         ),
         ShrinkBackward { lambd } => {
             let l = T::c(lambd);

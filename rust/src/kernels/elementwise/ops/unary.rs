@@ -6,6 +6,7 @@ use crate::kernels::elementwise::cast::Num;
 use crate::kernels::elementwise::cast::{with_num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{polygamma, Real};
+use crate::kernels::elementwise::special::{frexp, SpecialFn};
 use crate::kernels::{KernelError, Strided};
 
 /// A one-input pointwise op; parameters as in the aten schema.
@@ -51,6 +52,10 @@ pub enum UnaryOp {
     Entr,
     /// `sin(pi x) / (pi x)` (1 at 0).
     Sinc,
+    /// A `torch.special` function of one input (Bessel, Airy, erfcx ...).
+    Special(SpecialFn),
+    /// The int32 exponent of `frexp` (a float input).
+    FrexpExponent,
     /// `0` where `|x| <= lambd`, else `x`.
     Hardshrink {
         lambd: f64,
@@ -173,6 +178,8 @@ impl UnaryOp {
             LogSigmoid => "log_sigmoid",
             Entr => "special_entr",
             Sinc => "sinc",
+            Special(f) => f.name(),
+            FrexpExponent => "frexp_exponent",
             Hardshrink { .. } => "hardshrink",
             Softshrink { .. } => "softshrink",
             Signbit => "signbit",
@@ -213,6 +220,19 @@ impl UnaryOp {
 pub fn unary(op: &UnaryOp, out: &Strided, x: Operand, ct: DType) -> Result<(), KernelError> {
     let out = &Out::new(out, ct);
     match op {
+        // An integer result: stored as computed, never through a 16-bit float.
+        UnaryOp::FrexpExponent => {
+            let o = &Out {
+                t: out.t,
+                via: None,
+            };
+            return float_dispatch!(ct, "frexp", T => run1::<T, i32, _>(
+                o,
+                x,
+                #[inline(always)]
+                |a: T| frexp(a.to_f64()).1,
+            ));
+        }
         UnaryOp::LogicalNot => {
             return run1::<bool, bool, _>(
                 out,
@@ -627,6 +647,12 @@ fn float_unary<T: Real>(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), Kerne
                 },
             )
         }
+        Special(f) => run1::<T, T, _>(
+            out,
+            x,
+            #[inline(always)]
+            move |a: T| f.eval(a),
+        ),
         Hardshrink { lambd } => {
             let l = T::c(lambd);
             run1::<T, T, _>(
@@ -945,7 +971,7 @@ fn float_unary<T: Real>(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), Kerne
                 )),
             }
         }
-        LogicalNot | BitwiseNot => Err(unsupported(op.name(), T::DT)),
+        LogicalNot | BitwiseNot | FrexpExponent => Err(unsupported(op.name(), T::DT)),
     }
 }
 
