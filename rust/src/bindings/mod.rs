@@ -12,6 +12,7 @@ mod index;
 mod kernels;
 mod linalg;
 mod memory;
+mod nn_more;
 mod norm_pool;
 mod optim;
 mod rnn;
@@ -221,5 +222,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::register(m)?;
     attention::register(m)?;
     fused::register(m)?;
+    nn_more::register(m)?;
     Ok(())
 }
