@@ -101,7 +101,9 @@ fn distance<T: Real>(norm: Norm, a: &[T], b: &[T]) -> T {
     })
 }
 
-/// d dist / d a for one coordinate (`diff = a - b`), times `grad`.
+/// d dist / d a for one coordinate (`diff = a - b`, rounded to the element
+/// type as CPU's: the infinity norm's gradient compares it with `dist`),
+/// times `grad`.
 #[inline(always)]
 fn grad_term(norm: Norm, diff: f64, grad: f64, dist: f64) -> f64 {
     let sign = ((diff > 0.0) as i32 - (diff < 0.0) as i32) as f64;
@@ -247,7 +249,7 @@ pub fn cdist_backward(
                     let dv = (*(d.0 as *const T).add(row * r + j)).f();
                     let xb = std::slice::from_raw_parts((c.0 as *const T).add((bi * r + j) * m), m);
                     for k in 0..m {
-                        acc[k] += grad_term(norm, xa[k].f() - xb[k].f(), gv, dv);
+                        acc[k] += grad_term(norm, T::from(xa[k].f() - xb[k].f()).f(), gv, dv);
                     }
                 }
                 let dst = std::slice::from_raw_parts_mut((o.0 as *mut T).add(row * m), m);
@@ -352,7 +354,7 @@ pub fn pdist_backward(
                     let dv = (*(d.0 as *const T).add(q)).f();
                     let xj = std::slice::from_raw_parts((a.0 as *const T).add(j * m), m);
                     for c in 0..m {
-                        acc[c] += grad_term(norm, xi[c].f() - xj[c].f(), gv, dv);
+                        acc[c] += grad_term(norm, T::from(xi[c].f() - xj[c].f()).f(), gv, dv);
                     }
                 }
                 let dst = std::slice::from_raw_parts_mut((o.0 as *mut T).add(i * m), m);

@@ -60,96 +60,117 @@ const BORDER: i64 = 1;
 const REFLECTION: i64 = 2;
 
 #[inline(always)]
-fn c<A: G>(v: f64) -> A {
-    A::from_f64(v)
+fn c<T: FloatElem>(v: f64) -> T::Acc {
+    T::Acc::from_f64(v)
+}
+
+/// `v` rounded to the element type: every step of CPU's sampling arithmetic
+/// rounds to it (a no-op for float32 / float64).
+#[inline(always)]
+fn r<T: FloatElem>(v: T::Acc) -> T::Acc {
+    T::narrow(v).widen()
 }
 
 #[inline(always)]
-fn unnormalize<A: G>(coord: A, size: usize, align: bool) -> (A, A) {
-    let s: A = c(size as f64);
-    let (one, two) = (A::ONE, c::<A>(2.0));
+fn unnormalize<T: FloatElem>(coord: T::Acc, size: usize, align: bool) -> (T::Acc, T::Acc) {
+    let s = c::<T>(size as f64);
+    let (one, two) = (T::Acc::ONE, c::<T>(2.0));
     if align {
-        (((coord + one) / two) * (s - one), (s - one) / two)
+        let sm1 = r::<T>(s - one);
+        (r::<T>(r::<T>(r::<T>(coord + one) / two) * sm1), r::<T>(sm1 / two))
     } else {
-        (((coord + one) * s - one) / two, s / two)
+        (r::<T>(r::<T>(r::<T>(r::<T>(coord + one) * s) - one) / two), r::<T>(s / two))
     }
 }
 
 /// `clip_coordinates_set_grad`.
 #[inline(always)]
-fn clip<A: G>(v: A, size: usize) -> (A, A) {
-    let max: A = c(size as f64 - 1.0);
-    if v <= A::ZERO {
-        (A::ZERO, A::ZERO)
+fn clip<T: FloatElem>(v: T::Acc, size: usize) -> (T::Acc, T::Acc) {
+    let max = c::<T>(size as f64 - 1.0);
+    let z = T::Acc::ZERO;
+    if v.is_nan() {
+        (v, z)
+    } else if v <= z {
+        (z, z)
     } else if v >= max {
-        (max, A::ZERO)
+        (max, z)
     } else {
-        (v, A::ONE)
+        (v, T::Acc::ONE)
     }
 }
 
 /// `reflect_coordinates_set_grad`.
 #[inline(always)]
-fn reflect<A: G>(v: A, twice_low: f64, twice_high: f64) -> (A, A) {
+fn reflect<T: FloatElem>(v: T::Acc, twice_low: f64, twice_high: f64) -> (T::Acc, T::Acc)
+where
+    T::Acc: G,
+{
+    let z = T::Acc::ZERO;
     if twice_low == twice_high {
-        return (A::ZERO, A::ZERO);
+        return (z, z);
     }
-    let min: A = c(twice_low / 2.0);
-    let span: A = c((twice_high - twice_low) / 2.0);
-    let mut v = v - min;
-    let mult = if v < A::ZERO {
-        v = A::ZERO - v;
-        A::ZERO - A::ONE
+    let min = c::<T>(twice_low / 2.0);
+    let span = c::<T>((twice_high - twice_low) / 2.0);
+    let mut v = r::<T>(v - min);
+    let mult = if v < z {
+        v = z - v;
+        z - T::Acc::ONE
     } else {
-        A::ONE
+        T::Acc::ONE
     };
-    let extra = v.fmod(span);
-    let flips = (v / span).floor().to_f64();
+    let extra = r::<T>(v.fmod(span));
+    let flips = r::<T>(v / span).floor().to_f64();
     if flips % 2.0 == 0.0 {
-        (extra + min, mult)
+        (r::<T>(extra + min), mult)
     } else {
-        (span - extra + min, A::ZERO - mult)
+        (r::<T>(r::<T>(span - extra) + min), z - mult)
     }
 }
 
 /// `compute_coordinates` (with its gradient factor): padding applied to an
 /// unnormalized coordinate.
 #[inline(always)]
-fn pad_coord<A: G>(v: A, size: usize, padding: i64, align: bool) -> (A, A) {
+fn pad_coord<T: FloatElem>(v: T::Acc, size: usize, padding: i64, align: bool) -> (T::Acc, T::Acc)
+where
+    T::Acc: G,
+{
     match padding {
-        BORDER => clip(v, size),
+        BORDER => clip::<T>(v, size),
         REFLECTION => {
-            let (r, gr) = if align {
-                reflect(v, 0.0, 2.0 * (size as f64 - 1.0))
+            let (rv, gr) = if align {
+                reflect::<T>(v, 0.0, 2.0 * (size as f64 - 1.0))
             } else {
-                reflect(v, -1.0, 2.0 * size as f64 - 1.0)
+                reflect::<T>(v, -1.0, 2.0 * size as f64 - 1.0)
             };
-            let (v, gc) = clip(r, size);
+            let (v, gc) = clip::<T>(rv, size);
             (v, gr * gc)
         }
-        _ => (v, A::ONE),
+        _ => (v, T::Acc::ONE),
     }
 }
 
-/// ATen's `safe_downgrade_to_int_range`: non-finite or huge coordinates
-/// become -100 (out of bounds).
+/// An index from a (floored or rounded) coordinate: non-finite or huge
+/// coordinates land far out of bounds, as CPU's integer conversion does.
 #[inline(always)]
-fn safe<A: G>(v: A) -> A {
+fn idx<A: G>(v: A) -> i64 {
     let f = v.to_f64();
-    if !f.is_finite() || f.abs() > i64::MAX as f64 / 2.0 {
-        c(-100.0)
+    if f.is_finite() && f.abs() < 1e15 {
+        f as i64
     } else {
-        v
+        -(1 << 40)
     }
 }
 
 /// `grid_sampler_compute_source_index(_set_grad)`: the source coordinate and
 /// d source / d grid.
 #[inline(always)]
-fn source_index<A: G>(coord: A, size: usize, spec: &GridSpec) -> (A, A) {
-    let (u, gu) = unnormalize(coord, size, spec.align_corners);
-    let (v, gp) = pad_coord(u, size, spec.padding, spec.align_corners);
-    (safe(v), gu * gp)
+fn source_index<T: FloatElem>(coord: T::Acc, size: usize, spec: &GridSpec) -> (T::Acc, T::Acc)
+where
+    T::Acc: G,
+{
+    let (u, gu) = unnormalize::<T>(coord, size, spec.align_corners);
+    let (v, gp) = pad_coord::<T>(u, size, spec.padding, spec.align_corners);
+    (v, gu * gp)
 }
 
 /// The view's spatial sizes and strides in coordinate order (x, y, z).
@@ -182,42 +203,85 @@ fn ld<T: FloatElem>(base: usize, off: isize) -> T::Acc {
 
 /// Cubic convolution coefficients for offset `t` (A = -0.75).
 #[inline(always)]
-fn cubic_coeffs<A: G>(t: A) -> [A; 4] {
-    let a: A = c(-0.75);
-    let one = A::ONE;
-    let conv1 = |x: A| ((a + c(2.0)) * x - (a + c(3.0))) * x * x + one;
-    let conv2 = |x: A| ((a * x - c::<A>(5.0) * a) * x + c::<A>(8.0) * a) * x - c::<A>(4.0) * a;
-    let x2 = one - t;
-    [conv2(t + one), conv1(t), conv1(x2), conv2(x2 + one)]
+fn cubic_coeffs<T: FloatElem>(t: T::Acc) -> [T::Acc; 4] {
+    let a = c::<T>(-0.75);
+    let one = T::Acc::ONE;
+    let q = r::<T>;
+    let conv1 = |x: T::Acc| q(q(q(q(q(a + c::<T>(2.0)) * x) - q(a + c::<T>(3.0))) * x) * x) + one;
+    let conv2 = |x: T::Acc| {
+        q(q(q(q(q(q(a * x) - q(c::<T>(5.0) * a)) * x) + q(c::<T>(8.0) * a)) * x) - q(c::<T>(4.0) * a))
+    };
+    let x2 = q(one - t);
+    [conv2(q(t + one)), conv1(t), conv1(x2), conv2(q(x2 + one))]
 }
 
 /// d coefficients / d t.
 #[inline(always)]
-fn cubic_coeffs_grad<A: G>(t: A) -> [A; 4] {
-    let a: A = c(-0.75);
-    let (n3, n2, n10, n8): (A, A, A, A) = (c(3.0), c(2.0), c(10.0), c(8.0));
-    let z = A::ZERO;
-    let x = z - A::ONE - t;
+fn cubic_coeffs_grad<T: FloatElem>(t: T::Acc) -> [T::Acc; 4] {
+    let a = c::<T>(-0.75);
+    let (n3, n2, n10, n8) = (c::<T>(3.0), c::<T>(2.0), c::<T>(10.0), c::<T>(8.0));
+    let z = T::Acc::ZERO;
+    let x = z - T::Acc::ONE - t;
     let g0 = ((z - n3) * a * x - n10 * a) * x - n8 * a;
     let x = z - t;
     let g1 = ((z - n3) * (a + n2) * x - n2 * (a + n3)) * x;
-    let x = A::ONE - t;
+    let x = T::Acc::ONE - t;
     let g2 = (n3 * (a + n2) * x - n2 * (a + n3)) * x;
     let x = n2 - t;
     let g3 = (n3 * a * x - n10 * a) * x + n8 * a;
-    [g0, g1, g2, g3]
+    [g0, g1, g2, g3].map(r::<T>)
 }
 
 /// The input position of a bicubic tap (padding applied, then truncated).
 #[inline(always)]
-fn tap<A: G>(v: i64, size: usize, spec: &GridSpec) -> i64 {
-    let (p, _) = pad_coord::<A>(c(v as f64), size, spec.padding, spec.align_corners);
-    safe(p).to_f64() as i64
+fn tap<T: FloatElem>(v: i64, size: usize, spec: &GridSpec) -> i64
+where
+    T::Acc: G,
+{
+    let (p, _) = pad_coord::<T>(c::<T>(v as f64), size, spec.padding, spec.align_corners);
+    idx(p)
+}
+
+/// A (tri)linear cell: the source coordinates, the lower corner and, per
+/// dim, the weights of the lower and upper neighbour. 2-d follows CPU's
+/// vectorized kernel (upper = x - floor, lower = 1 - upper), 3-d its scalar
+/// one (coordinates of NaN / huge grids made -100, lower = floor + 1 - x).
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn linear_cell<T: FloatElem>(
+    g: &[T::Acc; 3],
+    v: &Views<'_>,
+    spec: &GridSpec,
+) -> ([T::Acc; 3], [i64; 3], [[T::Acc; 2]; 3])
+where
+    T::Acc: G,
+{
+    let (mut ix, mut lo) = ([T::Acc::ZERO; 3], [0i64; 3]);
+    let mut f = [[T::Acc::ZERO; 2]; 3];
+    for i in 0..v.k {
+        let mut s = source_index::<T>(g[i], v.isz[i], spec).0;
+        if v.k == 3 {
+            let x = s.to_f64();
+            if !x.is_finite() || x.abs() > 1e15 {
+                s = c::<T>(-100.0);
+            }
+        }
+        let fl = s.floor();
+        ix[i] = s;
+        lo[i] = idx(fl);
+        let hi = r::<T>(s - fl);
+        let low = if v.k == 2 {
+            r::<T>(T::Acc::ONE - hi)
+        } else {
+            r::<T>(r::<T>(fl + T::Acc::ONE) - s)
+        };
+        f[i] = [low, hi];
+    }
+    (ix, lo, f)
 }
 
 struct Views<'a> {
     k: usize,
-    input: &'a Strided,
     grid: &'a Strided,
     /// Output (or grad_output) spatial sizes in coordinate order.
     osz: [usize; 3],
@@ -316,7 +380,6 @@ fn views<'a>(out: &Strided, input: &'a Strided, grid: &'a Strided, k: usize) -> 
     let (isz, ist) = spatial(input, k);
     Views {
         k,
-        input,
         grid,
         osz,
         ost,
@@ -339,8 +402,8 @@ where
     let row = v.osz[0];
     let rows = pts / row.max(1);
     parallel::parallel_for(n * rows, |task| {
-        let (b, r) = (task / rows, task % rows);
-        for j in r * row..(r + 1) * row {
+        let (b, ri) = (task / rows, task % rows);
+        for j in ri * row..(ri + 1) * row {
             let o = point(j, v.osz);
             let g = v.coords::<T::Acc, T>(b, o);
             let obase = b as isize * osn + at(o.map(|x| x as i64), v.ost, k);
@@ -351,36 +414,30 @@ where
             };
             match spec.mode {
                 BILINEAR => {
-                    let mut ix = [T::Acc::ZERO; 3];
-                    let mut lo = [0i64; 3];
-                    for i in 0..k {
-                        ix[i] = source_index(g[i], v.isz[i], &spec).0;
-                        lo[i] = ix[i].floor().to_f64() as i64;
-                    }
-                    // Corner weights, x fastest.
+                    let (ix, lo, f) = linear_cell::<T>(&g, &v, &spec);
+                    // Corner positions and weights, x fastest.
                     let mut corners = [([0i64; 3], T::Acc::ZERO); 8];
                     for (cidx, cw) in corners.iter_mut().enumerate().take(1 << k) {
                         let mut p = [0i64; 3];
                         let mut w = T::Acc::ONE;
                         for i in 0..k {
-                            let hi = (cidx >> i) & 1 == 1;
+                            let hi = (cidx >> i) & 1;
                             p[i] = lo[i] + hi as i64;
-                            // The weight of a corner is the distance to the opposite one.
-                            let f = if hi {
-                                ix[i] - T::Acc::from_f64(lo[i] as f64)
-                            } else {
-                                T::Acc::from_f64((lo[i] + 1) as f64) - ix[i]
-                            };
-                            w = if i == 0 { f } else { w * f };
+                            w = if i == 0 { f[i][hi] } else { r::<T>(w * f[i][hi]) };
                         }
                         *cw = (p, w);
                     }
+                    let _ = ix;
                     for cc in 0..ch {
                         let cb = ibase + cc as isize * isc;
                         let mut acc = T::Acc::ZERO;
                         for &(p, w) in corners.iter().take(1 << k) {
                             if inside(p, v.isz, k) {
-                                acc = acc + ld::<T>(ip, cb + at(p, v.ist, k)) * w;
+                                acc = r::<T>(acc + r::<T>(ld::<T>(ip, cb + at(p, v.ist, k)) * w));
+                            } else if k == 2 {
+                                // CPU's 2-d kernel adds masked corners as 0 * w
+                                // (NaN weights of a NaN coordinate reach the output).
+                                acc = r::<T>(acc + T::Acc::ZERO * w);
                             }
                         }
                         put(cc, acc);
@@ -389,7 +446,7 @@ where
                 NEAREST => {
                     let mut p = [0i64; 3];
                     for i in 0..k {
-                        p[i] = source_index(g[i], v.isz[i], &spec).0.nearbyint().to_f64() as i64;
+                        p[i] = idx(source_index::<T>(g[i], v.isz[i], &spec).0.nearbyint());
                     }
                     let ok = inside(p, v.isz, k);
                     for cc in 0..ch {
@@ -403,14 +460,14 @@ where
                 }
                 _ => {
                     // Bicubic (2-d): unnormalized (padding applies per tap).
-                    let (x, _) = unnormalize(g[0], v.isz[0], spec.align_corners);
-                    let (y, _) = unnormalize(g[1], v.isz[1], spec.align_corners);
+                    let (x, _) = unnormalize::<T>(g[0], v.isz[0], spec.align_corners);
+                    let (y, _) = unnormalize::<T>(g[1], v.isz[1], spec.align_corners);
                     let (x0, y0) = (x.floor(), y.floor());
-                    let cx = cubic_coeffs(x - x0);
-                    let cy = cubic_coeffs(y - y0);
-                    let (x0, y0) = (x0.to_f64() as i64, y0.to_f64() as i64);
-                    let xs = [0, 1, 2, 3].map(|i| tap::<T::Acc>(x0 - 1 + i, v.isz[0], &spec));
-                    let ys = [0, 1, 2, 3].map(|j| tap::<T::Acc>(y0 - 1 + j, v.isz[1], &spec));
+                    let cx = cubic_coeffs::<T>(r::<T>(x - x0));
+                    let cy = cubic_coeffs::<T>(r::<T>(y - y0));
+                    let (x0, y0) = (idx(x0), idx(y0));
+                    let xs = [0, 1, 2, 3].map(|i| tap::<T>(x0.saturating_add(i - 1), v.isz[0], &spec));
+                    let ys = [0, 1, 2, 3].map(|j| tap::<T>(y0.saturating_add(j - 1), v.isz[1], &spec));
                     for cc in 0..ch {
                         let cb = ibase + cc as isize * isc;
                         let val = |i: usize, j: usize| {
@@ -422,13 +479,17 @@ where
                             }
                         };
                         let mut rows = [T::Acc::ZERO; 4];
-                        for (j, r) in rows.iter_mut().enumerate() {
-                            *r = val(0, j) * cx[0] + val(1, j) * cx[1] + val(2, j) * cx[2] + val(3, j) * cx[3];
+                        let interp = |v: [T::Acc; 4], w: &[T::Acc; 4]| {
+                            let mut a = r::<T>(v[0] * w[0]);
+                            for q in 1..4 {
+                                a = r::<T>(a + r::<T>(v[q] * w[q]));
+                            }
+                            a
+                        };
+                        for (j, row) in rows.iter_mut().enumerate() {
+                            *row = interp([val(0, j), val(1, j), val(2, j), val(3, j)], &cx);
                         }
-                        put(
-                            cc,
-                            rows[0] * cy[0] + rows[1] * cy[1] + rows[2] * cy[2] + rows[3] * cy[3],
-                        );
+                        put(cc, interp(rows, &cy));
                     }
                 }
             }
@@ -548,26 +609,18 @@ fn bwd<T: FloatElem>(
             let mut mult = [T::Acc::ZERO; 3];
             match spec.mode {
                 BILINEAR => {
-                    let mut ix = [T::Acc::ZERO; 3];
-                    let mut lo = [0i64; 3];
+                    let (_, lo, fs) = linear_cell::<T>(&g, &v, &spec);
                     for i in 0..k {
-                        let (s, m) = source_index(g[i], v.isz[i], &spec);
-                        ix[i] = s;
-                        mult[i] = m;
-                        lo[i] = s.floor().to_f64() as i64;
+                        mult[i] = source_index::<T>(g[i], v.isz[i], &spec).1;
                     }
-                    // Per corner: position, per-dim factors and sign.
+                    // Per corner: position and per-dim factors.
                     let mut f = [[T::Acc::ZERO; 3]; 8];
                     let mut pos = [[0i64; 3]; 8];
                     for cidx in 0..1 << k {
                         for i in 0..k {
-                            let hi = (cidx >> i) & 1 == 1;
+                            let hi = (cidx >> i) & 1;
                             pos[cidx][i] = lo[i] + hi as i64;
-                            f[cidx][i] = if hi {
-                                ix[i] - T::Acc::from_f64(lo[i] as f64)
-                            } else {
-                                T::Acc::from_f64((lo[i] + 1) as f64) - ix[i]
-                            };
+                            f[cidx][i] = fs[i][hi];
                         }
                     }
                     for cc in 0..ch {
@@ -605,7 +658,7 @@ fn bwd<T: FloatElem>(
                 NEAREST => {
                     let mut p = [0i64; 3];
                     for i in 0..k {
-                        p[i] = source_index(g[i], v.isz[i], &spec).0.nearbyint().to_f64() as i64;
+                        p[i] = idx(source_index::<T>(g[i], v.isz[i], &spec).0.nearbyint());
                     }
                     if inside(p, v.isz, k) {
                         for cc in 0..ch {
@@ -614,17 +667,17 @@ fn bwd<T: FloatElem>(
                     }
                 }
                 _ => {
-                    let (x, mx) = unnormalize(g[0], v.isz[0], spec.align_corners);
-                    let (y, my) = unnormalize(g[1], v.isz[1], spec.align_corners);
+                    let (x, mx) = unnormalize::<T>(g[0], v.isz[0], spec.align_corners);
+                    let (y, my) = unnormalize::<T>(g[1], v.isz[1], spec.align_corners);
                     mult[0] = mx;
                     mult[1] = my;
                     let (x0, y0) = (x.floor(), y.floor());
                     let (tx, ty) = (x - x0, y - y0);
-                    let (cx, cy) = (cubic_coeffs(tx), cubic_coeffs(ty));
-                    let (dx, dy) = (cubic_coeffs_grad(tx), cubic_coeffs_grad(ty));
-                    let (x0, y0) = (x0.to_f64() as i64, y0.to_f64() as i64);
-                    let xs = [0, 1, 2, 3].map(|i| tap::<T::Acc>(x0 - 1 + i, v.isz[0], &spec));
-                    let ys = [0, 1, 2, 3].map(|j| tap::<T::Acc>(y0 - 1 + j, v.isz[1], &spec));
+                    let (cx, cy) = (cubic_coeffs::<T>(tx), cubic_coeffs::<T>(ty));
+                    let (dx, dy) = (cubic_coeffs_grad::<T>(tx), cubic_coeffs_grad::<T>(ty));
+                    let (x0, y0) = (idx(x0), idx(y0));
+                    let xs = [0, 1, 2, 3].map(|i| tap::<T>(x0.saturating_add(i - 1), v.isz[0], &spec));
+                    let ys = [0, 1, 2, 3].map(|j| tap::<T>(y0.saturating_add(j - 1), v.isz[1], &spec));
                     for cc in 0..ch {
                         let gv = gout(cc);
                         let cb = ibase + cc as isize * isc;
