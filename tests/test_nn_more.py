@@ -183,8 +183,8 @@ def test_bce_zero_size_out_and_bad_input():
         same(F.binary_cross_entropy, e, e, reduction=r)
     x, y = _probs((3, 4), torch.float32, 1), _probs((3, 4), torch.float32, 2)
     for r in (0, 1, 2):
-        # (An empty out= of reduction 'none' keeps CPU's squeezed-output quirk: pass the right shape.)
-        out_c = torch.empty(x.shape if r == 0 else ())
+        # CPU computes the elementwise loss in out=: it takes the input's shape.
+        out_c = torch.empty(x.shape)
         out_f = foo(out_c)
         A.binary_cross_entropy.out(x, y, None, r, out=out_c)
         A.binary_cross_entropy.out(foo(x), foo(y), None, r, out=out_f)
@@ -242,6 +242,7 @@ def test_unfold_fold_zero_size_out_and_bad_input():
     A.im2col.out(foo(x), [2, 2], [1, 1], [0, 0], [1, 1], out=out_f)
     close(out_f, out_c)
     cols = out_c.clone()
+    out_c, out_f = torch.empty(0), foo(torch.empty(0))
     A.col2im.out(cols, [5, 5], [2, 2], [1, 1], [0, 0], [1, 1], out=out_c)
     A.col2im.out(foo(cols), [5, 5], [2, 2], [1, 1], [0, 0], [1, 1], out=out_f)
     close(out_f, out_c)
@@ -317,9 +318,12 @@ def test_pool3d_ints_nan_zero_size_out_and_bad_input():
     A.max_pool3d_with_indices.out(x, [2, 2, 2], [], [0], [1], False, out=out_c, indices=idx_c)
     A.max_pool3d_with_indices.out(foo(x), [2, 2, 2], [], [0], [1], False, out=out_f, indices=idx_f)
     close((out_f, idx_f), (out_c, idx_c))
+    out_c, out_f = torch.empty(0), foo(torch.empty(0))
     A.avg_pool3d.out(x, [2, 2, 2], [], [0], out=out_c)
     A.avg_pool3d.out(foo(x), [2, 2, 2], [], [0], out=out_f)
     close(out_f, out_c)
+    out_c, idx_c = torch.empty(0), torch.empty(0, dtype=torch.int64)
+    out_f, idx_f = foo(out_c), foo(idx_c)
     A.adaptive_max_pool3d.out(x, [2, 3, 1], out=out_c, indices=idx_c)
     A.adaptive_max_pool3d.out(foo(x), [2, 3, 1], out=out_f, indices=idx_f)
     close((out_f, idx_f), (out_c, idx_c))
@@ -399,10 +403,15 @@ def test_grid_sample_2d(dtype, mode, padding_mode, align_corners):
     x = make_tensor((2, 3, 5, 6), dtype, seed=1)
     g = _grid((2, 4, 7, 2), dtype, seed=2)
     kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
-    same(F.grid_sample, x, g, **kw)
-    same(F.grid_sample, x.transpose(2, 3), g.transpose(1, 2), **kw)
+    # bfloat16 bicubic: sixteen taps, each product rounded; a few outputs land some ulps apart.
+    tol = dict(rtol=0.1, atol=0.07) if (dtype == torch.bfloat16 and mode == "bicubic") else {}
+    same(F.grid_sample, x, g, **kw, **tol)
+    same(F.grid_sample, x.transpose(2, 3), g.transpose(1, 2), **kw, **tol)
     if dtype in (torch.float32, torch.float64):
-        grads(lambda a, b: F.grid_sample(a, b, **kw), x, g, rtol=1e-4, atol=1e-4)
+        # CPU's vectorized backward sums the cell's terms in another order
+        # (bicubic: sixteen taps that nearly cancel in the grid gradient).
+        tol = dict(rtol=1e-3, atol=1e-3) if mode == "bicubic" else dict(rtol=1e-4, atol=1e-4)
+        grads(lambda a, b: F.grid_sample(a, b, **kw), x, g, **tol)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

@@ -129,7 +129,10 @@ def _bce(self, target, weight, reduction, out=None):
     elif reduction == _SUM:
         loss = loss.sum()
     if out is not None:
-        check_out(out, loss.shape, self.dtype)
+        # CPU computes the elementwise loss in out (resized to the input's
+        # shape), then resizes it to the reduced shape as it is.
+        check_out(out, self.shape, self.dtype)
+        out.resize_(loss.shape)
     return _into(loss, out)
 
 

@@ -83,13 +83,14 @@ fn unnormalize<T: FloatElem>(coord: T::Acc, size: usize, align: bool) -> (T::Acc
     }
 }
 
-/// `clip_coordinates_set_grad`.
+/// `clip_coordinates_set_grad`. A NaN coordinate clips to 0 in 2-d (CPU's
+/// vectorized clamp) and to `size - 1` in 3-d (its scalar `std::min`).
 #[inline(always)]
-fn clip<T: FloatElem>(v: T::Acc, size: usize) -> (T::Acc, T::Acc) {
+fn clip<T: FloatElem>(v: T::Acc, size: usize, k: usize) -> (T::Acc, T::Acc) {
     let max = c::<T>(size as f64 - 1.0);
     let z = T::Acc::ZERO;
     if v.is_nan() {
-        (v, z)
+        (if k == 2 { z } else { max }, z)
     } else if v <= z {
         (z, z)
     } else if v >= max {
@@ -130,19 +131,25 @@ where
 /// `compute_coordinates` (with its gradient factor): padding applied to an
 /// unnormalized coordinate.
 #[inline(always)]
-fn pad_coord<T: FloatElem>(v: T::Acc, size: usize, padding: i64, align: bool) -> (T::Acc, T::Acc)
+fn pad_coord<T: FloatElem>(
+    v: T::Acc,
+    size: usize,
+    padding: i64,
+    align: bool,
+    k: usize,
+) -> (T::Acc, T::Acc)
 where
     T::Acc: G,
 {
     match padding {
-        BORDER => clip::<T>(v, size),
+        BORDER => clip::<T>(v, size, k),
         REFLECTION => {
             let (rv, gr) = if align {
                 reflect::<T>(v, 0.0, 2.0 * (size as f64 - 1.0))
             } else {
                 reflect::<T>(v, -1.0, 2.0 * size as f64 - 1.0)
             };
-            let (v, gc) = clip::<T>(rv, size);
+            let (v, gc) = clip::<T>(rv, size, k);
             (v, gr * gc)
         }
         _ => (v, T::Acc::ONE),
@@ -164,12 +171,17 @@ fn idx<A: G>(v: A) -> i64 {
 /// `grid_sampler_compute_source_index(_set_grad)`: the source coordinate and
 /// d source / d grid.
 #[inline(always)]
-fn source_index<T: FloatElem>(coord: T::Acc, size: usize, spec: &GridSpec) -> (T::Acc, T::Acc)
+fn source_index<T: FloatElem>(
+    coord: T::Acc,
+    size: usize,
+    spec: &GridSpec,
+    k: usize,
+) -> (T::Acc, T::Acc)
 where
     T::Acc: G,
 {
     let (u, gu) = unnormalize::<T>(coord, size, spec.align_corners);
-    let (v, gp) = pad_coord::<T>(u, size, spec.padding, spec.align_corners);
+    let (v, gp) = pad_coord::<T>(u, size, spec.padding, spec.align_corners, k);
     (v, gu * gp)
 }
 
@@ -238,28 +250,27 @@ fn tap<T: FloatElem>(v: i64, size: usize, spec: &GridSpec) -> i64
 where
     T::Acc: G,
 {
-    let (p, _) = pad_coord::<T>(c::<T>(v as f64), size, spec.padding, spec.align_corners);
+    let (p, _) = pad_coord::<T>(c::<T>(v as f64), size, spec.padding, spec.align_corners, 2);
     idx(p)
 }
 
-/// A (tri)linear cell: the source coordinates, the lower corner and, per
+/// A (tri)linear cell: the lower corner and, per
 /// dim, the weights of the lower and upper neighbour. 2-d follows CPU's
 /// vectorized kernel (upper = x - floor, lower = 1 - upper), 3-d its scalar
 /// one (coordinates of NaN / huge grids made -100, lower = floor + 1 - x).
 #[inline(always)]
-#[allow(clippy::type_complexity)]
 fn linear_cell<T: FloatElem>(
     g: &[T::Acc; 3],
     v: &Views<'_>,
     spec: &GridSpec,
-) -> ([T::Acc; 3], [i64; 3], [[T::Acc; 2]; 3])
+) -> ([i64; 3], [[T::Acc; 2]; 3])
 where
     T::Acc: G,
 {
-    let (mut ix, mut lo) = ([T::Acc::ZERO; 3], [0i64; 3]);
+    let mut lo = [0i64; 3];
     let mut f = [[T::Acc::ZERO; 2]; 3];
     for i in 0..v.k {
-        let mut s = source_index::<T>(g[i], v.isz[i], spec).0;
+        let mut s = source_index::<T>(g[i], v.isz[i], spec, v.k).0;
         if v.k == 3 {
             let x = s.to_f64();
             if !x.is_finite() || x.abs() > 1e15 {
@@ -267,7 +278,6 @@ where
             }
         }
         let fl = s.floor();
-        ix[i] = s;
         lo[i] = idx(fl);
         let hi = r::<T>(s - fl);
         let low = if v.k == 2 {
@@ -277,7 +287,7 @@ where
         };
         f[i] = [low, hi];
     }
-    (ix, lo, f)
+    (lo, f)
 }
 
 struct Views<'a> {
@@ -414,7 +424,7 @@ where
             };
             match spec.mode {
                 BILINEAR => {
-                    let (ix, lo, f) = linear_cell::<T>(&g, &v, &spec);
+                    let (lo, f) = linear_cell::<T>(&g, &v, &spec);
                     // Corner positions and weights, x fastest.
                     let mut corners = [([0i64; 3], T::Acc::ZERO); 8];
                     for (cidx, cw) in corners.iter_mut().enumerate().take(1 << k) {
@@ -427,7 +437,6 @@ where
                         }
                         *cw = (p, w);
                     }
-                    let _ = ix;
                     for cc in 0..ch {
                         let cb = ibase + cc as isize * isc;
                         let mut acc = T::Acc::ZERO;
@@ -446,7 +455,7 @@ where
                 NEAREST => {
                     let mut p = [0i64; 3];
                     for i in 0..k {
-                        p[i] = idx(source_index::<T>(g[i], v.isz[i], &spec).0.nearbyint());
+                        p[i] = idx(source_index::<T>(g[i], v.isz[i], &spec, k).0.nearbyint());
                     }
                     let ok = inside(p, v.isz, k);
                     for cc in 0..ch {
@@ -609,9 +618,9 @@ fn bwd<T: FloatElem>(
             let mut mult = [T::Acc::ZERO; 3];
             match spec.mode {
                 BILINEAR => {
-                    let (_, lo, fs) = linear_cell::<T>(&g, &v, &spec);
+                    let (lo, fs) = linear_cell::<T>(&g, &v, &spec);
                     for i in 0..k {
-                        mult[i] = source_index::<T>(g[i], v.isz[i], &spec).1;
+                        mult[i] = source_index::<T>(g[i], v.isz[i], &spec, k).1;
                     }
                     // Per corner: position and per-dim factors.
                     let mut f = [[T::Acc::ZERO; 3]; 8];
@@ -658,7 +667,7 @@ fn bwd<T: FloatElem>(
                 NEAREST => {
                     let mut p = [0i64; 3];
                     for i in 0..k {
-                        p[i] = idx(source_index::<T>(g[i], v.isz[i], &spec).0.nearbyint());
+                        p[i] = idx(source_index::<T>(g[i], v.isz[i], &spec, k).0.nearbyint());
                     }
                     if inside(p, v.isz, k) {
                         for cc in 0..ch {
