@@ -387,8 +387,6 @@ def _grid_checks(name, input, grid, k, interpolation_mode, padding_mode):
                 f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes "
                 f"{list(input.shape)} with dimension {i} being empty"
             )
-    if k == 3 and interpolation_mode == 2:
-        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input (on foo)")
     if not input.is_floating_point():
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{SCALAR_NAME.get(input.dtype)}' on foo")
 

@@ -1,6 +1,6 @@
 //! `grid_sampler_2d` / `grid_sampler_3d` and their backward
-//! (`nn.functional.grid_sample`): bilinear (trilinear), nearest and (2-d)
-//! bicubic sampling with zeros / border / reflection padding, following
+//! (`nn.functional.grid_sample`): bilinear (trilinear), nearest and
+//! bicubic (tricubic) sampling with zeros / border / reflection padding, following
 //! ATen's `GridSampler.h` step by step, in the element type (float32 for the
 //! half types).
 //!
@@ -55,7 +55,6 @@ pub struct GridSpec {
 
 const BILINEAR: i64 = 0;
 const NEAREST: i64 = 1;
-const BICUBIC: i64 = 2;
 const BORDER: i64 = 1;
 const REFLECTION: i64 = 2;
 
@@ -246,11 +245,11 @@ fn cubic_coeffs_grad<T: FloatElem>(t: T::Acc) -> [T::Acc; 4] {
 
 /// The input position of a bicubic tap (padding applied, then truncated).
 #[inline(always)]
-fn tap<T: FloatElem>(v: i64, size: usize, spec: &GridSpec) -> i64
+fn tap<T: FloatElem>(v: i64, size: usize, spec: &GridSpec, k: usize) -> i64
 where
     T::Acc: G,
 {
-    let (p, _) = pad_coord::<T>(c::<T>(v as f64), size, spec.padding, spec.align_corners, 2);
+    let (p, _) = pad_coord::<T>(c::<T>(v as f64), size, spec.padding, spec.align_corners, k);
     idx(p)
 }
 
@@ -360,7 +359,7 @@ pub fn grid_sample(
 ) -> Result<(), KernelError> {
     let k = input.ndim().saturating_sub(2);
     let op = if k == 3 { "grid_sampler_3d" } else { "grid_sampler_2d" };
-    if !(k == 2 || k == 3) || (k == 3 && spec.mode == BICUBIC) || !(0..=2).contains(&spec.mode) {
+    if !(k == 2 || k == 3) || !(0..=2).contains(&spec.mode) {
         return Err(KernelError::InvalidArgument(format!(
             "foo: {op}: unsupported input rank or interpolation mode {}",
             spec.mode
@@ -468,37 +467,44 @@ where
                     }
                 }
                 _ => {
-                    // Bicubic (2-d): unnormalized (padding applies per tap).
-                    let (x, _) = unnormalize::<T>(g[0], v.isz[0], spec.align_corners);
-                    let (y, _) = unnormalize::<T>(g[1], v.isz[1], spec.align_corners);
-                    let (x0, y0) = (x.floor(), y.floor());
-                    let cx = cubic_coeffs::<T>(r::<T>(x - x0));
-                    let cy = cubic_coeffs::<T>(r::<T>(y - y0));
-                    let (x0, y0) = (idx(x0), idx(y0));
-                    let xs = [0, 1, 2, 3].map(|i| tap::<T>(x0.saturating_add(i - 1), v.isz[0], &spec));
-                    let ys = [0, 1, 2, 3].map(|j| tap::<T>(y0.saturating_add(j - 1), v.isz[1], &spec));
+                    // Bi-/tricubic: unnormalized (padding applies per tap);
+                    // interpolated along x, then y, then z.
+                    let mut cf = [[T::Acc::ZERO; 4]; 3];
+                    let mut taps = [[0i64; 4]; 3];
+                    for i in 0..k {
+                        let (u, _) = unnormalize::<T>(g[i], v.isz[i], spec.align_corners);
+                        let u0 = u.floor();
+                        cf[i] = cubic_coeffs::<T>(r::<T>(u - u0));
+                        let u0 = idx(u0);
+                        taps[i] = [0, 1, 2, 3].map(|t| tap::<T>(u0.saturating_add(t - 1), v.isz[i], &spec, k));
+                    }
+                    let interp = |vals: [T::Acc; 4], w: &[T::Acc; 4]| {
+                        let mut a = r::<T>(vals[0] * w[0]);
+                        for q in 1..4 {
+                            a = r::<T>(a + r::<T>(vals[q] * w[q]));
+                        }
+                        a
+                    };
+                    let nz = if k == 3 { 4 } else { 1 };
                     for cc in 0..ch {
                         let cb = ibase + cc as isize * isc;
-                        let val = |i: usize, j: usize| {
-                            let p = [xs[i], ys[j], 0];
-                            if inside(p, v.isz, 2) {
-                                ld::<T>(ip, cb + at(p, v.ist, 2))
+                        let val = |i: usize, j: usize, l: usize| {
+                            let p = [taps[0][i], taps[1][j], taps[2][l]];
+                            if inside(p, v.isz, k) {
+                                ld::<T>(ip, cb + at(p, v.ist, k))
                             } else {
                                 T::Acc::ZERO
                             }
                         };
-                        let mut rows = [T::Acc::ZERO; 4];
-                        let interp = |v: [T::Acc; 4], w: &[T::Acc; 4]| {
-                            let mut a = r::<T>(v[0] * w[0]);
-                            for q in 1..4 {
-                                a = r::<T>(a + r::<T>(v[q] * w[q]));
+                        let mut planes = [T::Acc::ZERO; 4];
+                        for (l, plane) in planes.iter_mut().enumerate().take(nz) {
+                            let mut rows = [T::Acc::ZERO; 4];
+                            for (j, row) in rows.iter_mut().enumerate() {
+                                *row = interp([0, 1, 2, 3].map(|i| val(i, j, l)), &cf[0]);
                             }
-                            a
-                        };
-                        for (j, row) in rows.iter_mut().enumerate() {
-                            *row = interp([val(0, j), val(1, j), val(2, j), val(3, j)], &cx);
+                            *plane = interp(rows, &cf[1]);
                         }
-                        put(cc, interp(rows, &cy));
+                        put(cc, if k == 3 { interp(planes, &cf[2]) } else { planes[0] });
                     }
                 }
             }
@@ -522,7 +528,7 @@ pub fn grid_sample_backward(
     } else {
         "grid_sampler_2d_backward"
     };
-    if !(k == 2 || k == 3) || (k == 3 && spec.mode == BICUBIC) || !(0..=2).contains(&spec.mode) {
+    if !(k == 2 || k == 3) || !(0..=2).contains(&spec.mode) {
         return Err(KernelError::InvalidArgument(format!(
             "foo: {op}: unsupported input rank or interpolation mode {}",
             spec.mode
@@ -676,30 +682,45 @@ fn bwd<T: FloatElem>(
                     }
                 }
                 _ => {
-                    let (x, mx) = unnormalize::<T>(g[0], v.isz[0], spec.align_corners);
-                    let (y, my) = unnormalize::<T>(g[1], v.isz[1], spec.align_corners);
-                    mult[0] = mx;
-                    mult[1] = my;
-                    let (x0, y0) = (x.floor(), y.floor());
-                    let (tx, ty) = (x - x0, y - y0);
-                    let (cx, cy) = (cubic_coeffs::<T>(tx), cubic_coeffs::<T>(ty));
-                    let (dx, dy) = (cubic_coeffs_grad::<T>(tx), cubic_coeffs_grad::<T>(ty));
-                    let (x0, y0) = (idx(x0), idx(y0));
-                    let xs = [0, 1, 2, 3].map(|i| tap::<T>(x0.saturating_add(i - 1), v.isz[0], &spec));
-                    let ys = [0, 1, 2, 3].map(|j| tap::<T>(y0.saturating_add(j - 1), v.isz[1], &spec));
+                    let mut cf = [[T::Acc::ZERO; 4]; 3];
+                    let mut df = [[T::Acc::ZERO; 4]; 3];
+                    let mut taps = [[0i64; 4]; 3];
+                    for i in 0..k {
+                        let (u, m) = unnormalize::<T>(g[i], v.isz[i], spec.align_corners);
+                        mult[i] = m;
+                        let u0 = u.floor();
+                        let t = r::<T>(u - u0);
+                        cf[i] = cubic_coeffs::<T>(t);
+                        df[i] = cubic_coeffs_grad::<T>(t);
+                        let u0 = idx(u0);
+                        taps[i] = [0, 1, 2, 3].map(|q| tap::<T>(u0.saturating_add(q - 1), v.isz[i], &spec, k));
+                    }
+                    let nz = if k == 3 { 4 } else { 1 };
                     for cc in 0..ch {
                         let gv = gout(cc);
                         let cb = ibase + cc as isize * isc;
-                        for i in 0..4 {
+                        for l in 0..nz {
                             for j in 0..4 {
-                                let p = [xs[i], ys[j], 0];
-                                if !inside(p, v.isz, 2) {
-                                    continue;
+                                for i in 0..4 {
+                                    let p = [taps[0][i], taps[1][j], taps[2][l]];
+                                    if !inside(p, v.isz, k) {
+                                        continue;
+                                    }
+                                    let q = [i, j, l];
+                                    // The tap's weight: its coefficient per dim.
+                                    let w = |skip: usize, d: &[[T::Acc; 4]; 3]| {
+                                        let mut w = T::Acc::ONE;
+                                        for dim in 0..k {
+                                            w = w * if dim == skip { d[dim][q[dim]] } else { cf[dim][q[dim]] };
+                                        }
+                                        w
+                                    };
+                                    add(cc, p, gv * w(usize::MAX, &df));
+                                    let val = ld::<T>(ip, cb + at(p, v.ist, k));
+                                    for dim in 0..k {
+                                        gcoord[dim] = gcoord[dim] - val * w(dim, &df) * gv;
+                                    }
                                 }
-                                add(cc, p, gv * cx[i] * cy[j]);
-                                let val = ld::<T>(ip, cb + at(p, v.ist, 2));
-                                gcoord[0] = gcoord[0] - val * dx[i] * cy[j] * gv;
-                                gcoord[1] = gcoord[1] - val * dy[j] * cx[i] * gv;
                             }
                         }
                     }
