@@ -93,9 +93,7 @@ def _point_backward(kind, name, param, grad_output, self, target, reduction, gra
 
 @impl("huber_loss_backward.out")
 def huber_loss_backward_out(grad_output, self, target, reduction, delta, *, grad_input):
-    return _point_backward(
-        "huber", "huber_loss_backward", delta, grad_output, self, target, reduction, grad_input
-    )
+    return _point_backward("huber", "huber_loss_backward", delta, grad_output, self, target, reduction, grad_input)
 
 
 @impl("smooth_l1_loss_backward.grad_input")
@@ -262,9 +260,7 @@ def _cdist_geometry(x1, x2):
     if x2.dim() < 2:
         raise RuntimeError(f"cdist only supports at least 2D tensors, X2 got: {x2.dim()}D")
     if x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(
-            f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}"
-        )
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
     batch = tuple(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
     r1, r2, m = x1.shape[-2], x2.shape[-2], x1.shape[-1]
     return batch, r1, r2, m
@@ -352,9 +348,7 @@ def pdist_backward(grad, self, p, pdist):
     gi = torch.empty(self.shape, dtype=self.dtype, device=self.device)
     if self.dim() != 2 or self.shape[0] <= 1 or self.shape[1] == 0 or p == 0:
         return gi.zero_()
-    _C.pdist_backward(
-        desc(gi), desc(grad.contiguous()), desc(self.contiguous()), desc(pdist.contiguous()), float(p)
-    )
+    _C.pdist_backward(desc(gi), desc(grad.contiguous()), desc(self.contiguous()), desc(pdist.contiguous()), float(p))
     return gi
 
 
@@ -366,7 +360,9 @@ def pdist_backward(grad, self, p, pdist):
 def _grid_checks(name, input, grid, k, interpolation_mode, padding_mode):
     check_same_device(name, input, grid)
     if input.dtype != grid.dtype:
-        raise RuntimeError(f"expected scalar type {SCALAR_NAME.get(input.dtype)} but found {SCALAR_NAME.get(grid.dtype)}")
+        raise RuntimeError(
+            f"expected scalar type {SCALAR_NAME.get(input.dtype)} but found {SCALAR_NAME.get(grid.dtype)}"
+        )
     if input.dim() != k + 2 or grid.dim() != k + 2:
         raise RuntimeError(
             f"grid_sampler(): expected {k + 2}D input and grid with same number of dimensions, but got input with "
@@ -396,13 +392,17 @@ def _grid_sample(name, k, input, grid, interpolation_mode, padding_mode, align_c
     shape = (input.shape[0], input.shape[1], *grid.shape[1 : k + 1])
     r = torch.empty(shape, dtype=input.dtype, device=input.device)
     if r.numel():
-        _C.grid_sample(desc(r), desc(input), desc(grid), int(interpolation_mode), int(padding_mode), bool(align_corners))
+        _C.grid_sample(
+            desc(r), desc(input), desc(grid), int(interpolation_mode), int(padding_mode), bool(align_corners)
+        )
     if out is not None:
         check_out(out, r.shape, r.dtype)
     return _into(r, out)
 
 
-def _grid_sample_backward(name, k, grad_output, input, grid, interpolation_mode, padding_mode, align_corners, outs=None):
+def _grid_sample_backward(
+    name, k, grad_output, input, grid, interpolation_mode, padding_mode, align_corners, outs=None
+):
     _grid_checks(name, input, grid, k, interpolation_mode, padding_mode)
     check_same_device(name, grad_output, input)
     gi = torch.empty(input.shape, dtype=input.dtype, device=input.device)

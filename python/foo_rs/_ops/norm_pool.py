@@ -1057,10 +1057,19 @@ def avg_pool3d_out(
 
 
 @impl("avg_pool3d")
-def avg_pool3d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+def avg_pool3d(
+    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     mo = _A.avg_pool3d(_meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     return avg_pool3d_out(
-        self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out=_like_meta(mo, self.device)
+        self,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+        out=_like_meta(mo, self.device),
     )
 
 
@@ -1084,7 +1093,9 @@ def avg_pool3d_backward_grad_input(
 
 
 @impl("avg_pool3d_backward")
-def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def avg_pool3d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     mg = _A.avg_pool3d_backward(
         _meta(grad_output), _meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
     )

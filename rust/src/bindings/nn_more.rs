@@ -4,10 +4,10 @@
 //! buffer and copied back.
 
 use super::{kernel_err, strided, TensorDesc};
+use crate::kernels::conv::fold::{self, Fold};
 use crate::kernels::nn::grid::{self, GridSpec};
 use crate::kernels::nn::{self, dist, PointLoss};
 use crate::kernels::pool::{self, Window3};
-use crate::kernels::conv::fold::{self, Fold};
 use crate::kernels::{with_out, Strided};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -27,6 +27,7 @@ fn point_kind(kind: &str, param: f64) -> PyResult<PointLoss> {
 /// A pointwise loss of `a` (input) and `b` (target) over their broadcast
 /// `shape`: into `out` (reduction 0) or its mean (1) / sum (2) into 0-d `out`.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)] // the Python call's arguments, one by one
 fn point_loss(
     py: Python<'_>,
     kind: &str,
@@ -49,6 +50,7 @@ fn point_loss(
 
 /// A pointwise loss's backward over `grad_input`'s shape.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)] // the Python call's arguments, one by one
 fn point_loss_backward(
     py: Python<'_>,
     kind: &str,

@@ -1267,9 +1267,10 @@ pub fn point_loss_backward(
         .iter()
         .any(|&d| d != grad_input.dtype)
     {
-        return Err(KernelError::InvalidArgument(
-            format!("foo: {}_backward: operands of different dtypes", kind.name()),
-        ));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {}_backward: operands of different dtypes",
+            kind.name()
+        )));
     }
     match grad_input.dtype {
         DType::F32 => go::<f32>(kind, grad_input, grad, &sg, a, &sa, b, &sb, norm),

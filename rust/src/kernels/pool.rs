@@ -57,7 +57,10 @@ fn check_dims(op: &str, what: &str, s: &Strided, n: usize) -> Result<(), KernelE
 }
 
 /// Each 4-d view, checked, as a 5-d view of depth 1.
-fn lift<const K: usize>(op: &str, views: [(&str, &Strided); K]) -> Result<[Strided; K], KernelError> {
+fn lift<const K: usize>(
+    op: &str,
+    views: [(&str, &Strided); K],
+) -> Result<[Strided; K], KernelError> {
     let mut r = Vec::with_capacity(K);
     for (what, s) in views {
         check_dims(op, what, s, 4)?;
@@ -143,7 +146,14 @@ pub fn max_pool2d(
         "max_pool2d_with_indices",
         [("output", out), ("indices", indices), ("input", x)],
     )?;
-    max_pool("max_pool2d_with_indices", "max_pool2d", &o, &i, &x, win.into())
+    max_pool(
+        "max_pool2d_with_indices",
+        "max_pool2d",
+        &o,
+        &i,
+        &x,
+        win.into(),
+    )
 }
 
 /// Max pooling (3-d) of `x` into `out` with the flat index of each maximum
@@ -356,9 +366,8 @@ fn avg_window(
 /// The positions of a clipped window, in row-major order.
 #[inline(always)]
 fn window_positions(r: [(isize, isize); 3]) -> impl Iterator<Item = [usize; 3]> {
-    positions([0, 1, 2].map(|k| (r[k].1 - r[k].0).max(0) as usize)).map(move |q| {
-        [0, 1, 2].map(|k| q[k] + r[k].0 as usize)
-    })
+    positions([0, 1, 2].map(|k| (r[k].1 - r[k].0).max(0) as usize))
+        .map(move |q| [0, 1, 2].map(|k| q[k] + r[k].0 as usize))
 }
 
 /// Average pooling (2-d) of `x` into `out` (ATen's rules for padding,
@@ -446,7 +455,10 @@ pub fn avg_pool2d_backward(
     divisor: Option<i64>,
 ) -> Result<(), KernelError> {
     const OP: &str = "avg_pool2d_backward";
-    let [gi, go] = lift(OP, [("grad_input", grad_input), ("grad_output", grad_output)])?;
+    let [gi, go] = lift(
+        OP,
+        [("grad_input", grad_input), ("grad_output", grad_output)],
+    )?;
     avg_pool_backward(OP, &gi, &go, win.into(), count_include_pad, divisor)
 }
 
@@ -459,7 +471,10 @@ pub fn avg_pool3d_backward(
     divisor: Option<i64>,
 ) -> Result<(), KernelError> {
     const OP: &str = "avg_pool3d_backward";
-    check5(OP, &[("grad_input", grad_input), ("grad_output", grad_output)])?;
+    check5(
+        OP,
+        &[("grad_input", grad_input), ("grad_output", grad_output)],
+    )?;
     avg_pool_backward(OP, grad_input, grad_output, win, count_include_pad, divisor)
 }
 
@@ -550,7 +565,10 @@ pub fn adaptive_avg_pool2d_backward(
     grad_output: &Strided,
 ) -> Result<(), KernelError> {
     const OP: &str = "adaptive_avg_pool2d_backward";
-    let [gi, go] = lift(OP, [("grad_input", grad_input), ("grad_output", grad_output)])?;
+    let [gi, go] = lift(
+        OP,
+        [("grad_input", grad_input), ("grad_output", grad_output)],
+    )?;
     same_planes(OP, &gi, &go)?;
     if !gi.dtype.is_floating() || go.dtype != gi.dtype {
         return Err(KernelError::UnsupportedDtype {
@@ -611,10 +629,7 @@ fn adaptive_max_pool(
         )));
     }
     if !x.dtype.is_floating() {
-        return Err(KernelError::UnsupportedDtype {
-            op,
-            dtype: x.dtype,
-        });
+        return Err(KernelError::UnsupportedDtype { op, dtype: x.dtype });
     }
     let (input, osz) = (dhw(x), dhw(out));
     let [_, ih, iw] = input;

@@ -167,7 +167,13 @@ pub fn cdist(out: &Strided, x1: &Strided, x2: &Strided, p: f64) -> Result<(), Ke
             x1.sizes, x2.sizes, out.sizes
         )));
     }
-    fn go<T: Real>(norm: Norm, o: Ptr, a: Ptr, c: Ptr, (b, pn, r, m): (usize, usize, usize, usize)) {
+    fn go<T: Real>(
+        norm: Norm,
+        o: Ptr,
+        a: Ptr,
+        c: Ptr,
+        (b, pn, r, m): (usize, usize, usize, usize),
+    ) {
         parallel::parallel_for(b * pn, |row| {
             let bi = row / pn;
             // SAFETY: row `row` of x1, batch `bi` of x2 and output row `row`
@@ -185,7 +191,11 @@ pub fn cdist(out: &Strided, x1: &Strided, x2: &Strided, p: f64) -> Result<(), Ke
     if out.numel() == 0 {
         return Ok(());
     }
-    let args = (Ptr(out.ptr as usize), Ptr(x1.ptr as usize), Ptr(x2.ptr as usize));
+    let args = (
+        Ptr(out.ptr as usize),
+        Ptr(x1.ptr as usize),
+        Ptr(x2.ptr as usize),
+    );
     match x1.dtype {
         DType::F32 => go::<f32>(norm, args.0, args.1, args.2, (b, pn, r, m)),
         DType::F64 => go::<f64>(norm, args.0, args.1, args.2, (b, pn, r, m)),
@@ -332,7 +342,12 @@ pub fn pdist_backward(
 ) -> Result<(), KernelError> {
     let norm = Norm::of(p)?;
     contiguous(
-        &[("grad_input", gx), ("grad", grad), ("input", x), ("pdist", dist)],
+        &[
+            ("grad_input", gx),
+            ("grad", grad),
+            ("input", x),
+            ("pdist", dist),
+        ],
         x.dtype,
     )?;
     let (n, m) = dims2(x)?;

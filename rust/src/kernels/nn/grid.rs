@@ -76,9 +76,15 @@ fn unnormalize<T: FloatElem>(coord: T::Acc, size: usize, align: bool) -> (T::Acc
     let (one, two) = (T::Acc::ONE, c::<T>(2.0));
     if align {
         let sm1 = r::<T>(s - one);
-        (r::<T>(r::<T>(r::<T>(coord + one) / two) * sm1), r::<T>(sm1 / two))
+        (
+            r::<T>(r::<T>(r::<T>(coord + one) / two) * sm1),
+            r::<T>(sm1 / two),
+        )
     } else {
-        (r::<T>(r::<T>(r::<T>(r::<T>(coord + one) * s) - one) / two), r::<T>(s / two))
+        (
+            r::<T>(r::<T>(r::<T>(r::<T>(coord + one) * s) - one) / two),
+            r::<T>(s / two),
+        )
     }
 }
 
@@ -220,7 +226,10 @@ fn cubic_coeffs<T: FloatElem>(t: T::Acc) -> [T::Acc; 4] {
     let q = r::<T>;
     let conv1 = |x: T::Acc| q(q(q(q(q(a + c::<T>(2.0)) * x) - q(a + c::<T>(3.0))) * x) * x) + one;
     let conv2 = |x: T::Acc| {
-        q(q(q(q(q(q(a * x) - q(c::<T>(5.0) * a)) * x) + q(c::<T>(8.0) * a)) * x) - q(c::<T>(4.0) * a))
+        q(
+            q(q(q(q(q(a * x) - q(c::<T>(5.0) * a)) * x) + q(c::<T>(8.0) * a)) * x)
+                - q(c::<T>(4.0) * a),
+        )
     };
     let x2 = q(one - t);
     [conv2(q(t + one)), conv1(t), conv1(x2), conv2(q(x2 + one))]
@@ -358,7 +367,11 @@ pub fn grid_sample(
     spec: GridSpec,
 ) -> Result<(), KernelError> {
     let k = input.ndim().saturating_sub(2);
-    let op = if k == 3 { "grid_sampler_3d" } else { "grid_sampler_2d" };
+    let op = if k == 3 {
+        "grid_sampler_3d"
+    } else {
+        "grid_sampler_2d"
+    };
     if !(k == 2 || k == 3) || !(0..=2).contains(&spec.mode) {
         return Err(KernelError::InvalidArgument(format!(
             "foo: {op}: unsupported input rank or interpolation mode {}",
@@ -376,7 +389,11 @@ pub fn grid_sample(
         DType::BF16 => fwd::<bf16>(out, input, grid, spec, k),
         d => {
             return Err(KernelError::UnsupportedDtype {
-                op: if k == 3 { "grid_sampler_3d_cpu" } else { "grid_sampler_2d_cpu" },
+                op: if k == 3 {
+                    "grid_sampler_3d_cpu"
+                } else {
+                    "grid_sampler_2d_cpu"
+                },
                 dtype: d,
             })
         }
@@ -432,7 +449,11 @@ where
                         for i in 0..k {
                             let hi = (cidx >> i) & 1;
                             p[i] = lo[i] + hi as i64;
-                            w = if i == 0 { f[i][hi] } else { r::<T>(w * f[i][hi]) };
+                            w = if i == 0 {
+                                f[i][hi]
+                            } else {
+                                r::<T>(w * f[i][hi])
+                            };
                         }
                         *cw = (p, w);
                     }
@@ -476,7 +497,8 @@ where
                         let u0 = u.floor();
                         cf[i] = cubic_coeffs::<T>(r::<T>(u - u0));
                         let u0 = idx(u0);
-                        taps[i] = [0, 1, 2, 3].map(|t| tap::<T>(u0.saturating_add(t - 1), v.isz[i], &spec, k));
+                        taps[i] = [0, 1, 2, 3]
+                            .map(|t| tap::<T>(u0.saturating_add(t - 1), v.isz[i], &spec, k));
                     }
                     let interp = |vals: [T::Acc; 4], w: &[T::Acc; 4]| {
                         let mut a = r::<T>(vals[0] * w[0]);
@@ -504,7 +526,14 @@ where
                             }
                             *plane = interp(rows, &cf[1]);
                         }
-                        put(cc, if k == 3 { interp(planes, &cf[2]) } else { planes[0] });
+                        put(
+                            cc,
+                            if k == 3 {
+                                interp(planes, &cf[2])
+                            } else {
+                                planes[0]
+                            },
+                        );
                     }
                 }
             }
@@ -693,7 +722,8 @@ fn bwd<T: FloatElem>(
                         cf[i] = cubic_coeffs::<T>(t);
                         df[i] = cubic_coeffs_grad::<T>(t);
                         let u0 = idx(u0);
-                        taps[i] = [0, 1, 2, 3].map(|q| tap::<T>(u0.saturating_add(q - 1), v.isz[i], &spec, k));
+                        taps[i] = [0, 1, 2, 3]
+                            .map(|q| tap::<T>(u0.saturating_add(q - 1), v.isz[i], &spec, k));
                     }
                     let nz = if k == 3 { 4 } else { 1 };
                     for cc in 0..ch {
@@ -711,7 +741,11 @@ fn bwd<T: FloatElem>(
                                     let w = |skip: usize, d: &[[T::Acc; 4]; 3]| {
                                         let mut w = T::Acc::ONE;
                                         for dim in 0..k {
-                                            w = w * if dim == skip { d[dim][q[dim]] } else { cf[dim][q[dim]] };
+                                            w = w * if dim == skip {
+                                                d[dim][q[dim]]
+                                            } else {
+                                                cf[dim][q[dim]]
+                                            };
                                         }
                                         w
                                     };
