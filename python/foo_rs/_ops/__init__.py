@@ -8,6 +8,7 @@ from . import linalg as _linalg  # noqa: F401
 from . import decomp as _decomp  # noqa: F401
 from . import nn as _nn  # noqa: F401
 from . import norm_pool as _norm_pool  # noqa: F401
+from . import nn_more as _nn_more  # noqa: F401
 from . import optim as _optim  # noqa: F401
 from . import random as _random  # noqa: F401
 from . import reduce as _reduce  # noqa: F401

@@ -941,3 +941,192 @@ def adaptive_avg_pool3d_backward(grad_output, self):
 @impl("_adaptive_avg_pool3d_backward.out")
 def adaptive_avg_pool3d_backward_out(grad_output, self, *, out):
     return _adaptive_avg_pool3d_backward(grad_output, self, out)
+
+
+# ---------------------------------------------------------------------------
+# 3-d pooling: the same Rust loop nest as 2-d (rust/src/kernels/pool.rs)
+# ---------------------------------------------------------------------------
+
+
+def _triple(v, default=None):
+    v = [int(x) for x in v] if v is not None else []
+    if not v:
+        return list(default)
+    return v * 3 if len(v) == 1 else v[:3]
+
+
+def _as5(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dim() == 5 else t.unsqueeze(0)
+
+
+def _like_meta(m: torch.Tensor, device) -> torch.Tensor:
+    """A foo tensor with the meta result's shape, dtype and strides."""
+    return torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=device)
+
+
+@impl("max_pool3d_with_indices.out")
+def max_pool3d_with_indices_out(
+    self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False, *, out, indices
+):
+    check_same_device("max_pool3d_with_indices", self, out, indices)
+    mo, mi = _A.max_pool3d_with_indices(_meta(self), kernel_size, stride, padding, dilation, ceil_mode)
+    _fits(out, mo)
+    _fits(indices, mi)
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"max_pool3d\" not implemented for 'Bool' on foo")
+    if out.numel():
+        k = _triple(kernel_size)
+        _C.max_pool3d(
+            desc(_as5(out)),
+            desc(_as5(indices)),
+            desc(_as5(self)),
+            k,
+            _triple(stride, k),
+            _triple(padding),
+            _triple(dilation),
+        )
+    return out, indices
+
+
+@impl("max_pool3d_with_indices")
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    mo, mi = _A.max_pool3d_with_indices(_meta(self), kernel_size, stride, padding, dilation, ceil_mode)
+    out, indices = _like_meta(mo, self.device), _like_meta(mi, self.device)
+    return max_pool3d_with_indices_out(
+        self, kernel_size, stride, padding, dilation, ceil_mode, out=out, indices=indices
+    )
+
+
+def _scatter_max_grad3d(name, grad_output, self, indices, grad_input):
+    _floating(name, self)
+    if grad_output.shape != indices.shape:
+        raise RuntimeError(
+            f"{name}: expected indices of shape {list(grad_output.shape)}, but got {list(indices.shape)} (on foo)"
+        )
+    if grad_input.numel():
+        _C.max_pool3d_backward(desc(_as5(grad_input)), desc(_as5(grad_output)), desc(_as5(indices)))
+    return grad_input
+
+
+@impl("max_pool3d_with_indices_backward.grad_input")
+def max_pool3d_with_indices_backward_grad_input(
+    grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, *, grad_input
+):
+    check_same_device("max_pool3d_with_indices_backward", grad_output, self, indices, grad_input)
+    mg = _A.max_pool3d_with_indices_backward(
+        _meta(grad_output), _meta(self), kernel_size, stride, padding, dilation, ceil_mode, _meta(indices)
+    )
+    _fits(grad_input, mg)
+    return _scatter_max_grad3d("max_pool3d_backward", grad_output, self, indices, grad_input)
+
+
+@impl("max_pool3d_with_indices_backward")
+def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    check_same_device("max_pool3d_with_indices_backward", grad_output, self, indices)
+    mg = _A.max_pool3d_with_indices_backward(
+        _meta(grad_output), _meta(self), kernel_size, stride, padding, dilation, ceil_mode, _meta(indices)
+    )
+    return _scatter_max_grad3d("max_pool3d_backward", grad_output, self, indices, _like_meta(mg, self.device))
+
+
+def _avg3d_args(kernel_size, stride, padding, count_include_pad, divisor_override):
+    k = _triple(kernel_size)
+    return (
+        k,
+        _triple(stride, k),
+        _triple(padding),
+        bool(count_include_pad),
+        None if divisor_override is None else int(divisor_override),
+    )
+
+
+@impl("avg_pool3d.out")
+def avg_pool3d_out(
+    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None, *, out
+):
+    check_same_device("avg_pool3d", self, out)
+    mo = _A.avg_pool3d(_meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    _fits(out, mo)
+    if out.numel():
+        _C.avg_pool3d(
+            desc(_as5(out)),
+            desc(_as5(self)),
+            *_avg3d_args(kernel_size, stride, padding, count_include_pad, divisor_override),
+        )
+    return out
+
+
+@impl("avg_pool3d")
+def avg_pool3d(
+    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    mo = _A.avg_pool3d(_meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return avg_pool3d_out(
+        self,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+        out=_like_meta(mo, self.device),
+    )
+
+
+@impl("avg_pool3d_backward.grad_input")
+def avg_pool3d_backward_grad_input(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, *, grad_input
+):
+    check_same_device("avg_pool3d_backward", grad_output, self, grad_input)
+    mg = _A.avg_pool3d_backward(
+        _meta(grad_output), _meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
+    _fits(grad_input, mg)
+    _floating("avg_pool3d_backward_out_frame", self)
+    if grad_input.numel():
+        _C.avg_pool3d_backward(
+            desc(_as5(grad_input)),
+            desc(_as5(grad_output)),
+            *_avg3d_args(kernel_size, stride, padding, count_include_pad, divisor_override),
+        )
+    return grad_input
+
+
+@impl("avg_pool3d_backward")
+def avg_pool3d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    mg = _A.avg_pool3d_backward(
+        _meta(grad_output), _meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
+    return avg_pool3d_backward_grad_input(
+        grad_output,
+        self,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+        grad_input=_like_meta(mg, self.device),
+    )
+
+
+@impl("adaptive_max_pool3d.out")
+def adaptive_max_pool3d_out(self, output_size, *, out, indices):
+    check_same_device("adaptive_max_pool3d", self, out, indices)
+    mo, mi = _A.adaptive_max_pool3d(_meta(self), output_size)
+    _fits(out, mo)
+    _fits(indices, mi)
+    _floating("adaptive_max_pool3d_cpu", self)
+    if out.numel():
+        _C.adaptive_max_pool3d(desc(_as5(out)), desc(_as5(indices)), desc(_as5(self)))
+    return out, indices
+
+
+@impl("adaptive_max_pool3d_backward.grad_input")
+def adaptive_max_pool3d_backward_grad_input(grad_output, self, indices, *, grad_input):
+    check_same_device("adaptive_max_pool3d_backward", grad_output, self, indices, grad_input)
+    mg = _A.adaptive_max_pool3d_backward(_meta(grad_output), _meta(self), _meta(indices))
+    _fits(grad_input, mg)
+    return _scatter_max_grad3d("adaptive_max_pool3d_backward", grad_output, self, indices, grad_input)

@@ -12,6 +12,7 @@ mod index;
 mod kernels;
 mod linalg;
 mod memory;
+mod nn_more;
 mod norm_pool;
 mod optim;
 mod rnn;
@@ -223,5 +224,6 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     attention::register(m)?;
     fused::register(m)?;
     search::register(m)?;
+    nn_more::register(m)?;
     Ok(())
 }

@@ -23,6 +23,7 @@
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
 mod depthwise;
+pub mod fold;
 
 use super::parallel;
 use super::{KernelError, Strided};

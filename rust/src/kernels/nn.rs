@@ -22,6 +22,7 @@ use super::reduce::{crate_simd_level, par_min, AccF, FloatElem, Walker3};
 use super::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE};
 use crate::dtype::DType;
 use half::{bf16, f16};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Accumulators per row in the softmax row kernels.
 pub const LANES: usize = 16;
@@ -882,6 +883,128 @@ fn nll_bwd<T: FloatElem>(
     })
 }
 
+/// A loss computed element by element from (input, target), with its
+/// gradient: each operation rounds to the element type, as CPU's kernels do
+/// (in half arithmetic for the half types, except where CPU computes them in
+/// float32: smooth L1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PointLoss {
+    /// `mse_loss`: (x - y)^2.
+    Mse,
+    /// `huber_loss` with `delta` (> 0).
+    Huber(f64),
+    /// `smooth_l1_loss` with `beta` (>= 0; 0 is the L1 loss).
+    SmoothL1(f64),
+    /// `binary_cross_entropy` without weight (the caller multiplies it in and
+    /// reduces, as CPU does): x must lie in [0, 1].
+    Bce,
+}
+
+impl PointLoss {
+    fn name(self) -> &'static str {
+        match self {
+            PointLoss::Mse => "mse_loss",
+            PointLoss::Huber(_) => "huber_loss",
+            PointLoss::SmoothL1(_) => "smooth_l1_loss",
+            PointLoss::Bce => "binary_cross_entropy",
+        }
+    }
+
+    /// The loss of one element.
+    #[inline(always)]
+    fn value<T: FloatElem>(self, x: T::Acc, y: T::Acc) -> T::Acc {
+        let half = T::Acc::from_f64(0.5);
+        match self {
+            PointLoss::Mse => {
+                let d = rnd::<T>(x - y);
+                rnd::<T>(d * d)
+            }
+            PointLoss::Huber(delta) => {
+                let dl = rnd::<T>(T::Acc::from_f64(delta));
+                let z = rnd::<T>(x - y).abs();
+                if z < dl {
+                    rnd::<T>(rnd::<T>(half * z) * z)
+                } else {
+                    rnd::<T>(dl * rnd::<T>(z - rnd::<T>(half * dl)))
+                }
+            }
+            PointLoss::SmoothL1(beta) => {
+                let b = T::Acc::from_f64(beta);
+                let z = (x - y).abs();
+                if z < b {
+                    half * z * z / b
+                } else {
+                    z - half * b
+                }
+            }
+            PointLoss::Bce => {
+                let one = T::Acc::ONE;
+                let lo = T::Acc::from_f64(-100.0);
+                let ln = |v: T::Acc| {
+                    let l = rnd::<T>(T::Acc::from_f64(v.to_f64().ln()));
+                    if l < lo {
+                        lo
+                    } else {
+                        l
+                    }
+                };
+                let a = rnd::<T>(rnd::<T>(y - one) * ln(rnd::<T>(one - x)));
+                rnd::<T>(a - rnd::<T>(y * ln(x)))
+            }
+        }
+    }
+
+    /// d loss / d x times `g`, `norm` the reduction's factor (rounded to
+    /// the element type).
+    #[inline(always)]
+    fn grad<T: FloatElem>(self, x: T::Acc, y: T::Acc, g: T::Acc, norm: T::Acc) -> T::Acc {
+        match self {
+            PointLoss::Mse => rnd::<T>(rnd::<T>(norm * rnd::<T>(x - y)) * g),
+            PointLoss::Huber(delta) => {
+                let dl = rnd::<T>(T::Acc::from_f64(delta));
+                let d = rnd::<T>(x - y);
+                let ng = rnd::<T>(norm * g);
+                if d <= T::Acc::ZERO - dl {
+                    T::Acc::ZERO - rnd::<T>(ng * dl)
+                } else if d >= dl {
+                    rnd::<T>(ng * dl)
+                } else {
+                    rnd::<T>(rnd::<T>(norm * d) * g)
+                }
+            }
+            PointLoss::SmoothL1(beta) => {
+                let d = x - y;
+                let ng = norm * g;
+                if beta == 0.0 {
+                    // The L1 loss's gradient: sign(d) (0 at 0).
+                    if d > T::Acc::ZERO {
+                        ng
+                    } else if d < T::Acc::ZERO {
+                        T::Acc::ZERO - ng
+                    } else {
+                        d * ng
+                    }
+                } else {
+                    let b = T::Acc::from_f64(beta);
+                    if d <= T::Acc::ZERO - b {
+                        T::Acc::ZERO - ng
+                    } else if d >= b {
+                        ng
+                    } else {
+                        norm * d * g / b
+                    }
+                }
+            }
+            PointLoss::Bce => {
+                let eps = rnd::<T>(T::Acc::from_f64(1e-12));
+                let den = rnd::<T>(rnd::<T>(T::Acc::ONE - x) * x);
+                let den = if den < eps { eps } else { den };
+                rnd::<T>(rnd::<T>(g * rnd::<T>(x - y)) / den)
+            }
+        }
+    }
+}
+
 /// `mse_loss`: `out` = (a - b)^2 over the broadcast shape `out.sizes`
 /// (reduction none) or its mean / sum into a 0-d `out`. `shape` is the
 /// broadcast shape of `a` and `b`.
@@ -892,26 +1015,48 @@ pub fn mse_loss(
     shape: &[usize],
     reduction: i64,
 ) -> Result<(), KernelError> {
+    point_loss(PointLoss::Mse, out, a, b, shape, reduction)
+}
+
+/// A [`PointLoss`] of `a` (input) and `b` (target) over their broadcast
+/// `shape`, into `out` of that shape (reduction none) or its mean / sum into
+/// a 0-d `out`. All three of one floating dtype.
+pub fn point_loss(
+    kind: PointLoss,
+    out: &Strided,
+    a: &Strided,
+    b: &Strided,
+    shape: &[usize],
+    reduction: i64,
+) -> Result<(), KernelError> {
     let sa = copy::broadcast_strides(a, shape)?;
     let sb = copy::broadcast_strides(b, shape)?;
     if a.dtype != b.dtype || out.dtype != a.dtype {
-        return Err(KernelError::InvalidArgument(
-            "foo: mse_loss: operands of different dtypes".into(),
-        ));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {}: operands of different dtypes",
+            kind.name()
+        )));
     }
     match a.dtype {
-        DType::F32 => mse_fwd::<f32>(out, a, &sa, b, &sb, shape, reduction),
-        DType::F64 => mse_fwd::<f64>(out, a, &sa, b, &sb, shape, reduction),
-        DType::F16 => mse_fwd::<f16>(out, a, &sa, b, &sb, shape, reduction),
-        DType::BF16 => mse_fwd::<bf16>(out, a, &sa, b, &sb, shape, reduction),
+        DType::F32 => loss_fwd::<f32>(kind, out, a, &sa, b, &sb, shape, reduction),
+        DType::F64 => loss_fwd::<f64>(kind, out, a, &sa, b, &sb, shape, reduction),
+        DType::F16 => loss_fwd::<f16>(kind, out, a, &sa, b, &sb, shape, reduction),
+        DType::BF16 => loss_fwd::<bf16>(kind, out, a, &sa, b, &sb, shape, reduction),
         d => Err(KernelError::UnsupportedDtype {
-            op: "mse_cpu",
+            op: match kind {
+                PointLoss::Mse => "mse_cpu",
+                PointLoss::Huber(_) => "huber_cpu",
+                PointLoss::SmoothL1(_) => "smooth_l1_cpu",
+                PointLoss::Bce => "binary_cross_entropy",
+            },
             dtype: d,
         }),
     }
 }
 
-fn mse_fwd<T: FloatElem>(
+#[allow(clippy::too_many_arguments)]
+fn loss_fwd<T: FloatElem>(
+    kind: PointLoss,
     out: &Strided,
     a: &Strided,
     sa: &[isize],
@@ -922,21 +1067,50 @@ fn mse_fwd<T: FloatElem>(
 ) -> Result<(), KernelError> {
     let n: usize = shape.iter().product();
     let (pa, pb) = (P(a.ptr as usize), P(b.ptr as usize));
-    // Each operation rounds to the element type, as CPU's kernel (in half
-    // arithmetic for the half types; a no-op for float32 / float64).
+    if kind == PointLoss::Bce {
+        // CPU's check, before any output is written.
+        let bad = AtomicBool::new(false);
+        let chunk = GRAIN_SIZE;
+        let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |k| {
+            let lo = k * chunk;
+            let hi = (lo + chunk).min(n);
+            let mut w = Walker3::new(shape, [sa, &[], &[]], lo);
+            for i in lo..hi {
+                // SAFETY: broadcast offsets inside a.
+                let x = unsafe { (*(pa.0 as *const T).offset(w.off[0])).widen() };
+                if !(x >= T::Acc::ZERO && x <= T::Acc::ONE) {
+                    bad.store(true, Ordering::Relaxed);
+                    break;
+                }
+                if i + 1 < hi {
+                    w.next();
+                }
+            }
+            Ok(())
+        });
+        if bad.load(Ordering::Relaxed) {
+            return Err(KernelError::InvalidArgument(
+                "all elements of input should be between 0 and 1".into(),
+            ));
+        }
+    }
     let sq = |oa: isize, ob: isize| -> T::Acc {
         // SAFETY: broadcast offsets inside a and b.
-        let d = unsafe {
-            (*(pa.0 as *const T).offset(oa)).widen() - (*(pb.0 as *const T).offset(ob)).widen()
+        let (x, y) = unsafe {
+            (
+                (*(pa.0 as *const T).offset(oa)).widen(),
+                (*(pb.0 as *const T).offset(ob)).widen(),
+            )
         };
-        let d = rnd::<T>(d);
-        rnd::<T>(d * d)
+        kind.value::<T>(x, y)
     };
     if reduction == REDUCTION_NONE {
         if out.sizes[..] != *shape {
             return Err(KernelError::ShapeMismatch(format!(
-                "foo: mse_loss output {:?} for shape {:?}",
-                out.sizes, shape
+                "foo: {} output {:?} for shape {:?}",
+                kind.name(),
+                out.sizes,
+                shape
             )));
         }
         let po = P(out.ptr as usize);
@@ -1018,19 +1192,35 @@ pub fn mse_loss_backward(
     b: &Strided,
     reduction: i64,
 ) -> Result<(), KernelError> {
+    point_loss_backward(PointLoss::Mse, grad_input, grad, a, b, reduction)
+}
+
+/// A [`PointLoss`]'s backward: `grad_input` = d loss / d a times `grad`
+/// (broadcast to `grad_input`'s shape), divided by `a.numel()` for mean
+/// (`binary_cross_entropy`: never; its caller divides, as CPU does).
+pub fn point_loss_backward(
+    kind: PointLoss,
+    grad_input: &Strided,
+    grad: &Strided,
+    a: &Strided,
+    b: &Strided,
+    reduction: i64,
+) -> Result<(), KernelError> {
     let shape = grad_input.sizes.clone();
     let (sg, sa, sb) = (
         copy::broadcast_strides(grad, &shape)?,
         copy::broadcast_strides(a, &shape)?,
         copy::broadcast_strides(b, &shape)?,
     );
-    let norm = if reduction == REDUCTION_MEAN {
-        2.0 / a.numel() as f64
+    let base = if kind == PointLoss::Mse { 2.0 } else { 1.0 };
+    let norm = if reduction == REDUCTION_MEAN && kind != PointLoss::Bce {
+        base / a.numel() as f64
     } else {
-        2.0
+        base
     };
     #[allow(clippy::too_many_arguments)]
     fn go<T: FloatElem>(
+        kind: PointLoss,
         gi: &Strided,
         g: &Strided,
         sg: &[isize],
@@ -1057,12 +1247,10 @@ pub fn mse_loss_backward(
             for i in lo..hi {
                 // SAFETY: offsets from the views' broadcast strides.
                 unsafe {
-                    let d = rnd::<T>(
-                        (*(pa.0 as *const T).offset(wi.off[0])).widen()
-                            - (*(pb.0 as *const T).offset(wi.off[1])).widen(),
-                    );
+                    let x = (*(pa.0 as *const T).offset(wi.off[0])).widen();
+                    let y = (*(pb.0 as *const T).offset(wi.off[1])).widen();
                     let gv = (*(pg.0 as *const T).offset(wo.off[1])).widen();
-                    *(po.0 as *mut T).offset(wo.off[0]) = T::narrow(rnd::<T>(norm * d) * gv);
+                    *(po.0 as *mut T).offset(wo.off[0]) = T::narrow(kind.grad::<T>(x, y, gv, norm));
                 }
                 if i + 1 < hi {
                     wo.next();
@@ -1079,15 +1267,16 @@ pub fn mse_loss_backward(
         .iter()
         .any(|&d| d != grad_input.dtype)
     {
-        return Err(KernelError::InvalidArgument(
-            "foo: mse_loss_backward: operands of different dtypes".into(),
-        ));
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {}_backward: operands of different dtypes",
+            kind.name()
+        )));
     }
     match grad_input.dtype {
-        DType::F32 => go::<f32>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
-        DType::F64 => go::<f64>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
-        DType::F16 => go::<f16>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
-        DType::BF16 => go::<bf16>(grad_input, grad, &sg, a, &sa, b, &sb, norm),
+        DType::F32 => go::<f32>(kind, grad_input, grad, &sg, a, &sa, b, &sb, norm),
+        DType::F64 => go::<f64>(kind, grad_input, grad, &sg, a, &sa, b, &sb, norm),
+        DType::F16 => go::<f16>(kind, grad_input, grad, &sg, a, &sa, b, &sb, norm),
+        DType::BF16 => go::<bf16>(kind, grad_input, grad, &sg, a, &sa, b, &sb, norm),
         d => {
             return Err(KernelError::UnsupportedDtype {
                 op: "mse_backward_cpu",
@@ -1253,5 +1442,7 @@ pub fn embedding_dense_backward(
     Ok(())
 }
 
+pub mod dist;
+pub mod grid;
 #[cfg(test)]
 mod tests;
