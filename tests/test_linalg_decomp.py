@@ -457,3 +457,44 @@ def test_householder_out_errors_and_gradient():
     torch.linalg.householder_product(vf, tf).backward(g.to(FOO))
     same(vf.grad, vc.grad, strides=False)
     same(tf.grad, tc.grad, strides=False)
+
+
+# -- matrix exponential -------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (1, 1), (0, 3, 3), (0, 0), (2, 8, 8)], ids=str)
+@pytest.mark.parametrize("scale", [0.1, 1.0, 6.0])
+def test_matrix_exp_matches_cpu(dtype, shape, scale):
+    # Small norms (no squaring) and large ones (several squarings). foo
+    # computes in float64 for every dtype: against CPU in float64, and for
+    # the narrower dtypes at least as close as CPU to the float64 result.
+    a = rand(*shape, dtype=dtype, seed=20) * scale
+    want = torch.linalg.matrix_exp(a)
+    got = torch.linalg.matrix_exp(a.to(FOO))
+    assert (got.dtype, got.shape) == (want.dtype, want.shape)
+    ref = torch.linalg.matrix_exp(a.double())
+    if dtype == torch.float64:
+        torch.testing.assert_close(got.cpu(), want)
+    else:
+        eps = torch.finfo(dtype).eps
+        foo_err = (got.cpu().double() - ref).abs()
+        # (CPU's half-precision matrix_exp overflows to NaN on large norms.)
+        cpu_err = (want.double() - ref).abs().nan_to_num(nan=float("inf"))
+        assert bool((foo_err <= cpu_err + eps * ref.abs() + 1e-30).all()), (foo_err.max(), cpu_err.max())
+
+
+def test_matrix_exp_strided_errors_and_gradient():
+    a = rand(3, 4, 4, seed=21)
+    same(torch.linalg.matrix_exp(a.mT.to(FOO)), torch.linalg.matrix_exp(a.mT))
+    same(torch.matrix_exp(a.to(FOO)), torch.matrix_exp(a))
+    for bad in (torch.ones(3, 4), torch.ones(4), torch.ones(2, 2, dtype=torch.long)):
+        with pytest.raises(Exception) as cpu_err:
+            torch.linalg.matrix_exp(bad)
+        with pytest.raises(type(cpu_err.value), match=str(cpu_err.value)[:30]):
+            torch.linalg.matrix_exp(bad.to(FOO))
+    ac, af = a.clone().requires_grad_(), a.to(FOO).requires_grad_()
+    g = rand(3, 4, 4, seed=22)
+    torch.linalg.matrix_exp(ac).backward(g)
+    torch.linalg.matrix_exp(af).backward(g.to(FOO))
+    same(af.grad, ac.grad, strides=False)

@@ -432,6 +432,33 @@ def ormqr(self, input2, input3, left=True, transpose=False):
     return out
 
 
+# -- matrix exponential -------------------------------------------------------
+
+
+@impl("linalg_matrix_exp")
+def linalg_matrix_exp(self):
+    # CPU's checks and exception types (ATen's meta function raises others).
+    if self.dim() < 2:
+        raise RuntimeError("linalg.matrix_exp: The input tensor A must have at least 2 dimensions.")
+    if self.shape[-1] != self.shape[-2]:
+        raise RuntimeError(
+            "linalg.matrix_exp: A must be batches of square matrices, "
+            f"but they are {self.shape[-2]} by {self.shape[-1]} matrices"
+        )
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise NotImplementedError(
+            f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {c10_name(self.dtype)}"
+        )
+    # Computed in float64 for every real dtype: the squarings magnify the
+    # approximant's rounding (a float32 Pade/Taylor loses ~1e-3 relative on
+    # the small entries of a matrix with entries ~1e5), and the cast back
+    # rounds once.
+    x = self if self.dtype == torch.float64 else self.to(torch.float64)
+    out = torch.empty(self.shape, dtype=torch.float64, device=self.device)
+    _C.linalg_matrix_exp(desc(x), desc(out))
+    return out if self.dtype == torch.float64 else out.to(self.dtype)
+
+
 # -- eigh, SVD ----------------------------------------------------------------
 
 

@@ -182,6 +182,14 @@ fn ormqr(
         .map_err(kernel_err)
 }
 
+/// exp(A) of every matrix of `a` into `out`.
+#[pyfunction]
+fn linalg_matrix_exp(py: Python<'_>, a: TensorDesc, out: TensorDesc) -> PyResult<()> {
+    let (a, out) = (strided(a)?, strided(out)?);
+    py.detach(|| decomp::matrix_exp(&a, &out))
+        .map_err(kernel_err)
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(linalg_cholesky, m)?)?;
     m.add_function(wrap_pyfunction!(linalg_lu_factor, m)?)?;
@@ -195,5 +203,6 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(geqrf, m)?)?;
     m.add_function(wrap_pyfunction!(householder_product, m)?)?;
     m.add_function(wrap_pyfunction!(ormqr, m)?)?;
+    m.add_function(wrap_pyfunction!(linalg_matrix_exp, m)?)?;
     Ok(())
 }

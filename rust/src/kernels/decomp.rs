@@ -945,7 +945,9 @@ fn svd_t<T: Real>(
 
 // (After `by_dtype!`: a macro_rules macro is visible to the modules that
 // follow its definition.)
+mod expm;
 mod householder;
+pub use expm::matrix_exp;
 pub use householder::{geqrf, householder_product, ormqr};
 
 #[cfg(test)]
