@@ -101,9 +101,46 @@ fn dhw(s: &Strided) -> [usize; 3] {
     [s.sizes[2], s.sizes[3], s.sizes[4]]
 }
 
+/// Every position of a `[d, h, w]` box, in row-major order. A counter, not
+/// nested `flat_map`s: LLVM does not flatten those, and the 2-d pooling
+/// loops ran 1.3-2.6x slower through them.
+struct Positions {
+    dims: [usize; 3],
+    cur: [usize; 3],
+    left: usize,
+}
+
+impl Iterator for Positions {
+    type Item = [usize; 3];
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<[usize; 3]> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let p = self.cur;
+        self.cur[2] += 1;
+        if self.cur[2] == self.dims[2] {
+            self.cur[2] = 0;
+            self.cur[1] += 1;
+            if self.cur[1] == self.dims[1] {
+                self.cur[1] = 0;
+                self.cur[0] += 1;
+            }
+        }
+        Some(p)
+    }
+}
+
 /// Every output position of a 5-d view's plane, in row-major order.
-fn positions([od, oh, ow]: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
-    (0..od).flat_map(move |d| (0..oh).flat_map(move |h| (0..ow).map(move |w| [d, h, w])))
+#[inline(always)]
+fn positions(dims: [usize; 3]) -> Positions {
+    Positions {
+        dims,
+        cur: [0; 3],
+        left: dims.iter().product(),
+    }
 }
 
 /// Runs `f(n, c)` for every plane, in parallel when the work is large.
@@ -204,9 +241,12 @@ fn max_pool(
             let mut best = (d0 * ih + h0) * iw + w0;
             let mut bestv = f64::NEG_INFINITY;
             let mut bo: Option<isize> = None;
-            for d in (d0..d1).step_by(sd as usize) {
-                for h in (h0..h1).step_by(sh as usize) {
-                    for w in (w0..w1).step_by(sw as usize) {
+            let mut d = d0;
+            while d < d1 {
+                let mut h = h0;
+                while h < h1 {
+                    let mut w = w0;
+                    while w < w1 {
                         let o = off(x, n, c, [d as usize, h as usize, w as usize]);
                         let v = ld(x, o);
                         if v > bestv || v.is_nan() {
@@ -214,8 +254,11 @@ fn max_pool(
                             best = (d * ih + h) * iw + w;
                             bo = Some(o);
                         }
+                        w += sw;
                     }
+                    h += sh;
                 }
+                d += sd;
             }
             let oo = off(out, n, c, pos);
             match bo {
@@ -363,6 +406,14 @@ fn avg_window(
     (r, div)
 }
 
+/// A clipped window's `[lo, hi)` along one dim as indices (empty when
+/// `hi <= lo`).
+#[inline(always)]
+fn span((lo, hi): (isize, isize)) -> std::ops::Range<usize> {
+    let lo = lo.max(0);
+    lo as usize..hi.max(lo) as usize
+}
+
 /// The positions of a clipped window, in row-major order.
 #[inline(always)]
 fn window_positions(r: [(isize, isize); 3]) -> impl Iterator<Item = [usize; 3]> {
@@ -437,8 +488,12 @@ fn avg_pool(
                 continue;
             }
             let mut s = 0.0;
-            for q in window_positions(r) {
-                s += ld(x, off(x, n, c, q));
+            for d in span(r[0]) {
+                for h in span(r[1]) {
+                    for w in span(r[2]) {
+                        s += ld(x, off(x, n, c, [d, h, w]));
+                    }
+                }
             }
             st(out, oo, if int { (s / div).trunc() } else { s / div });
         }
@@ -503,8 +558,12 @@ fn avg_pool_backward(
             for pos in positions(dhw(grad_output)) {
                 let (r, div) = avg_window(pos, input, &win, count_include_pad, divisor);
                 let g = ld(grad_output, off(grad_output, n, c, pos)) / div;
-                for [d, h, w] in window_positions(r) {
-                    acc[(d * ih + h) * iw + w] += g;
+                for d in span(r[0]) {
+                    for h in span(r[1]) {
+                        for w in span(r[2]) {
+                            acc[(d * ih + h) * iw + w] += g;
+                        }
+                    }
                 }
             }
             store_plane(grad_input, n, c, &acc);
