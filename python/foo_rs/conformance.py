@@ -460,6 +460,29 @@ def _worker(
         s = f"{type(e).__name__}: {e}".strip().replace("\n", " | ")
         return s[:400]
 
+    def judge_exceptions(where, cpu_exc, foo_exc):
+        """What the exceptions of one sample (either may be None) mean: a
+        result dict that ends the op (unsupported, error), "skip" (foo
+        refused a dtype it cannot hold), "match" (both raised the same
+        type), or None (neither raised: compare the results)."""
+        if isinstance(foo_exc, NotImplementedError) and _FALLBACK_OFF_MSG in str(foo_exc):
+            missing = str(foo_exc).split("'")[1] if "'" in str(foo_exc) else "?"
+            return {"status": "unsupported", "missing": missing, "detail": f"{where} -> {short(foo_exc)}"}
+        if isinstance(foo_exc, NotImplementedError) and "_overrideable" in str(foo_exc):
+            missing = "aten::" + str(foo_exc).split()[0]
+            return {"status": "unsupported", "missing": missing, "detail": f"{where} -> {short(foo_exc)}"}
+        if foo_exc is not None and cpu_exc is None and _UNHOLDABLE_DTYPE.search(str(foo_exc)):
+            return "skip"
+        if cpu_exc is None and foo_exc is None:
+            return None
+        if cpu_exc is not None and foo_exc is not None and type(foo_exc) is type(cpu_exc):
+            return "match"
+        if cpu_exc is None:
+            return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU did not"}
+        if foo_exc is None:
+            return {"status": "error", "detail": f"{where} -> CPU raised {short(cpu_exc)}; foo did not"}
+        return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}"}
+
     def run_op(op):
         op_metadata_only = _compare_cpu_skipped(op, dtype)
         n_run = n_skip = n_metadata = 0
@@ -520,28 +543,16 @@ def _worker(
                 raise
             except Exception as e:  # noqa: BLE001
                 foo_exc = e
-            if isinstance(foo_exc, NotImplementedError) and _FALLBACK_OFF_MSG in str(foo_exc):
-                missing = str(foo_exc).split("'")[1] if "'" in str(foo_exc) else "?"
-                return {"status": "unsupported", "missing": missing, "detail": f"{where} -> {short(foo_exc)}"}
-            if isinstance(foo_exc, NotImplementedError) and "_overrideable" in str(foo_exc):
-                missing = "aten::" + str(foo_exc).split()[0]
-                return {"status": "unsupported", "missing": missing, "detail": f"{where} -> {short(foo_exc)}"}
-            if foo_exc is not None and cpu_exc is None and _UNHOLDABLE_DTYPE.search(str(foo_exc)):
+            verdict = judge_exceptions(where, cpu_exc, foo_exc)
+            if verdict == "skip":
                 n_skip += 1
                 notes.append(f"sample {i} skipped: needs a dtype foo cannot hold ({short(foo_exc)[:80]})")
                 continue
-            if cpu_exc is not None or foo_exc is not None:
-                if cpu_exc is not None and foo_exc is not None and type(foo_exc) is type(cpu_exc):
-                    n_run += 1
-                    continue
-                if cpu_exc is None:
-                    return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU did not"}
-                if foo_exc is None:
-                    return {"status": "error", "detail": f"{where} -> CPU raised {short(cpu_exc)}; foo did not"}
-                return {
-                    "status": "error",
-                    "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}",
-                }
+            if verdict == "match":
+                n_run += 1
+                continue
+            if verdict is not None:
+                return verdict
             try:
                 with foo_rs.fallback_disabled():
                     foo_cpu = tree_map(lambda x: back_to_cpu(x, cpu_ok), foo_out)  # noqa: B023  (called here)
@@ -666,25 +677,16 @@ def _worker(
                 foo_exc = AssertionError(f"foo: {e}; the CPU side differentiated")
             except Exception as e:  # noqa: BLE001
                 foo_exc = e
-            if isinstance(foo_exc, NotImplementedError) and _FALLBACK_OFF_MSG in str(foo_exc):
-                missing = str(foo_exc).split("'")[1] if "'" in str(foo_exc) else "?"
-                return {"status": "unsupported", "missing": missing, "detail": f"{where} -> {short(foo_exc)}"}
-            if foo_exc is not None and cpu_exc is None and _UNHOLDABLE_DTYPE.search(str(foo_exc)):
+            verdict = judge_exceptions(where, cpu_exc, foo_exc)
+            if verdict == "skip":
                 n_skip += 1
                 notes.append(f"sample {i} skipped: needs a dtype foo cannot hold ({short(foo_exc)[:80]})")
                 continue
-            if cpu_exc is not None or foo_exc is not None:
-                if cpu_exc is not None and foo_exc is not None and type(foo_exc) is type(cpu_exc):
-                    n_run += 1
-                    continue
-                if cpu_exc is None:
-                    return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU did not"}
-                if foo_exc is None:
-                    return {"status": "error", "detail": f"{where} -> CPU raised {short(cpu_exc)}; foo did not"}
-                return {
-                    "status": "error",
-                    "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}",
-                }
+            if verdict == "match":
+                n_run += 1
+                continue
+            if verdict is not None:
+                return verdict
             try:
                 compare(foo_grads, cpu_grads, False)
             except AssertionError as e:
