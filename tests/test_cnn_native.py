@@ -409,3 +409,16 @@ def test_inplace_dropout_draws_natively_from_the_generator(no_fallback):
     torch.testing.assert_close(x.cpu(), python)
     assert set(python.unique().tolist()) == {0.0, 1.0}
     assert set(y.cpu().unique().tolist()) == {0.0, 2.0}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_hardsigmoid_backward_is_cpus_bit_for_bit(no_fallback, dtype):
+    """ATen's slope is the float constant `1.0f / 6.0f` in every dtype, float64
+    too (3e-8 off 1/6); foo's is the same, so float64 training runs of
+    mobilenet_v3 stay CPU's step after step (tests/test_real_models.py)."""
+    x = torch.linspace(-4, 4, 97, dtype=torch.float64).to(dtype)
+    g = torch.linspace(-1, 3, 97, dtype=torch.float64).to(dtype)
+    cpu = torch.ops.aten.hardsigmoid_backward(g, x)
+    foo = torch.ops.aten.hardsigmoid_backward(g.to("foo"), x.to("foo"))
+    assert foo.dtype == dtype
+    assert torch.equal(foo.cpu(), cpu)

@@ -607,14 +607,19 @@ def _conv(shape, backward: bool):
 
 
 def _vision_step(kind: str, size: int, batch: int = 8, classes: int = 1000):
-    """A torchvision training step (random init, `batch` x 3 x size x size
-    input, cross-entropy, SGD with momentum)."""
+    """A torchvision (or, for a `timm:` kind, timm) training step (random init,
+    `batch` x 3 x size x size input, cross-entropy, SGD with momentum)."""
 
     def make(device):
-        import torchvision
-
         torch.manual_seed(0)
-        model = getattr(torchvision.models, kind)(num_classes=classes).to(device)
+        if kind.startswith("timm:"):
+            import timm
+
+            model = timm.create_model(kind[5:], pretrained=False, num_classes=classes).to(device)
+        else:
+            import torchvision
+
+            model = getattr(torchvision.models, kind)(num_classes=classes).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         g = torch.Generator().manual_seed(1)
         x = torch.randn(batch, 3, size, size, generator=g).to(device)
@@ -724,6 +729,17 @@ CASES = [
             ),
         ]
         if _have("torchvision")
+        else []
+    ),
+    *(
+        [
+            Case(
+                "ViT-tiny training step, batch 8x3x224x224 (timm)",
+                "conv",
+                _vision_step("timm:vit_tiny_patch16_224", 224),
+            )
+        ]
+        if _have("timm")
         else []
     ),
 ]
