@@ -176,6 +176,10 @@ class _SkipSample(Exception):
     pass
 
 
+class _Unsupported(Exception):
+    """The op (not one sample) needs the CPU fallback: the op's verdict."""
+
+
 def _alarm(signum, frame):  # pragma: no cover - timing dependent
     raise _Timeout()
 
@@ -483,23 +487,43 @@ def _worker(
             return {"status": "error", "detail": f"{where} -> CPU raised {short(cpu_exc)}; foo did not"}
         return {"status": "error", "detail": f"{where} -> foo raised {short(foo_exc)}; CPU raised {short(cpu_exc)}"}
 
+    def chosen_samples(op, requires_grad):
+        """(index among the op's samples, sample, its meta twin, a label) for
+        the samples a sweep compares: up to `max_samples` spread over the
+        first `SAMPLE_POOL`; the gradient sweep leaves out random samples
+        (dropout on: gradients not comparable)."""
+        torch.manual_seed(0)
+        pool = []
+        for k, sample in enumerate(op.sample_inputs("cpu", dtype, requires_grad=requires_grad)):
+            if requires_grad and _sample_is_random(op.full_name, sample):
+                continue
+            pool.append((k, sample))
+            if len(pool) >= SAMPLE_POOL:
+                break
+        chosen = [pool[j] for j in _spread(len(pool), max_samples)]
+        twins = meta_twins(op, chosen[-1][0] + 1 if chosen else 0)
+        for i, sample in chosen:
+            where = f"sample {i}: {sample.summary() if hasattr(sample, 'summary') else ''}"
+            yield i, sample, twins[i], where.replace('device="cpu", ', "").replace("SampleInput(", "(")[:240]
+
+    def sample_on_foo(sample, twin):
+        """The sample's arguments on foo (see to_foo_sample); raises
+        _SkipSample for a sample foo cannot take, and _Unsupported when
+        copying it to foo needs the fallback."""
+        try:
+            tree_map(check_cpu_value, (sample.input, sample.args, sample.kwargs))
+            return to_foo_sample(sample, twin)
+        except NotImplementedError as e:
+            if _FALLBACK_OFF_MSG in str(e):
+                raise _Unsupported("copying the sample to foo: " + short(e)) from e
+            raise
+
     def run_op(op):
         op_metadata_only = _compare_cpu_skipped(op, dtype)
         n_run = n_skip = n_metadata = 0
         notes: list[str] = []
-        torch.manual_seed(0)
-        pool = []
-        for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
-            pool.append(sample)
-            if len(pool) >= SAMPLE_POOL:
-                break
-        chosen = _spread(len(pool), max_samples)
-        twins = meta_twins(op, chosen[-1] + 1 if chosen else 0)
-        for i in chosen:
-            sample, twin = pool[i], twins[i]
+        for i, sample, twin, where in chosen_samples(op, requires_grad=False):
             metadata_only = op_metadata_only or _sample_is_random(op.full_name, sample)
-            where = f"sample {i}: {sample.summary() if hasattr(sample, 'summary') else ''}"
-            where = where.replace('device="cpu", ', "").replace("SampleInput(", "(")[:240]
             flat_sample = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
             if not any(isinstance(v, torch.Tensor) or is_cpu_device(v) for v in flat_sample):
                 # e.g. arange(1, 3, 1): no tensor and no device, so nothing
@@ -508,16 +532,11 @@ def _worker(
                 notes.append(f"sample {i} skipped: no tensor or device to put on foo")
                 continue
             try:
-                tree_map(check_cpu_value, (sample.input, sample.args, sample.kwargs))
-                finp, fargs, fkwargs, cpu_ok = to_foo_sample(sample, twin)
+                finp, fargs, fkwargs, cpu_ok = sample_on_foo(sample, twin)
             except _SkipSample as e:
                 n_skip += 1
                 notes.append(f"sample {i} skipped: {e}")
                 continue
-            except NotImplementedError as e:
-                if _FALLBACK_OFF_MSG in str(e):
-                    return {"status": "unsupported", "detail": "copying the sample to foo: " + short(e)}
-                raise
             # CPU
             cpu_exc = cpu_out = None
             try:
@@ -629,32 +648,13 @@ def _worker(
     def run_op_grad(op):
         n_run = n_skip = 0
         notes: list[str] = []
-        torch.manual_seed(0)
-        pool = []  # (index among the op's samples, sample)
-        for k, sample in enumerate(op.sample_inputs("cpu", dtype, requires_grad=True)):
-            if _sample_is_random(op.full_name, sample):
-                continue  # (dropout on: gradients not comparable)
-            pool.append((k, sample))
-            if len(pool) >= SAMPLE_POOL:
-                break
-        chosen = [pool[j][0] for j in _spread(len(pool), max_samples)]
-        twins = meta_twins(op, chosen[-1] + 1 if chosen else 0)
-        by_index = dict(pool)
-        for i in chosen:
-            sample, twin = by_index[i], twins[i]
-            where = f"sample {i}: {sample.summary() if hasattr(sample, 'summary') else ''}"
-            where = where.replace('device="cpu", ', "").replace("SampleInput(", "(")[:240]
+        for i, sample, twin, where in chosen_samples(op, requires_grad=True):
             try:
-                tree_map(check_cpu_value, (sample.input, sample.args, sample.kwargs))
-                finp, fargs, fkwargs, cpu_ok = to_foo_sample(sample, twin)
+                finp, fargs, fkwargs, cpu_ok = sample_on_foo(sample, twin)
             except _SkipSample as e:
                 n_skip += 1
                 notes.append(f"sample {i} skipped: {e}")
                 continue
-            except NotImplementedError as e:
-                if _FALLBACK_OFF_MSG in str(e):
-                    return {"status": "unsupported", "detail": "copying the sample to foo: " + short(e)}
-                raise
             cpu_exc = cpu_grads = cots = None
             try:
                 cpu_grads, cots = grad_of(op, sample, sample.input, sample.args, sample.kwargs)
@@ -725,6 +725,8 @@ def _worker(
         signal.setitimer(signal.ITIMER_REAL, op_timeout)
         try:
             res = run_op_grad(op) if grad else run_op(op)
+        except _Unsupported as e:
+            res = {"status": "unsupported", "detail": str(e)}
         except _Timeout:
             res = {"status": "timeout", "detail": f"> {op_timeout:g} s"}
         except Exception as e:  # noqa: BLE001 - e.g. sample generation failed
