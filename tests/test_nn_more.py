@@ -452,3 +452,48 @@ def test_grid_sample_special_values_zero_size_out_and_bad_input():
     same(A.grid_sampler_2d, x, torch.zeros(2, 3, 3, 2), 0, 0, False)
     same(A.grid_sampler_2d, x, torch.zeros(1, 3, 3, 3), 0, 0, False)
     same(A.grid_sampler_2d, torch.empty(1, 2, 0, 4), torch.zeros(1, 3, 3, 2), 0, 0, False)
+
+
+LOSSES = {
+    "mse": lambda x, y, reduction: F.mse_loss(x, y, reduction=reduction),
+    "huber": lambda x, y, reduction: F.huber_loss(x, y, reduction=reduction, delta=0.7),
+    "smooth_l1": lambda x, y, reduction: F.smooth_l1_loss(x, y, reduction=reduction, beta=0.5),
+    "smooth_l1_beta0": lambda x, y, reduction: F.smooth_l1_loss(x, y, reduction=reduction, beta=0.0),
+    "bce": lambda x, y, reduction: F.binary_cross_entropy(x.sigmoid(), y.sigmoid(), reduction=reduction),
+}
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+def test_pointwise_loss_contiguous_and_strided_paths_agree(loss, dtype, reduction):
+    """Contiguous operands take the vectorized slice loops, others the strided
+    walker: one loss, the same bits either way (forward and gradient, sizes
+    across several blocks and threads), and CPU's values."""
+    f = LOSSES[loss]
+    n = 3 * 4096 + 37
+    x = make_tensor((n,), dtype, seed=3) * 3
+    y = make_tensor((n,), dtype, seed=4) * 3
+    g = make_tensor((n,), dtype, seed=5)
+    results = []
+    for contiguous in (True, False):
+        if contiguous:
+            xf, yf = x.to("foo"), y.to("foo")
+        else:  # the same values through a stride-2 view
+            xf = torch.stack([x, x], 1).to("foo")[:, 0]
+            yf = torch.stack([y, y], 1).to("foo")[:, 0]
+            assert not xf.is_contiguous()
+        xf = xf.detach().requires_grad_()
+        out = f(xf, yf, reduction)
+        out.backward(g.to("foo") if reduction == "none" else torch.ones((), dtype=dtype, device="foo"))
+        results.append((out.detach().cpu(), xf.grad.cpu()))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # the same bits
+    xc = x.detach().requires_grad_()
+    out = f(xc, y, reduction)
+    out.backward(g if reduction == "none" else torch.ones((), dtype=dtype))
+    tol = {"equal_nan": True}  # float16's BCE saturates where CPU's does
+    if dtype not in (torch.float32, torch.float64):
+        tol.update(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(results[0][0], out.detach(), **tol)
+    torch.testing.assert_close(results[0][1], xc.grad, **tol)

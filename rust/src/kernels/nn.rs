@@ -883,6 +883,45 @@ fn nll_bwd<T: FloatElem>(
     })
 }
 
+/// Runs `$body` with `$k` bound to `$kind` as a constant of its variant, so
+/// each loop is compiled per loss (the per-element `match` folds away and
+/// the loop vectorizes) instead of matching on the kind per element.
+macro_rules! with_kind {
+    ($kind:expr, $k:ident => $body:expr) => {
+        match $kind {
+            PointLoss::Mse => {
+                let $k = PointLoss::Mse;
+                $body
+            }
+            PointLoss::Huber(d) => {
+                let $k = PointLoss::Huber(d);
+                $body
+            }
+            PointLoss::SmoothL1(b) => {
+                let $k = PointLoss::SmoothL1(b);
+                $body
+            }
+            PointLoss::Bce => {
+                let $k = PointLoss::Bce;
+                $body
+            }
+        }
+    };
+}
+
+/// Sum of 8 lanes in a fixed tree order.
+#[inline(always)]
+fn tree8(mut acc: [f64; 8]) -> f64 {
+    let mut k = 8;
+    while k > 1 {
+        k /= 2;
+        for j in 0..k {
+            acc[j] += acc[j + k];
+        }
+    }
+    acc[0]
+}
+
 /// A loss computed element by element from (input, target), with its
 /// gradient: each operation rounds to the element type, as CPU's kernels do
 /// (in half arithmetic for the half types, except where CPU computes them in
@@ -1067,6 +1106,14 @@ fn loss_fwd<T: FloatElem>(
 ) -> Result<(), KernelError> {
     let n: usize = shape.iter().product();
     let (pa, pb) = (P(a.ptr as usize), P(b.ptr as usize));
+    // The common case (input and target contiguous, of the loss's shape; the
+    // output too without reduction): typed slice loops, vectorized.
+    let flat = n > 0
+        && a.sizes[..] == *shape
+        && b.sizes[..] == *shape
+        && a.is_contiguous()
+        && b.is_contiguous()
+        && (reduction != REDUCTION_NONE || (out.sizes[..] == *shape && out.is_contiguous()));
     if kind == PointLoss::Bce {
         // CPU's check, before any output is written.
         let bad = AtomicBool::new(false);
@@ -1115,6 +1162,30 @@ fn loss_fwd<T: FloatElem>(
         }
         let po = P(out.ptr as usize);
         let chunk = GRAIN_SIZE;
+        if flat {
+            let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |c| {
+                let lo = c * chunk;
+                let hi = (lo + chunk).min(n);
+                // SAFETY: all three are contiguous views of `shape`.
+                let (x, y, o) = unsafe {
+                    (
+                        std::slice::from_raw_parts((pa.0 as *const T).add(lo), hi - lo),
+                        std::slice::from_raw_parts((pb.0 as *const T).add(lo), hi - lo),
+                        std::slice::from_raw_parts_mut((po.0 as *mut T).add(lo), hi - lo),
+                    )
+                };
+                with_kind!(kind, k => simd::dispatch(
+                    #[inline(always)]
+                    || {
+                        for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                            *o = T::narrow(k.value::<T>(x.widen(), y.widen()));
+                        }
+                    },
+                ));
+                Ok(())
+            });
+            return Ok(());
+        }
         let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |k| {
             let lo = k * chunk;
             let hi = (lo + chunk).min(n);
@@ -1138,8 +1209,35 @@ fn loss_fwd<T: FloatElem>(
         sa: &[isize],
         sb: &[isize],
         sq: &(impl Fn(isize, isize) -> T::Acc + Sync),
+        flat: Option<(PointLoss, P, P)>,
     ) -> f64 {
         let n = hi - lo;
+        if let (true, Some((kind, pa, pb))) = (n <= LOSS_BLOCK, flat) {
+            // SAFETY: both are contiguous views of `shape`.
+            let (x, y) = unsafe {
+                (
+                    std::slice::from_raw_parts((pa.0 as *const T).add(lo), n),
+                    std::slice::from_raw_parts((pb.0 as *const T).add(lo), n),
+                )
+            };
+            return with_kind!(kind, k => simd::dispatch(
+                #[inline(always)]
+                || {
+                    let mut acc = [0f64; 8];
+                    let (cx, cy) = (x.chunks_exact(8), y.chunks_exact(8));
+                    let (tx, ty) = (cx.remainder(), cy.remainder());
+                    for (cx, cy) in cx.zip(cy) {
+                        for l in 0..8 {
+                            acc[l] += k.value::<T>(cx[l].widen(), cy[l].widen()).to_f64();
+                        }
+                    }
+                    for (l, (&x, &y)) in tx.iter().zip(ty).enumerate() {
+                        acc[l] += k.value::<T>(x.widen(), y.widen()).to_f64();
+                    }
+                    tree8(acc)
+                },
+            ));
+        }
         if n <= LOSS_BLOCK {
             let mut acc = [0f64; 8];
             let mut w = Walker3::new(shape, [sa, sb, &[]], lo);
@@ -1149,30 +1247,23 @@ fn loss_fwd<T: FloatElem>(
                     w.next();
                 }
             }
-            let mut k = 8;
-            while k > 1 {
-                k /= 2;
-                for j in 0..k {
-                    acc[j] += acc[j + k];
-                }
-            }
-            return acc[0];
+            return tree8(acc);
         }
         let mid = lo + n.div_ceil(LOSS_BLOCK).div_ceil(2) * LOSS_BLOCK;
         let (x, y) = if n >= par_min() {
             parallel::join(
-                || go::<T>(lo, mid, shape, sa, sb, sq),
-                || go::<T>(mid, hi, shape, sa, sb, sq),
+                || go::<T>(lo, mid, shape, sa, sb, sq, flat),
+                || go::<T>(mid, hi, shape, sa, sb, sq, flat),
             )
         } else {
             (
-                go::<T>(lo, mid, shape, sa, sb, sq),
-                go::<T>(mid, hi, shape, sa, sb, sq),
+                go::<T>(lo, mid, shape, sa, sb, sq, flat),
+                go::<T>(mid, hi, shape, sa, sb, sq, flat),
             )
         };
         x + y
     }
-    let total = go::<T>(0, n, shape, sa, sb, &sq);
+    let total = go::<T>(0, n, shape, sa, sb, &sq, flat.then_some((kind, pa, pb)));
     let v = if reduction == REDUCTION_MEAN {
         total / n as f64
     } else {
@@ -1239,6 +1330,54 @@ pub fn point_loss_backward(
         );
         let norm = rnd::<T>(T::Acc::from_f64(norm));
         let chunk = GRAIN_SIZE;
+        // The common case: input, target and grad_input contiguous, the
+        // incoming gradient one value (a reduced loss) or contiguous too.
+        let scalar_g = sg.iter().all(|&st| st == 0);
+        if [gi, a, b]
+            .iter()
+            .all(|t| t.is_contiguous() && t.sizes == gi.sizes)
+            && (scalar_g || (g.is_contiguous() && g.sizes == gi.sizes))
+        {
+            let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |c| {
+                let lo = c * chunk;
+                let hi = (lo + chunk).min(n);
+                // SAFETY: contiguous views of grad_input's shape (g: of one
+                // element when scalar_g).
+                let (o, x, y) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut((po.0 as *mut T).add(lo), hi - lo),
+                        std::slice::from_raw_parts((pa.0 as *const T).add(lo), hi - lo),
+                        std::slice::from_raw_parts((pb.0 as *const T).add(lo), hi - lo),
+                    )
+                };
+                if scalar_g {
+                    // SAFETY: a non-empty view has an element at its pointer.
+                    let gv = unsafe { (*(pg.0 as *const T)).widen() };
+                    with_kind!(kind, k => simd::dispatch(
+                        #[inline(always)]
+                        || {
+                            for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                                *o = T::narrow(k.grad::<T>(x.widen(), y.widen(), gv, norm));
+                            }
+                        },
+                    ));
+                } else {
+                    // SAFETY: as above.
+                    let gs =
+                        unsafe { std::slice::from_raw_parts((pg.0 as *const T).add(lo), hi - lo) };
+                    with_kind!(kind, k => simd::dispatch(
+                        #[inline(always)]
+                        || {
+                            for (((o, &x), &y), &gv) in o.iter_mut().zip(x).zip(y).zip(gs) {
+                                *o = T::narrow(k.grad::<T>(x.widen(), y.widen(), gv.widen(), norm));
+                            }
+                        },
+                    ));
+                }
+                Ok(())
+            });
+            return;
+        }
         let _ = try_chunks(n.div_ceil(chunk), n >= par_min(), |k| {
             let lo = k * chunk;
             let hi = (lo + chunk).min(n);
