@@ -707,7 +707,8 @@ fn max_taps<T: PoolT, const S: usize>(
     let xs = &row[first..first + (n - 1) * s + 1];
     for j in 0..n {
         let v = xs[j * s].acc();
-        let m = v > best[j] || T::is_nan(v);
+        // `|`, not `||`: no branch, so the loop vectorizes.
+        let m = (v > best[j]) | T::is_nan(v);
         best[j] = if m { v } else { best[j] };
         tap[j] = if m { t } else { tap[j] };
     }
@@ -755,7 +756,7 @@ unsafe fn max_cl_row<T: PoolT>(
                     let (best, tap) = (&mut best[..nc], &mut tap[..nc]);
                     for c in 0..nc {
                         let v = xs[c].acc();
-                        let m = v > best[c] || T::is_nan(v);
+                        let m = (v > best[c]) | T::is_nan(v);
                         best[c] = if m { v } else { best[c] };
                         tap[c] = if m { i } else { tap[c] };
                     }
