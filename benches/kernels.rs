@@ -1,6 +1,9 @@
 //! Criterion benches of the elementwise kernels (float32, contiguous,
 //! preallocated outputs) at 1K, 64K, 1M and 16M elements. Throughput is the
-//! bytes the op reads plus writes, so criterion reports GB/s.
+//! bytes the op reads plus writes, so criterion reports GB/s. The `pool`
+//! group times resnet18's stem pooling (8x64x112x112 float32, 3x3 window,
+//! stride 2, padding 1) forward and backward, NCHW and channels-last, and
+//! its head's 7x7 -> 1x1 adaptive average pooling.
 //!
 //! `cargo bench --bench kernels` (optionally `-- add/16M`); set
 //! `FOO_RS_SIMD=avx2|portable` to measure a lower SIMD level, and
@@ -132,5 +135,71 @@ fn elementwise(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, elementwise);
+/// A contiguous NCHW (or, with `cl`, channels-last) 4-d view of `v`.
+fn view4<T>(v: &[T], dtype: DType, [n, c, h, w]: [usize; 4], cl: bool) -> Strided {
+    let strides: [isize; 4] = if cl {
+        [(h * w * c) as isize, 1, (w * c) as isize, c as isize]
+    } else {
+        [(c * h * w) as isize, (h * w) as isize, w as isize, 1]
+    };
+    Strided::new(
+        v.as_ptr() as *mut u8,
+        dtype,
+        &[n, c, h, w][..],
+        &strides[..],
+    )
+}
+
+fn pooling(c: &mut Criterion) {
+    use foo_rs::kernels::pool::{self, Window};
+    let win = Window {
+        kernel: [3, 3],
+        stride: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+    };
+    let (ins, outs) = ([8, 64, 112, 112], [8, 64, 56, 56]);
+    let x = f32s(ins.iter().product(), 1);
+    let go = f32s(outs.iter().product(), 2);
+    let (out, gi) = (vec![0f32; go.len()], vec![0f32; x.len()]);
+    let idx = vec![0i64; go.len()];
+    let mut g = configure(c, "pool");
+    g.throughput(Throughput::Bytes((4 * x.len()) as u64));
+    for cl in [false, true] {
+        let layout = if cl { "nhwc" } else { "nchw" };
+        let (xv, ov, iv) = (
+            view4(&x, DType::F32, ins, cl),
+            view4(&out, DType::F32, outs, cl),
+            view4(&idx, DType::I64, outs, cl),
+        );
+        let (giv, gov) = (
+            view4(&gi, DType::F32, ins, cl),
+            view4(&go, DType::F32, outs, cl),
+        );
+        g.bench_function(format!("max_pool2d fwd {layout}"), |b| {
+            b.iter(|| pool::max_pool2d(&ov, &iv, black_box(&xv), win).unwrap())
+        });
+        pool::max_pool2d(&ov, &iv, &xv, win).unwrap();
+        g.bench_function(format!("max_pool2d bwd {layout}"), |b| {
+            b.iter(|| pool::max_pool2d_backward(&giv, black_box(&gov), &iv).unwrap())
+        });
+        g.bench_function(format!("avg_pool2d fwd {layout}"), |b| {
+            b.iter(|| pool::avg_pool2d(&ov, black_box(&xv), win, true, None).unwrap())
+        });
+        g.bench_function(format!("avg_pool2d bwd {layout}"), |b| {
+            b.iter(|| pool::avg_pool2d_backward(&giv, black_box(&gov), win, true, None).unwrap())
+        });
+    }
+    let (hx, hout) = (f32s(8 * 512 * 49, 3), vec![0f32; 8 * 512]);
+    let (hxv, hov) = (
+        view4(&hx, DType::F32, [8, 512, 7, 7], false),
+        view4(&hout, DType::F32, [8, 512, 1, 1], false),
+    );
+    g.bench_function("adaptive_avg_pool2d 8x512x7x7 -> 1x1", |b| {
+        b.iter(|| pool::adaptive_avg_pool2d(&hov, black_box(&hxv)).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, elementwise, pooling);
 criterion_main!(benches);

@@ -664,6 +664,63 @@ def _norm_step(shape, layer):
     return make
 
 
+#: Pooling layers at the sizes real models use: (name, input shape, channels
+#: last, function). resnet18's stem pools its 8x64x112x112 conv output; its
+#: head pools 8x512x7x7 to 1x1; video networks pool 5-d clips.
+POOLS = [
+    (
+        "max_pool2d k3 s2 p1 8x64x112x112",
+        (8, 64, 112, 112),
+        False,
+        lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1),
+    ),
+    (
+        "max_pool2d k3 s2 p1 8x64x112x112 channels_last",
+        (8, 64, 112, 112),
+        True,
+        lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1),
+    ),
+    (
+        "avg_pool2d k3 s2 p1 8x64x112x112",
+        (8, 64, 112, 112),
+        False,
+        lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, 1),
+    ),
+    (
+        "adaptive_avg_pool2d 8x512x7x7 -> 1x1",
+        (8, 512, 7, 7),
+        False,
+        lambda x: torch.nn.functional.adaptive_avg_pool2d(x, 1),
+    ),
+    (
+        "max_pool3d k3 s2 p1 2x64x16x56x56",
+        (2, 64, 16, 56, 56),
+        False,
+        lambda x: torch.nn.functional.max_pool3d(x, 3, 2, 1),
+    ),
+]
+
+
+def _pool_step(shape, channels_last: bool, fn, backward: bool):
+    """A pooling layer in float32: forward, or forward and the input's gradient."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(shape, generator=g)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        x = x.to(device)
+        if not backward:
+            return lambda: fn(x)
+        x.requires_grad_(True)
+        grad = torch.randn(fn(x.detach()).shape, generator=g).to(device)
+        if channels_last:
+            grad = grad.contiguous(memory_format=torch.channels_last)
+        return lambda: torch.autograd.grad(fn(x), x, grad)[0]
+
+    return make
+
+
 def _have(module: str) -> bool:
     import importlib.util
 
@@ -684,6 +741,11 @@ CASES = [
     *(
         Case(f"{name} {'x'.join(map(str, shape))} fwd+bwd", "norm", _norm_step(shape, layer))
         for name, shape, layer in NORMS
+    ),
+    *(
+        Case(f"{name} {'fwd+bwd' if bwd else 'fwd'}", "pool", _pool_step(shape, cl, fn, bwd))
+        for name, shape, cl, fn in POOLS
+        for bwd in (False, True)
     ),
     Case("rms_norm 8192x1024 f32: foo::rms_norm vs CPU F.rms_norm", "fused", _fused("rms_norm", True)),
     Case("rms_norm 8192x1024 f32: F.rms_norm on both", "fused", _fused("rms_norm", False)),

@@ -527,10 +527,15 @@ def avg_pool2d_out(
     self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None, *, out
 ):
     check_same_device("avg_pool2d", self, out)
-    mo = _A.avg_pool2d(_meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    # CPU takes the floating types and int64 and raises NotImplementedError for
+    # others after its argument checks; torch's meta refuses uint8 with a
+    # RuntimeError, so it checks a float stand-in.
+    supported = self.dtype.is_floating_point or self.dtype == torch.int64
+    m = _meta(self) if supported else _meta(self).float()
+    mo = _A.avg_pool2d(m, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    if not supported:
+        raise NotImplementedError(f"\"avg_pool2d\" not implemented for '{_name(self.dtype)}' on foo")
     _fits(out, mo)
-    if self.dtype == torch.bool:
-        raise NotImplementedError("\"avg_pool2d\" not implemented for 'Bool' on foo")
     if out.numel():
         k = _pair(kernel_size)
         _C.avg_pool2d(
@@ -574,7 +579,7 @@ def _adaptive_checks(self, output_size):
         raise RuntimeError("adaptive_avg_pool2d: output_size must be 2 (on foo)")
     if self.dim() not in (3, 4):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(self.shape)} (on foo)")
-    for i in range(1, self.dim()):
+    for i in range(self.dim() - 2, self.dim()):  # CPU checks the spatial dims (channels may be 0)
         if self.shape[i] == 0:
             raise RuntimeError(
                 "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, but input "

@@ -1,19 +1,35 @@
-//! Pooling over 2 or 3 spatial dims: max pooling (with indices) and
-//! average pooling with their backward, adaptive average and max pooling and
-//! their backward.
+//! Pooling over 2 or 3 spatial dims (1-d arrives as 2-d): max pooling (with
+//! indices) and average pooling with their backward, adaptive average and
+//! max pooling and their backward.
 //!
-//! The kernels work on 5-d views `[batch, channels, depth, height, width]`
-//! with any strides (NCDHW or channels-last need no copy); the 2-d entries
-//! see a 4-d view as depth 1 (a window of depth 1), so both share one loop
-//! nest. Planes `(batch, channel)` are independent and are split over
-//! threads, so results do not depend on the thread count. Averages and
-//! gradients accumulate in float64. Indices are flat within a plane
-//! (`(d * H + h) * W + w`; `h * W + w` in 2-d), as ATen's.
+//! The kernels see 5-d views `[batch, channels, depth, height, width]`; the
+//! 2-d entries see a 4-d view as depth 1. The dtype is dispatched once per
+//! call to a kernel generic over the element type ([`PoolT`]), which
+//! computes as ATen's CPU kernels do: sums in `at::opmath_type` (float32 for
+//! float32 and the half types, float64 for float64, int64 for integers) in
+//! ATen's order, one division, max windows scanned in ATen's order with
+//! "greater or NaN" winning, gradients added in the element type in output
+//! order. The layouts:
+//!
+//! - planes `(batch, channel)` with row-major spatial dims (NCHW, or any
+//!   batch / channel strides): one plane at a time, rows of outputs at once
+//!   (each window tap compared or added lane-wise over a row's outputs,
+//!   vectorized by [`simd::dispatch`]);
+//! - channels-last (channels at stride 1): the channels are the lanes, as in
+//!   ATen's channels-last kernels;
+//! - any other view: each plane is copied to a row-major scratch plane and
+//!   back, then as the first case.
+//!
+//! Work is split over planes (or output rows, or batch elements) by index
+//! only, so results do not depend on the thread count. Indices are flat
+//! within a plane (`(d * H + h) * W + w`; `h * W + w` in 2-d), as ATen's.
 
-use super::norm::{ld, st};
+use super::elementwise::simd;
+use super::norm::dispatch_float;
 use super::reduce::par_min;
-use super::{KernelError, Strided};
+use super::{parallel, KernelError, Strided};
 use crate::dtype::DType;
+use half::{bf16, f16};
 
 /// Kernel, stride, padding and dilation of a 2-d window (height, width).
 #[derive(Clone, Copy, Debug)]
@@ -86,90 +102,367 @@ fn same_planes(op: &str, a: &Strided, b: &Strided) -> Result<(), KernelError> {
     Ok(())
 }
 
-#[inline(always)]
-fn off(s: &Strided, n: usize, c: usize, [d, h, w]: [usize; 3]) -> isize {
-    n as isize * s.strides[0]
-        + c as isize * s.strides[1]
-        + d as isize * s.strides[2]
-        + h as isize * s.strides[3]
-        + w as isize * s.strides[4]
-}
-
 /// The spatial sizes of a 5-d view.
 #[inline(always)]
 fn dhw(s: &Strided) -> [usize; 3] {
     [s.sizes[2], s.sizes[3], s.sizes[4]]
 }
 
-/// Every position of a `[d, h, w]` box, in row-major order. A counter, not
-/// nested `flat_map`s: LLVM does not flatten those, and the 2-d pooling
-/// loops ran 1.3-2.6x slower through them.
-struct Positions {
-    dims: [usize; 3],
-    cur: [usize; 3],
-    left: usize,
+// ---------------------------------------------------------------------------
+// element types
+// ---------------------------------------------------------------------------
+
+/// An element type the pooling kernels take, with the arithmetic ATen's CPU
+/// kernels use for it: `Acc` is `at::opmath_type` (float32 for float32,
+/// bfloat16 and float16; float64 for float64; int64 for the integers).
+trait PoolT: Copy + Default + Send + Sync + 'static {
+    type Acc: Copy + PartialOrd + Send + Sync;
+    /// `+0` in `Acc`.
+    const ZERO: Self::Acc;
+    /// The start of a max: -inf, or the integer type's minimum (ATen's).
+    const LOWEST: Self::Acc;
+    fn acc(self) -> Self::Acc;
+    fn from_acc(a: Self::Acc) -> Self;
+    fn is_nan(a: Self::Acc) -> bool;
+    fn add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// `a / d` as C++ divides an `Acc` by an `int64_t` (integers truncate).
+    fn div(a: Self::Acc, d: i64) -> Self::Acc;
+    /// `a += b` in the element type (C++'s rounding for bfloat16 / float16).
+    #[inline(always)]
+    fn add_to(a: &mut Self, b: Self) {
+        *a = Self::from_acc(Self::add(a.acc(), b.acc()));
+    }
 }
 
-impl Iterator for Positions {
-    type Item = [usize; 3];
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<[usize; 3]> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let p = self.cur;
-        self.cur[2] += 1;
-        if self.cur[2] == self.dims[2] {
-            self.cur[2] = 0;
-            self.cur[1] += 1;
-            if self.cur[1] == self.dims[1] {
-                self.cur[1] = 0;
-                self.cur[0] += 1;
+macro_rules! pool_float {
+    ($t:ty, $acc:ty, $to:expr, $from:expr) => {
+        impl PoolT for $t {
+            type Acc = $acc;
+            const ZERO: $acc = 0.0;
+            const LOWEST: $acc = <$acc>::NEG_INFINITY;
+            #[inline(always)]
+            fn acc(self) -> $acc {
+                $to(self)
+            }
+            #[inline(always)]
+            fn from_acc(a: $acc) -> $t {
+                $from(a)
+            }
+            #[inline(always)]
+            #[allow(clippy::eq_op)]
+            fn is_nan(a: $acc) -> bool {
+                a != a
+            }
+            #[inline(always)]
+            fn add(a: $acc, b: $acc) -> $acc {
+                a + b
+            }
+            #[inline(always)]
+            fn div(a: $acc, d: i64) -> $acc {
+                a / d as $acc
             }
         }
-        Some(p)
+    };
+}
+pool_float!(f32, f32, |v| v, |v| v);
+pool_float!(f64, f64, |v| v, |v| v);
+pool_float!(bf16, f32, bf16::to_f32, bf16::from_f32);
+pool_float!(f16, f32, f16::to_f32, f16::from_f32);
+
+macro_rules! pool_int {
+    ($($t:ty),*) => {$(
+        impl PoolT for $t {
+            type Acc = i64;
+            const ZERO: i64 = 0;
+            const LOWEST: i64 = <$t>::MIN as i64;
+            #[inline(always)]
+            fn acc(self) -> i64 {
+                self as i64
+            }
+            // int64 -> narrower integer wraps, as C++'s conversion.
+            #[inline(always)]
+            fn from_acc(a: i64) -> $t {
+                a as $t
+            }
+            #[inline(always)]
+            fn is_nan(_: i64) -> bool {
+                false
+            }
+            #[inline(always)]
+            fn add(a: i64, b: i64) -> i64 {
+                a.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn div(a: i64, d: i64) -> i64 {
+                if d == 0 { 0 } else { a.wrapping_div(d) }
+            }
+        }
+    )*};
+}
+pool_int!(i64, i32, i16, i8, u8);
+
+/// Calls `$f::<T>(args)` with `T` the element type of `$dtype`: every type
+/// CPU's max pooling takes (floats, bfloat16, float16 and the integers).
+macro_rules! pool_types {
+    ($op:expr, $dtype:expr, $f:ident, $($arg:expr),*) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            DType::BF16 => $f::<bf16>($($arg),*),
+            DType::F16 => $f::<f16>($($arg),*),
+            DType::I64 => $f::<i64>($($arg),*),
+            DType::I32 => $f::<i32>($($arg),*),
+            DType::I16 => $f::<i16>($($arg),*),
+            DType::I8 => $f::<i8>($($arg),*),
+            DType::U8 => $f::<u8>($($arg),*),
+            d => Err(KernelError::UnsupportedDtype { op: $op, dtype: d }),
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// operands, planes and the parallel split
+// ---------------------------------------------------------------------------
+
+/// A 5-d operand `[batch, channels, depth, height, width]` as typed
+/// pointer and strides (in elements).
+#[derive(Clone, Copy)]
+struct Op<E> {
+    ptr: *mut E,
+    dims: [usize; 3],
+    st: [isize; 5],
+}
+
+// SAFETY: a description of memory; tasks touch disjoint planes or rows.
+unsafe impl<E> Send for Op<E> {}
+unsafe impl<E> Sync for Op<E> {}
+
+impl<E: Copy + Default> Op<E> {
+    fn new(s: &Strided) -> Op<E> {
+        let st = [0, 1, 2, 3, 4].map(|k| s.strides[k]);
+        Op {
+            ptr: s.ptr as *mut E,
+            dims: dhw(s),
+            st,
+        }
+    }
+
+    fn plane_len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Whether every plane is row-major (any batch and channel strides).
+    fn dense(&self) -> bool {
+        let mut expect = 1isize;
+        for k in (0..3).rev() {
+            if self.dims[k] != 1 && self.st[2 + k] != expect {
+                return false;
+            }
+            expect *= self.dims[k] as isize;
+        }
+        true
+    }
+
+    #[inline(always)]
+    fn at(&self, n: usize, c: usize, [d, h, w]: [usize; 3]) -> *mut E {
+        let o = n as isize * self.st[0]
+            + c as isize * self.st[1]
+            + d as isize * self.st[2]
+            + h as isize * self.st[3]
+            + w as isize * self.st[4];
+        self.ptr.wrapping_offset(o)
+    }
+
+    /// Plane `(n, c)` to read: the memory itself when planes are dense,
+    /// else a copy in `buf`.
+    ///
+    /// # Safety
+    /// `(n, c)` is inside the view.
+    #[inline(always)]
+    unsafe fn read<'a>(&self, dense: bool, n: usize, c: usize, buf: &'a mut Vec<E>) -> &'a [E] {
+        if dense {
+            return std::slice::from_raw_parts(self.at(n, c, [0; 3]), self.plane_len());
+        }
+        buf.clear();
+        let [dd, hh, ww] = self.dims;
+        for d in 0..dd {
+            for h in 0..hh {
+                for w in 0..ww {
+                    buf.push(*self.at(n, c, [d, h, w]));
+                }
+            }
+        }
+        buf
+    }
+
+    /// Plane `(n, c)` to write (every element): the memory itself when
+    /// planes are dense, else `buf`, which [`Op::flush`] then stores.
+    ///
+    /// # Safety
+    /// `(n, c)` is inside the view and no other task writes it.
+    #[inline(always)]
+    unsafe fn write<'a>(
+        &self,
+        dense: bool,
+        n: usize,
+        c: usize,
+        buf: &'a mut Vec<E>,
+    ) -> &'a mut [E] {
+        if dense {
+            return std::slice::from_raw_parts_mut(self.at(n, c, [0; 3]), self.plane_len());
+        }
+        buf.clear();
+        buf.resize(self.plane_len(), E::default());
+        buf
+    }
+
+    /// Stores a plane [`Op::write`] handed out as `buf`.
+    ///
+    /// # Safety
+    /// As [`Op::write`].
+    #[inline(always)]
+    unsafe fn flush(&self, dense: bool, n: usize, c: usize, buf: &[E]) {
+        if dense {
+            return;
+        }
+        let [dd, hh, ww] = self.dims;
+        let mut k = 0;
+        for d in 0..dd {
+            for h in 0..hh {
+                for w in 0..ww {
+                    *self.at(n, c, [d, h, w]) = buf[k];
+                    k += 1;
+                }
+            }
+        }
     }
 }
 
-/// Every output position of a 5-d view's plane, in row-major order.
-#[inline(always)]
-fn positions(dims: [usize; 3]) -> Positions {
-    Positions {
-        dims,
-        cur: [0; 3],
-        left: dims.iter().product(),
-    }
-}
-
-/// Runs `f(n, c)` for every plane, in parallel when the work is large.
-fn planes(
-    s: &Strided,
+/// Runs `f(first, end)` over `0..total` in index ranges (one range when
+/// `work` is small), each compiled for the SIMD level in use
+/// ([`simd::dispatch`]: callers pass `#[inline(always)]` closures). Work is
+/// split by index only, so results do not depend on the thread count.
+fn split(
+    total: usize,
     work: usize,
     f: impl Fn(usize, usize) -> Result<(), KernelError> + Sync + Send,
 ) -> Result<(), KernelError> {
-    let (nb, nc) = (s.sizes[0], s.sizes[1]);
-    let total = nb * nc;
-    let g = |p: usize| f(p / nc.max(1), p % nc.max(1));
-    if work > par_min() && total > 1 {
-        super::parallel::try_for_range(total, 1, g)
+    if total == 0 {
+        return Ok(());
+    }
+    let tasks = if work > par_min() && total > 1 {
+        total.min(parallel::num_threads() * 4)
     } else {
-        (0..total).try_for_each(g)
+        1
+    };
+    let chunk = total.div_ceil(tasks);
+    let g = |t: usize| {
+        let (a, b) = (t * chunk, ((t + 1) * chunk).min(total));
+        simd::dispatch(
+            #[inline(always)]
+            || f(a, b),
+        )
+    };
+    if tasks == 1 {
+        g(0)
+    } else {
+        parallel::try_parallel_for(total.div_ceil(chunk), g)
     }
 }
 
-/// The input positions a dilated window starting at `start` reads along one
-/// dim of size `len`: first (the first non-negative), end, step.
-#[inline(always)]
-fn taps(start: isize, k: isize, dil: isize, len: isize) -> (isize, isize, isize) {
-    let mut a = start;
-    let end = (start + (k - 1) * dil + 1).min(len);
-    while a < 0 {
-        a += dil;
-    }
-    (a, end, dil)
+/// Whether the channels-last kernels take these operands: channels
+/// innermost (stride 1) in every one, and more than one channel.
+fn channels_last(views: &[&Strided]) -> bool {
+    views.iter().all(|s| s.strides[1] == 1) && views[0].sizes[1] > 1
 }
+
+// ---------------------------------------------------------------------------
+// window geometry
+// ---------------------------------------------------------------------------
+
+/// Input, output and window sizes per spatial dim (depth, height, width).
+#[derive(Clone, Copy, Debug)]
+struct Geo {
+    i: [usize; 3],
+    o: [usize; 3],
+    k: [usize; 3],
+    s: [usize; 3],
+    p: [usize; 3],
+    d: [usize; 3],
+}
+
+impl Geo {
+    fn new(x: &Strided, out: &Strided, w: &Window3) -> Geo {
+        Geo {
+            i: dhw(x),
+            o: dhw(out),
+            k: w.kernel,
+            s: w.stride.map(|v| v.max(1)),
+            p: w.padding,
+            d: w.dilation.map(|v| v.max(1)),
+        }
+    }
+
+    /// The taps of output `o`'s dilated max window along `dim`: the first
+    /// input position (after skipping the padding by the dilation, as ATen),
+    /// the end (exclusive) and the first tap's number.
+    #[inline(always)]
+    fn taps(&self, dim: usize, o: usize) -> (isize, isize, usize) {
+        let (k, d) = (self.k[dim] as isize, self.d[dim] as isize);
+        let mut a = o as isize * self.s[dim] as isize - self.p[dim] as isize;
+        let end = (a + (k - 1) * d + 1).min(self.i[dim] as isize);
+        let mut first = 0;
+        while a < 0 {
+            a += d;
+            first += 1;
+        }
+        (a, end, first)
+    }
+
+    /// Output `o`'s average window along `dim`: clipped `[lo, hi)` and the
+    /// size counted with padding (ATen's `pool_size` factor).
+    #[inline(always)]
+    fn avg(&self, dim: usize, o: usize) -> (usize, usize, usize) {
+        let (k, p, len) = (
+            self.k[dim] as isize,
+            self.p[dim] as isize,
+            self.i[dim] as isize,
+        );
+        let lo = o as isize * self.s[dim] as isize - p;
+        let hi = (lo + k).min(len + p);
+        let pool = (hi - lo).max(0) as usize;
+        let (a, b) = (lo.max(0), hi.min(len));
+        (a as usize, b.max(a) as usize, pool)
+    }
+
+    /// The outputs along the width whose whole window is inside the input:
+    /// `[lo, hi)` (the others are the border).
+    fn interior(&self) -> (usize, usize) {
+        let (k, s, p, d, w, ow) = (
+            self.k[2], self.s[2], self.p[2], self.d[2], self.i[2], self.o[2],
+        );
+        let lo = p.div_ceil(s).min(ow);
+        let span = k.saturating_sub(1) * d;
+        let hi = if w + p > span {
+            ((w - 1 + p - span) / s + 1).min(ow)
+        } else {
+            0
+        };
+        (lo, hi.max(lo))
+    }
+
+    fn divisor(&self, rng: [(usize, usize, usize); 3], cip: bool, over: Option<i64>) -> i64 {
+        match over {
+            Some(d) => d,
+            None if cip => rng.iter().map(|r| r.2 as i64).product(),
+            None => rng.iter().map(|r| (r.1 - r.0) as i64).product(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// max pooling
+// ---------------------------------------------------------------------------
 
 /// Max pooling (2-d) of `x` into `out` with the flat (`h * W + w`) index of
 /// each maximum in `indices` (int64). NaN wins (as on CPU).
@@ -220,76 +513,265 @@ fn max_pool(
             "foo: {op}: indices must be int64 like the output"
         )));
     }
-    if x.dtype == DType::Bool {
-        return Err(KernelError::UnsupportedDtype {
-            op: dtype_op,
-            dtype: x.dtype,
-        });
+    if win.kernel.iter().product::<usize>() > u32::MAX as usize {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: kernel {:?} too large",
+            win.kernel
+        )));
     }
-    let [id, ih, iw] = dhw(x).map(|v| v as isize);
-    let k = win.kernel.map(|v| v as isize);
-    let s = win.stride.map(|v| v as isize);
-    let p = win.padding.map(|v| v as isize);
-    let dl = win.dilation.map(|v| v.max(1) as isize);
-    let work = out.numel() * win.kernel.iter().product::<usize>();
-    planes(out, work, |n, c| {
-        for pos in positions(dhw(out)) {
-            let [od, oh, ow] = pos.map(|v| v as isize);
-            let (d0, d1, sd) = taps(od * s[0] - p[0], k[0], dl[0], id);
-            let (h0, h1, sh) = taps(oh * s[1] - p[1], k[1], dl[1], ih);
-            let (w0, w1, sw) = taps(ow * s[2] - p[2], k[2], dl[2], iw);
-            let mut best = (d0 * ih + h0) * iw + w0;
-            let mut bestv = f64::NEG_INFINITY;
-            let mut bo: Option<isize> = None;
-            let mut d = d0;
-            while d < d1 {
-                let mut h = h0;
-                while h < h1 {
-                    let mut w = w0;
-                    while w < w1 {
-                        let o = off(x, n, c, [d as usize, h as usize, w as usize]);
-                        let v = ld(x, o);
-                        if v > bestv || v.is_nan() {
-                            bestv = v;
-                            best = (d * ih + h) * iw + w;
-                            bo = Some(o);
-                        }
-                        w += sw;
-                    }
-                    h += sh;
+    let g = Geo::new(x, out, &win);
+    pool_types!(dtype_op, x.dtype, max_typed, out, indices, x, &g)
+}
+
+fn max_typed<T: PoolT>(
+    out: &Strided,
+    indices: &Strided,
+    x: &Strided,
+    g: &Geo,
+) -> Result<(), KernelError> {
+    let (xo, oo, io) = (Op::<T>::new(x), Op::<T>::new(out), Op::<i64>::new(indices));
+    let (nb, nc) = (x.sizes[0], x.sizes[1]);
+    let work = out.numel() * g.k.iter().product::<usize>();
+    if channels_last(&[x, out, indices]) {
+        let rows = nb * g.o[0] * g.o[1];
+        return split(
+            rows,
+            work,
+            #[inline(always)]
+            |a, b| {
+                let (mut best, mut tap) = (Vec::new(), Vec::new());
+                for r in a..b {
+                    // SAFETY: row r of the outputs is this task's alone.
+                    unsafe { max_cl_row::<T>(g, &xo, &oo, &io, nc, r, &mut best, &mut tap) };
                 }
-                d += sd;
+                Ok(())
+            },
+        );
+    }
+    let dense = [xo.dense(), oo.dense(), io.dense()];
+    split(
+        nb * nc,
+        work,
+        #[inline(always)]
+        |a, b| {
+            let (mut bx, mut bo, mut bi) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut best, mut tap) = (Vec::new(), Vec::new());
+            for p in a..b {
+                let (n, c) = (p / nc, p % nc);
+                // SAFETY: plane p is inside the views and this task's alone.
+                unsafe {
+                    let xs = xo.read(dense[0], n, c, &mut bx);
+                    let os = oo.write(dense[1], n, c, &mut bo);
+                    let is = io.write(dense[2], n, c, &mut bi);
+                    max_plane::<T>(g, xs, os, is, &mut best, &mut tap);
+                    oo.flush(dense[1], n, c, &bo);
+                    io.flush(dense[2], n, c, &bi);
+                }
             }
-            let oo = off(out, n, c, pos);
-            match bo {
-                // Copy the element itself (no rounding).
-                Some(o) => copy_elem(out, oo, x, o),
-                None => st(out, oo, f64::NEG_INFINITY),
-            }
-            // SAFETY: inside the indices view.
-            unsafe { *(indices.ptr as *mut i64).offset(off(indices, n, c, pos)) = best as i64 };
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
+/// The maximum and its flat index of one output's window, ATen's loop:
+/// taps in row-major order, a later tap wins when greater or NaN.
 #[inline(always)]
-fn copy_elem(dst: &Strided, d: isize, src: &Strided, s: isize) {
-    let sz = src.dtype.size();
-    // SAFETY: same dtype, offsets inside both views.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            src.ptr.offset(s * sz as isize),
-            dst.ptr.offset(d * sz as isize),
-            sz,
-        )
-    };
+fn max_window<T: PoolT>(
+    g: &Geo,
+    ranges: [(isize, isize, usize); 3],
+    read: impl Fn(usize) -> T,
+) -> (T::Acc, i64) {
+    let [ih, iw] = [g.i[1] as isize, g.i[2] as isize];
+    let [(d0, d1, _), (h0, h1, _), (w0, w1, _)] = ranges;
+    let [dd, dh, dw] = g.d.map(|v| v as isize);
+    let mut bi = (d0 * ih + h0) * iw + w0;
+    let mut bv = T::LOWEST;
+    let mut d = d0;
+    while d < d1 {
+        let mut h = h0;
+        while h < h1 {
+            let mut w = w0;
+            while w < w1 {
+                let i = (d * ih + h) * iw + w;
+                let v = read(i as usize).acc();
+                if v > bv || T::is_nan(v) {
+                    bv = v;
+                    bi = i;
+                }
+                w += dw;
+            }
+            h += dh;
+        }
+        d += dd;
+    }
+    (bv, bi as i64)
 }
 
-/// Stores a plane's gradient, accumulated in float64.
-fn store_plane(gi: &Strided, n: usize, c: usize, acc: &[f64]) {
-    for (k, pos) in positions(dhw(gi)).enumerate() {
-        st(gi, off(gi, n, c, pos), acc[k]);
+/// One plane of max pooling. Outputs whose window lies inside the input
+/// along the width (the interior) run a row at a time: for each tap in
+/// ATen's order, a lane-wise compare over the row's outputs, so the
+/// maxima and indices are ATen's; border outputs run [`max_window`].
+#[inline(always)]
+fn max_plane<T: PoolT>(
+    g: &Geo,
+    x: &[T],
+    out: &mut [T],
+    idx: &mut [i64],
+    best: &mut Vec<T::Acc>,
+    tap: &mut Vec<u32>,
+) {
+    let [ih, iw] = [g.i[1], g.i[2]];
+    let [od_n, oh_n, ow_n] = g.o;
+    let [_, kh_n, kw_n] = g.k;
+    let (lo, hi) = g.interior();
+    let n_in = hi - lo;
+    best.clear();
+    best.resize(n_in, T::LOWEST);
+    tap.clear();
+    tap.resize(n_in, 0);
+    for od in 0..od_n {
+        let rd = g.taps(0, od);
+        for oh in 0..oh_n {
+            let rh = g.taps(1, oh);
+            let orow = (od * oh_n + oh) * ow_n;
+            let empty = rd.0 >= rd.1 || rh.0 >= rh.1;
+            for ow in (0..lo)
+                .chain(hi..ow_n)
+                .chain(if empty { lo..hi } else { 0..0 })
+            {
+                let (v, i) = max_window::<T>(g, [rd, rh, g.taps(2, ow)], |i| x[i]);
+                out[orow + ow] = T::from_acc(v);
+                idx[orow + ow] = i;
+            }
+            if n_in == 0 || empty {
+                continue;
+            }
+            best.fill(T::LOWEST);
+            tap.fill(((rd.2 * kh_n + rh.2) * kw_n) as u32);
+            let (mut d, mut kd) = (rd.0 as usize, rd.2);
+            while d < rd.1 as usize {
+                let (mut h, mut kh) = (rh.0 as usize, rh.2);
+                while h < rh.1 as usize {
+                    let row = &x[(d * ih + h) * iw..][..iw];
+                    for kw in 0..kw_n {
+                        let t = ((kd * kh_n + kh) * kw_n + kw) as u32;
+                        let first = lo * g.s[2] + kw * g.d[2] - g.p[2];
+                        match g.s[2] {
+                            1 => max_taps::<T, 1>(row, first, 1, best, tap, t),
+                            2 => max_taps::<T, 2>(row, first, 2, best, tap, t),
+                            s => max_taps::<T, 0>(row, first, s, best, tap, t),
+                        }
+                    }
+                    h += g.d[1];
+                    kh += 1;
+                }
+                d += g.d[0];
+                kd += 1;
+            }
+            let (sd, sh, sw) = (g.s[0] as isize, g.s[1] as isize, g.s[2] as isize);
+            let (pd, ph, pw) = (g.p[0] as isize, g.p[1] as isize, g.p[2] as isize);
+            let (dd, dh, dw) = (g.d[0] as isize, g.d[1] as isize, g.d[2] as isize);
+            for j in 0..n_in {
+                let ow = lo + j;
+                out[orow + ow] = T::from_acc(best[j]);
+                let t = tap[j] as usize;
+                let (kd, kh, kw) = (
+                    (t / (kh_n * kw_n)) as isize,
+                    ((t / kw_n) % kh_n) as isize,
+                    (t % kw_n) as isize,
+                );
+                let d = od as isize * sd - pd + kd * dd;
+                let h = oh as isize * sh - ph + kh * dh;
+                let w = ow as isize * sw - pw + kw * dw;
+                idx[orow + ow] = ((d * ih as isize + h) * iw as isize + w) as i64;
+            }
+        }
+    }
+}
+
+/// One tap over a row of interior outputs: `row[first + j * stride]` against
+/// `best[j]` (stride `S` when nonzero, else `s`, so the common strides
+/// compile to fixed-stride loads).
+#[inline(always)]
+fn max_taps<T: PoolT, const S: usize>(
+    row: &[T],
+    first: usize,
+    s: usize,
+    best: &mut [T::Acc],
+    tap: &mut [u32],
+    t: u32,
+) {
+    let s = if S == 0 { s } else { S };
+    let n = best.len();
+    let tap = &mut tap[..n];
+    let xs = &row[first..first + (n - 1) * s + 1];
+    for j in 0..n {
+        let v = xs[j * s].acc();
+        // `|`, not `||`: no branch, so the loop vectorizes.
+        let m = (v > best[j]) | T::is_nan(v);
+        best[j] = if m { v } else { best[j] };
+        tap[j] = if m { t } else { tap[j] };
+    }
+}
+
+/// Output row `r` (of `batch x depth x height` rows) of channels-last max
+/// pooling: for each output, the window's taps in ATen's order, each a
+/// lane-wise compare over the channels.
+///
+/// # Safety
+/// Row `r` is inside the views and this task's alone; channels are at
+/// stride 1 in every operand.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn max_cl_row<T: PoolT>(
+    g: &Geo,
+    x: &Op<T>,
+    out: &Op<T>,
+    idx: &Op<i64>,
+    nc: usize,
+    r: usize,
+    best: &mut Vec<T::Acc>,
+    tap: &mut Vec<i64>,
+) {
+    let [ih, iw] = [g.i[1] as isize, g.i[2] as isize];
+    let (n, od, oh) = (r / (g.o[0] * g.o[1]), (r / g.o[1]) % g.o[0], r % g.o[1]);
+    let (rd, rh) = (g.taps(0, od), g.taps(1, oh));
+    best.resize(nc, T::LOWEST);
+    tap.resize(nc, 0);
+    for ow in 0..g.o[2] {
+        let rw = g.taps(2, ow);
+        best.fill(T::LOWEST);
+        tap.fill(((rd.0 * ih + rh.0) * iw + rw.0) as i64);
+        let mut d = rd.0;
+        while d < rd.1 {
+            let mut h = rh.0;
+            while h < rh.1 {
+                let mut w = rw.0;
+                while w < rw.1 {
+                    let i = ((d * ih + h) * iw + w) as i64;
+                    let xs = std::slice::from_raw_parts(
+                        x.at(n, 0, [d as usize, h as usize, w as usize]),
+                        nc,
+                    );
+                    let (best, tap) = (&mut best[..nc], &mut tap[..nc]);
+                    for c in 0..nc {
+                        let v = xs[c].acc();
+                        let m = (v > best[c]) | T::is_nan(v);
+                        best[c] = if m { v } else { best[c] };
+                        tap[c] = if m { i } else { tap[c] };
+                    }
+                    w += g.d[2] as isize;
+                }
+                h += g.d[1] as isize;
+            }
+            d += g.d[0] as isize;
+        }
+        let os = std::slice::from_raw_parts_mut(out.at(n, 0, [od, oh, ow]), nc);
+        let is = std::slice::from_raw_parts_mut(idx.at(n, 0, [od, oh, ow]), nc);
+        for c in 0..nc {
+            os[c] = T::from_acc(best[c]);
+            is[c] = tap[c];
+        }
     }
 }
 
@@ -331,7 +813,7 @@ pub fn max_pool3d_backward(
 }
 
 fn max_pool_backward(
-    op: &str,
+    op: &'static str,
     dtype_op: &'static str,
     grad_input: &Strided,
     grad_output: &Strided,
@@ -346,83 +828,149 @@ fn max_pool_backward(
             indices.dtype.name()
         )));
     }
-    if !grad_input.dtype.is_floating() || grad_output.dtype != grad_input.dtype {
+    if grad_output.dtype != grad_input.dtype {
         return Err(KernelError::UnsupportedDtype {
             op: dtype_op,
             dtype: grad_output.dtype,
         });
     }
-    let plane: usize = dhw(grad_input).iter().product();
-    planes(
+    dispatch_float!(
+        dtype_op,
+        grad_input.dtype,
+        max_back_typed,
+        op,
         grad_input,
-        grad_input.numel() + grad_output.numel(),
-        |n, c| {
-            let mut acc = vec![0.0f64; plane];
-            for pos in positions(dhw(grad_output)) {
-                // SAFETY: inside the indices view.
-                let i = unsafe { *(indices.ptr as *const i64).offset(off(indices, n, c, pos)) };
-                if i < 0 || i as usize >= plane {
-                    return Err(KernelError::InvalidArgument(format!(
-                        "foo: {op}: index {i} out of range for a plane of {plane} elements"
-                    )));
+        grad_output,
+        indices
+    )
+}
+
+fn out_of_range(op: &str, i: i64, plane: usize) -> KernelError {
+    KernelError::InvalidArgument(format!(
+        "foo: {op}: index {i} out of range for a plane of {plane} elements"
+    ))
+}
+
+fn max_back_typed<T: PoolT>(
+    op: &'static str,
+    gi: &Strided,
+    go: &Strided,
+    indices: &Strided,
+) -> Result<(), KernelError> {
+    let (gio, goo, io) = (Op::<T>::new(gi), Op::<T>::new(go), Op::<i64>::new(indices));
+    let (nb, nc) = (gi.sizes[0], gi.sizes[1]);
+    let plane = gio.plane_len();
+    let work = gi.numel() + go.numel();
+    if channels_last(&[gi, go, indices]) {
+        // Per batch element (the scatter of a channel stays in its batch).
+        return split(
+            nb,
+            work,
+            #[inline(always)]
+            |a, b| {
+                for n in a..b {
+                    // SAFETY: batch n is this task's alone; channels at stride 1.
+                    unsafe { max_back_cl::<T>(&gio, &goo, &io, nc, n) }
+                        .map_err(|i| out_of_range(op, i, plane))?;
                 }
-                acc[i as usize] += ld(grad_output, off(grad_output, n, c, pos));
+                Ok(())
+            },
+        );
+    }
+    let dense = [gio.dense(), goo.dense(), io.dense()];
+    split(
+        nb * nc,
+        work,
+        #[inline(always)]
+        |a, b| {
+            let (mut bgi, mut bgo, mut bi) = (Vec::new(), Vec::new(), Vec::new());
+            for p in a..b {
+                let (n, c) = (p / nc, p % nc);
+                // SAFETY: plane p is inside the views and this task's alone.
+                unsafe {
+                    let g = goo.read(dense[1], n, c, &mut bgo);
+                    let i = io.read(dense[2], n, c, &mut bi);
+                    let o = gio.write(dense[0], n, c, &mut bgi);
+                    max_back_plane::<T>(g, i, o).map_err(|i| out_of_range(op, i, plane))?;
+                    gio.flush(dense[0], n, c, &bgi);
+                }
             }
-            store_plane(grad_input, n, c, &acc);
             Ok(())
         },
     )
 }
 
-/// One average-pooling window: the clipped `[lo, hi)` range per dim and its divisor.
+/// `gi[idx[k]] += go[k]` over a plane (ATen skips index -1).
 #[inline(always)]
-fn avg_window(
-    pos: [usize; 3],
-    input: [usize; 3],
-    win: &Window3,
-    count_include_pad: bool,
-    divisor: Option<i64>,
-) -> ([(isize, isize); 3], f64) {
-    let mut r = [(0isize, 0isize); 3];
-    let (mut pool, mut valid) = (1isize, 1isize);
-    for k in 0..3 {
-        let (s, p, kk) = (
-            win.stride[k] as isize,
-            win.padding[k] as isize,
-            win.kernel[k] as isize,
-        );
-        let lo = pos[k] as isize * s - p;
-        let hi = (lo + kk).min(input[k] as isize + p);
-        pool *= hi - lo;
-        let (lo, hi) = (lo.max(0), hi.min(input[k] as isize));
-        valid *= (hi - lo).max(0);
-        r[k] = (lo, hi);
+fn max_back_plane<T: PoolT>(go: &[T], idx: &[i64], gi: &mut [T]) -> Result<(), i64> {
+    gi.fill(T::default());
+    let len = gi.len();
+    for (&g, &i) in go.iter().zip(idx) {
+        if i == -1 {
+            continue;
+        }
+        if i < 0 || i as usize >= len {
+            return Err(i);
+        }
+        T::add_to(&mut gi[i as usize], g);
     }
-    let div = match divisor {
-        Some(d) => d as f64,
-        None if count_include_pad => pool as f64,
-        None => valid as f64,
-    };
-    (r, div)
+    Ok(())
 }
 
-/// A clipped window's `[lo, hi)` along one dim as indices (empty when
-/// `hi <= lo`).
+/// Channels-last max pooling gradient of batch element `n`.
+///
+/// # Safety
+/// Batch `n` is inside the views and this task's alone; channels are at
+/// stride 1 in every operand.
 #[inline(always)]
-fn span((lo, hi): (isize, isize)) -> std::ops::Range<usize> {
-    let lo = lo.max(0);
-    lo as usize..hi.max(lo) as usize
+unsafe fn max_back_cl<T: PoolT>(
+    gi: &Op<T>,
+    go: &Op<T>,
+    idx: &Op<i64>,
+    nc: usize,
+    n: usize,
+) -> Result<(), i64> {
+    let [id, ih, iw] = gi.dims;
+    for d in 0..id {
+        for h in 0..ih {
+            for w in 0..iw {
+                std::slice::from_raw_parts_mut(gi.at(n, 0, [d, h, w]), nc).fill(T::default());
+            }
+        }
+    }
+    let plane = gi.plane_len() as i64;
+    let [od, oh, ow] = go.dims;
+    for d in 0..od {
+        for h in 0..oh {
+            for w in 0..ow {
+                let gs = std::slice::from_raw_parts(go.at(n, 0, [d, h, w]), nc);
+                let is = std::slice::from_raw_parts(idx.at(n, 0, [d, h, w]), nc);
+                for c in 0..nc {
+                    let i = is[c];
+                    if i == -1 {
+                        continue;
+                    }
+                    if !(0..plane).contains(&i) {
+                        return Err(i);
+                    }
+                    let i = i as usize;
+                    let (q, w_) = (i / iw, i % iw);
+                    let p = gi.at(n, c, [q / ih, q % ih, w_]);
+                    T::add_to(&mut *p, gs[c]);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
-/// The positions of a clipped window, in row-major order.
-#[inline(always)]
-fn window_positions(r: [(isize, isize); 3]) -> impl Iterator<Item = [usize; 3]> {
-    positions([0, 1, 2].map(|k| (r[k].1 - r[k].0).max(0) as usize))
-        .map(move |q| [0, 1, 2].map(|k| q[k] + r[k].0 as usize))
-}
+// ---------------------------------------------------------------------------
+// average pooling
+// ---------------------------------------------------------------------------
 
 /// Average pooling (2-d) of `x` into `out` (ATen's rules for padding,
-/// `count_include_pad` and `divisor_override`; integers truncate, as CPU).
+/// `count_include_pad` and `divisor_override`; floats and int64, which
+/// truncates, as CPU).
 pub fn avg_pool2d(
     out: &Strided,
     x: &Strided,
@@ -432,7 +980,8 @@ pub fn avg_pool2d(
 ) -> Result<(), KernelError> {
     const OP: &str = "avg_pool2d";
     let [o, x] = lift(OP, [("output", out), ("input", x)])?;
-    if x.dtype == DType::Bool {
+    // CPU's: the floating types and int64.
+    if !(x.dtype.is_floating() || x.dtype == DType::I64) {
         return Err(KernelError::UnsupportedDtype {
             op: OP,
             dtype: x.dtype,
@@ -476,29 +1025,194 @@ fn avg_pool(
             dtype: out.dtype,
         });
     }
-    let int = !x.dtype.is_floating();
-    let input = dhw(x);
-    let work = out.numel() * win.kernel.iter().product::<usize>();
-    planes(out, work, |n, c| {
-        for pos in positions(dhw(out)) {
-            let (r, div) = avg_window(pos, input, &win, count_include_pad, divisor);
-            let oo = off(out, n, c, pos);
-            if r.iter().any(|&(lo, hi)| lo >= hi) {
-                st(out, oo, 0.0);
+    let mut win = win;
+    win.dilation = [1; 3];
+    let g = Geo::new(x, out, &win);
+    pool_types!(
+        op,
+        x.dtype,
+        avg_typed,
+        out,
+        x,
+        &g,
+        count_include_pad,
+        divisor
+    )
+}
+
+fn avg_typed<T: PoolT>(
+    out: &Strided,
+    x: &Strided,
+    g: &Geo,
+    cip: bool,
+    over: Option<i64>,
+) -> Result<(), KernelError> {
+    let (xo, oo) = (Op::<T>::new(x), Op::<T>::new(out));
+    let (nb, nc) = (x.sizes[0], x.sizes[1]);
+    let work = out.numel() * g.k.iter().product::<usize>();
+    if channels_last(&[x, out]) {
+        let rows = nb * g.o[0] * g.o[1];
+        return split(
+            rows,
+            work,
+            #[inline(always)]
+            |a, b| {
+                let mut acc = Vec::new();
+                for r in a..b {
+                    // SAFETY: row r of the output is this task's alone.
+                    unsafe { avg_cl_row::<T>(g, &xo, &oo, nc, r, cip, over, &mut acc) };
+                }
+                Ok(())
+            },
+        );
+    }
+    let dense = [xo.dense(), oo.dense()];
+    split(
+        nb * nc,
+        work,
+        #[inline(always)]
+        |a, b| {
+            let (mut bx, mut bo, mut acc) = (Vec::new(), Vec::new(), Vec::new());
+            for p in a..b {
+                let (n, c) = (p / nc, p % nc);
+                // SAFETY: plane p is inside the views and this task's alone.
+                unsafe {
+                    let xs = xo.read(dense[0], n, c, &mut bx);
+                    let os = oo.write(dense[1], n, c, &mut bo);
+                    avg_plane::<T>(g, xs, os, cip, over, &mut acc);
+                    oo.flush(dense[1], n, c, &bo);
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// One plane of average pooling, ATen's sums (in `Acc`, taps in row-major
+/// order, then one division): interior outputs a row at a time, each tap
+/// added lane-wise over the row; border outputs one by one.
+#[inline(always)]
+fn avg_plane<T: PoolT>(
+    g: &Geo,
+    x: &[T],
+    out: &mut [T],
+    cip: bool,
+    over: Option<i64>,
+    acc: &mut Vec<T::Acc>,
+) {
+    let [ih, iw] = [g.i[1], g.i[2]];
+    let [od_n, oh_n, ow_n] = g.o;
+    let (lo, hi) = g.interior();
+    let n_in = hi - lo;
+    acc.clear();
+    acc.resize(n_in, T::ZERO);
+    for od in 0..od_n {
+        let rd = g.avg(0, od);
+        for oh in 0..oh_n {
+            let rh = g.avg(1, oh);
+            let orow = (od * oh_n + oh) * ow_n;
+            for ow in (0..lo).chain(hi..ow_n) {
+                let rw = g.avg(2, ow);
+                let mut s = T::ZERO;
+                for d in rd.0..rd.1 {
+                    for h in rh.0..rh.1 {
+                        for w in rw.0..rw.1 {
+                            s = T::add(s, x[(d * ih + h) * iw + w].acc());
+                        }
+                    }
+                }
+                let empty = rd.0 >= rd.1 || rh.0 >= rh.1 || rw.0 >= rw.1;
+                out[orow + ow] = if empty {
+                    T::default()
+                } else {
+                    T::from_acc(T::div(s, g.divisor([rd, rh, rw], cip, over)))
+                };
+            }
+            if n_in == 0 {
                 continue;
             }
-            let mut s = 0.0;
-            for d in span(r[0]) {
-                for h in span(r[1]) {
-                    for w in span(r[2]) {
-                        s += ld(x, off(x, n, c, [d, h, w]));
+            let os = &mut out[orow + lo..orow + hi];
+            if rd.0 >= rd.1 || rh.0 >= rh.1 {
+                os.fill(T::default());
+                continue;
+            }
+            let div = g.divisor([rd, rh, (0, g.k[2], g.k[2])], cip, over);
+            acc.fill(T::ZERO);
+            for d in rd.0..rd.1 {
+                for h in rh.0..rh.1 {
+                    let row = &x[(d * ih + h) * iw..][..iw];
+                    for kw in 0..g.k[2] {
+                        let first = lo * g.s[2] + kw - g.p[2];
+                        match g.s[2] {
+                            1 => add_taps::<T, 1>(row, first, 1, acc),
+                            2 => add_taps::<T, 2>(row, first, 2, acc),
+                            s => add_taps::<T, 0>(row, first, s, acc),
+                        }
                     }
                 }
             }
-            st(out, oo, if int { (s / div).trunc() } else { s / div });
+            for (o, &a) in os.iter_mut().zip(acc.iter()) {
+                *o = T::from_acc(T::div(a, div));
+            }
         }
-        Ok(())
-    })
+    }
+}
+
+/// `acc[j] += row[first + j * stride]` (stride `S` when nonzero, else `s`).
+#[inline(always)]
+fn add_taps<T: PoolT, const S: usize>(row: &[T], first: usize, s: usize, acc: &mut [T::Acc]) {
+    let s = if S == 0 { s } else { S };
+    let n = acc.len();
+    let xs = &row[first..first + (n - 1) * s + 1];
+    for j in 0..n {
+        acc[j] = T::add(acc[j], xs[j * s].acc());
+    }
+}
+
+/// Output row `r` of channels-last average pooling: per output, the taps
+/// summed lane-wise over the channels in ATen's order.
+///
+/// # Safety
+/// As [`max_cl_row`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn avg_cl_row<T: PoolT>(
+    g: &Geo,
+    x: &Op<T>,
+    out: &Op<T>,
+    nc: usize,
+    r: usize,
+    cip: bool,
+    over: Option<i64>,
+    acc: &mut Vec<T::Acc>,
+) {
+    let (n, od, oh) = (r / (g.o[0] * g.o[1]), (r / g.o[1]) % g.o[0], r % g.o[1]);
+    let (rd, rh) = (g.avg(0, od), g.avg(1, oh));
+    acc.resize(nc, T::ZERO);
+    for ow in 0..g.o[2] {
+        let rw = g.avg(2, ow);
+        let os = std::slice::from_raw_parts_mut(out.at(n, 0, [od, oh, ow]), nc);
+        if rd.0 >= rd.1 || rh.0 >= rh.1 || rw.0 >= rw.1 {
+            os.fill(T::default());
+            continue;
+        }
+        let acc = &mut acc[..nc];
+        acc.fill(T::ZERO);
+        for d in rd.0..rd.1 {
+            for h in rh.0..rh.1 {
+                for w in rw.0..rw.1 {
+                    let xs = std::slice::from_raw_parts(x.at(n, 0, [d, h, w]), nc);
+                    for c in 0..nc {
+                        acc[c] = T::add(acc[c], xs[c].acc());
+                    }
+                }
+            }
+        }
+        let div = g.divisor([rd, rh, rw], cip, over);
+        for c in 0..nc {
+            os[c] = T::from_acc(T::div(acc[c], div));
+        }
+    }
 }
 
 /// Gradient of [`avg_pool2d`].
@@ -542,36 +1256,193 @@ fn avg_pool_backward(
     divisor: Option<i64>,
 ) -> Result<(), KernelError> {
     same_planes(op, grad_input, grad_output)?;
-    if !grad_input.dtype.is_floating() || grad_output.dtype != grad_input.dtype {
+    if grad_output.dtype != grad_input.dtype {
         return Err(KernelError::UnsupportedDtype {
             op,
             dtype: grad_output.dtype,
         });
     }
-    let input = dhw(grad_input);
-    let [_, ih, iw] = input;
-    planes(
+    let mut win = win;
+    win.dilation = [1; 3];
+    let g = Geo::new(grad_input, grad_output, &win);
+    dispatch_float!(
+        op,
+        grad_input.dtype,
+        avg_back_typed,
         grad_input,
-        grad_output.numel() * win.kernel.iter().product::<usize>(),
-        |n, c| {
-            let mut acc = vec![0.0f64; input.iter().product()];
-            for pos in positions(dhw(grad_output)) {
-                let (r, div) = avg_window(pos, input, &win, count_include_pad, divisor);
-                let g = ld(grad_output, off(grad_output, n, c, pos)) / div;
-                for d in span(r[0]) {
-                    for h in span(r[1]) {
-                        for w in span(r[2]) {
-                            acc[(d * ih + h) * iw + w] += g;
-                        }
-                    }
+        grad_output,
+        &g,
+        count_include_pad,
+        divisor
+    )
+}
+
+fn avg_back_typed<T: PoolT>(
+    gi: &Strided,
+    go: &Strided,
+    g: &Geo,
+    cip: bool,
+    over: Option<i64>,
+) -> Result<(), KernelError> {
+    let (gio, goo) = (Op::<T>::new(gi), Op::<T>::new(go));
+    let (nb, nc) = (gi.sizes[0], gi.sizes[1]);
+    let work = go.numel() * g.k.iter().product::<usize>();
+    if channels_last(&[gi, go]) {
+        return split(
+            nb,
+            work,
+            #[inline(always)]
+            |a, b| {
+                let mut delta = Vec::new();
+                for n in a..b {
+                    // SAFETY: batch n is this task's alone.
+                    unsafe { avg_back_cl::<T>(g, &gio, &goo, nc, n, cip, over, &mut delta) };
+                }
+                Ok(())
+            },
+        );
+    }
+    let dense = [gio.dense(), goo.dense()];
+    split(
+        nb * nc,
+        work,
+        #[inline(always)]
+        |a, b| {
+            let (mut bgi, mut bgo, mut up) = (Vec::new(), Vec::new(), Vec::new());
+            for p in a..b {
+                let (n, c) = (p / nc, p % nc);
+                // SAFETY: plane p is inside the views and this task's alone.
+                unsafe {
+                    let gos = goo.read(dense[1], n, c, &mut bgo);
+                    let gis = gio.write(dense[0], n, c, &mut bgi);
+                    avg_back_plane::<T>(g, gos, gis, cip, over, &mut up);
+                    gio.flush(dense[0], n, c, &bgi);
                 }
             }
-            store_plane(grad_input, n, c, &acc);
             Ok(())
         },
     )
 }
 
+/// One plane of the average pooling gradient. ATen adds `go / divisor` of
+/// each output, in output order, to every input of its window. Here an
+/// output row's deltas are spread `stride` apart (zeros between) and added
+/// to each input row its windows cover as a shifted row, taps from the last
+/// to the first: every input receives the same terms in the same order as
+/// in ATen's loop (plus exact zeros), and the rows vectorize.
+#[inline(always)]
+fn avg_back_plane<T: PoolT>(
+    g: &Geo,
+    go: &[T],
+    gi: &mut [T],
+    cip: bool,
+    over: Option<i64>,
+    up: &mut Vec<T>,
+) {
+    gi.fill(T::default());
+    let [ih, iw] = [g.i[1], g.i[2]];
+    let [od_n, oh_n, ow_n] = g.o;
+    if ow_n == 0 {
+        return;
+    }
+    let sw = g.s[2];
+    let len = (ow_n - 1) * sw + 1;
+    up.clear();
+    up.resize(len, T::default());
+    for od in 0..od_n {
+        let rd = g.avg(0, od);
+        for oh in 0..oh_n {
+            let rh = g.avg(1, oh);
+            if rd.0 >= rd.1 || rh.0 >= rh.1 {
+                continue;
+            }
+            let orow = (od * oh_n + oh) * ow_n;
+            for ow in 0..ow_n {
+                let rw = g.avg(2, ow);
+                let div = g.divisor([rd, rh, rw], cip, over);
+                up[ow * sw] = T::from_acc(T::div(go[orow + ow].acc(), div));
+            }
+            for d in rd.0..rd.1 {
+                for h in rh.0..rh.1 {
+                    let row = &mut gi[(d * ih + h) * iw..][..iw];
+                    for kw in (0..g.k[2]).rev() {
+                        // input w takes up[w + p - kw]
+                        let off = g.p[2] as isize - kw as isize;
+                        let lo = (-off).max(0) as usize;
+                        let hi = (len as isize - off).clamp(0, iw as isize) as usize;
+                        if lo >= hi {
+                            continue;
+                        }
+                        let src = &up[(lo as isize + off) as usize..][..hi - lo];
+                        for (o, &u) in row[lo..hi].iter_mut().zip(src) {
+                            T::add_to(o, u);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Channels-last average pooling gradient of batch element `n`: ATen's
+/// loop, each output's delta added lane-wise over the channels.
+///
+/// # Safety
+/// Batch `n` is inside the views and this task's alone; channels are at
+/// stride 1 in both.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn avg_back_cl<T: PoolT>(
+    g: &Geo,
+    gi: &Op<T>,
+    go: &Op<T>,
+    nc: usize,
+    n: usize,
+    cip: bool,
+    over: Option<i64>,
+    delta: &mut Vec<T>,
+) {
+    let [id, ih, iw] = gi.dims;
+    for d in 0..id {
+        for h in 0..ih {
+            for w in 0..iw {
+                std::slice::from_raw_parts_mut(gi.at(n, 0, [d, h, w]), nc).fill(T::default());
+            }
+        }
+    }
+    delta.resize(nc, T::default());
+    for od in 0..g.o[0] {
+        let rd = g.avg(0, od);
+        for oh in 0..g.o[1] {
+            let rh = g.avg(1, oh);
+            for ow in 0..g.o[2] {
+                let rw = g.avg(2, ow);
+                let div = g.divisor([rd, rh, rw], cip, over);
+                let gs = std::slice::from_raw_parts(go.at(n, 0, [od, oh, ow]), nc);
+                let delta = &mut delta[..nc];
+                for c in 0..nc {
+                    delta[c] = T::from_acc(T::div(gs[c].acc(), div));
+                }
+                for d in rd.0..rd.1 {
+                    for h in rh.0..rh.1 {
+                        for w in rw.0..rw.1 {
+                            let gs = std::slice::from_raw_parts_mut(gi.at(n, 0, [d, h, w]), nc);
+                            for c in 0..nc {
+                                T::add_to(&mut gs[c], delta[c]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// adaptive pooling
+// ---------------------------------------------------------------------------
+
+/// ATen's adaptive window along one dim: `[start, end)` of output `o`.
 #[inline(always)]
 fn adaptive_range(o: usize, osize: usize, isize_: usize) -> (usize, usize) {
     let start = (o * isize_) / osize;
@@ -581,15 +1452,40 @@ fn adaptive_range(o: usize, osize: usize, isize_: usize) -> (usize, usize) {
 
 /// The input window of adaptive pooling's output position `pos`.
 #[inline(always)]
-fn adaptive_window(pos: [usize; 3], out: [usize; 3], input: [usize; 3]) -> [(isize, isize); 3] {
-    [0, 1, 2].map(|k| {
-        let (a, b) = adaptive_range(pos[k], out[k], input[k]);
-        (a as isize, b as isize)
-    })
+fn adaptive_window(pos: [usize; 3], out: [usize; 3], input: [usize; 3]) -> [(usize, usize); 3] {
+    [0, 1, 2].map(|k| adaptive_range(pos[k], out[k], input[k]))
 }
 
-fn window_len(r: &[(isize, isize); 3]) -> f64 {
-    r.iter().map(|&(a, b)| (b - a) as f64).product()
+/// Runs `f(plane input, plane output)` for every plane of two operands with
+/// the same batch and channels (reading `a`, writing every element of `b`).
+fn two_planes<A: Copy + Default, B: Copy + Default>(
+    a: &Strided,
+    b: &Strided,
+    work: usize,
+    f: impl Fn(&[A], &mut [B]) + Sync + Send,
+) -> Result<(), KernelError> {
+    let (ao, bo) = (Op::<A>::new(a), Op::<B>::new(b));
+    let dense = [ao.dense(), bo.dense()];
+    let nc = a.sizes[1];
+    split(
+        a.sizes[0] * nc,
+        work,
+        #[inline(always)]
+        |p0, p1| {
+            let (mut ba, mut bb) = (Vec::new(), Vec::new());
+            for p in p0..p1 {
+                let (n, c) = (p / nc, p % nc);
+                // SAFETY: plane p is inside both views and this task's alone.
+                unsafe {
+                    let xs = ao.read(dense[0], n, c, &mut ba);
+                    let os = bo.write(dense[1], n, c, &mut bb);
+                    f(xs, os);
+                    bo.flush(dense[1], n, c, &bb);
+                }
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Adaptive average pooling of `x` into `out` (the output's height and width
@@ -598,24 +1494,48 @@ pub fn adaptive_avg_pool2d(out: &Strided, x: &Strided) -> Result<(), KernelError
     const OP: &str = "adaptive_avg_pool2d";
     let [out, x] = lift(OP, [("output", out), ("input", x)])?;
     same_planes(OP, &x, &out)?;
-    if !x.dtype.is_floating() || out.dtype != x.dtype {
+    if out.dtype != x.dtype {
         return Err(KernelError::UnsupportedDtype {
             op: OP,
             dtype: x.dtype,
         });
     }
-    let (input, osz) = (dhw(&x), dhw(&out));
-    planes(&out, x.numel() + out.numel(), |n, c| {
-        for pos in positions(osz) {
-            let r = adaptive_window(pos, osz, input);
-            let mut s = 0.0;
-            for q in window_positions(r) {
-                s += ld(&x, off(&x, n, c, q));
+    dispatch_float!(OP, x.dtype, adaptive_avg_typed, &out, &x)
+}
+
+fn adaptive_avg_typed<T: PoolT>(out: &Strided, x: &Strided) -> Result<(), KernelError> {
+    let (input, osz) = (dhw(x), dhw(out));
+    let [_, ih, iw] = input;
+    // ATen's: the sum in `Acc`, then divided by each window extent in turn.
+    two_planes::<T, T>(
+        x,
+        out,
+        x.numel() + out.numel(),
+        #[inline(always)]
+        |xs, os| {
+            let mut k = 0;
+            for od in 0..osz[0] {
+                for oh in 0..osz[1] {
+                    for ow in 0..osz[2] {
+                        let r = adaptive_window([od, oh, ow], osz, input);
+                        let mut s = T::ZERO;
+                        for d in r[0].0..r[0].1 {
+                            for h in r[1].0..r[1].1 {
+                                for w in r[2].0..r[2].1 {
+                                    s = T::add(s, xs[(d * ih + h) * iw + w].acc());
+                                }
+                            }
+                        }
+                        for (a, b) in r {
+                            s = T::div(s, (b - a) as i64);
+                        }
+                        os[k] = T::from_acc(s);
+                        k += 1;
+                    }
+                }
             }
-            st(&out, off(&out, n, c, pos), s / window_len(&r));
-        }
-        Ok(())
-    })
+        },
+    )
 }
 
 /// Gradient of [`adaptive_avg_pool2d`].
@@ -629,26 +1549,48 @@ pub fn adaptive_avg_pool2d_backward(
         [("grad_input", grad_input), ("grad_output", grad_output)],
     )?;
     same_planes(OP, &gi, &go)?;
-    if !gi.dtype.is_floating() || go.dtype != gi.dtype {
+    if go.dtype != gi.dtype {
         return Err(KernelError::UnsupportedDtype {
             op: OP,
             dtype: go.dtype,
         });
     }
-    let (input, osz) = (dhw(&gi), dhw(&go));
+    dispatch_float!(OP, gi.dtype, adaptive_avg_back_typed, &gi, &go)
+}
+
+fn adaptive_avg_back_typed<T: PoolT>(gi: &Strided, go: &Strided) -> Result<(), KernelError> {
+    let (input, osz) = (dhw(gi), dhw(go));
     let [_, ih, iw] = input;
-    planes(&gi, gi.numel() + go.numel(), |n, c| {
-        let mut acc = vec![0.0f64; input.iter().product()];
-        for pos in positions(osz) {
-            let r = adaptive_window(pos, osz, input);
-            let g = ld(&go, off(&go, n, c, pos)) / window_len(&r);
-            for [d, h, w] in window_positions(r) {
-                acc[(d * ih + h) * iw + w] += g;
+    two_planes::<T, T>(
+        go,
+        gi,
+        gi.numel() + go.numel(),
+        #[inline(always)]
+        |gos, gis| {
+            gis.fill(T::default());
+            let mut k = 0;
+            for od in 0..osz[0] {
+                for oh in 0..osz[1] {
+                    for ow in 0..osz[2] {
+                        let r = adaptive_window([od, oh, ow], osz, input);
+                        let mut g = gos[k].acc();
+                        for (a, b) in r {
+                            g = T::div(g, (b - a) as i64);
+                        }
+                        let g = T::from_acc(g);
+                        for d in r[0].0..r[0].1 {
+                            for h in r[1].0..r[1].1 {
+                                for w in r[2].0..r[2].1 {
+                                    T::add_to(&mut gis[(d * ih + h) * iw + w], g);
+                                }
+                            }
+                        }
+                        k += 1;
+                    }
+                }
             }
-        }
-        store_plane(&gi, n, c, &acc);
-        Ok(())
-    })
+        },
+    )
 }
 
 /// Adaptive max pooling (2-d) of `x` into `out` (target sizes are the
@@ -687,37 +1629,64 @@ fn adaptive_max_pool(
             "foo: {op}: indices must be int64 like the output"
         )));
     }
-    if !x.dtype.is_floating() {
-        return Err(KernelError::UnsupportedDtype { op, dtype: x.dtype });
-    }
+    dispatch_float!(op, x.dtype, adaptive_max_typed, out, indices, x)
+}
+
+fn adaptive_max_typed<T: PoolT>(
+    out: &Strided,
+    indices: &Strided,
+    x: &Strided,
+) -> Result<(), KernelError> {
     let (input, osz) = (dhw(x), dhw(out));
     let [_, ih, iw] = input;
-    planes(out, x.numel() + out.numel(), |n, c| {
-        for pos in positions(osz) {
-            let r = adaptive_window(pos, osz, input);
-            let [d0, h0, w0] = r.map(|v| v.0 as usize);
-            let mut best = (d0 * ih + h0) * iw + w0;
-            let mut bestv = f64::NEG_INFINITY;
-            let mut bo: Option<isize> = None;
-            for q in window_positions(r) {
-                let o = off(x, n, c, q);
-                let v = ld(x, o);
-                if v > bestv || v.is_nan() {
-                    bestv = v;
-                    best = (q[0] * ih + q[1]) * iw + q[2];
-                    bo = Some(o);
+    let (xo, oo, io) = (Op::<T>::new(x), Op::<T>::new(out), Op::<i64>::new(indices));
+    let dense = [xo.dense(), oo.dense(), io.dense()];
+    let nc = x.sizes[1];
+    split(
+        x.sizes[0] * nc,
+        x.numel() + out.numel(),
+        #[inline(always)]
+        |p0, p1| {
+            let (mut bx, mut bo, mut bi) = (Vec::new(), Vec::new(), Vec::new());
+            for p in p0..p1 {
+                let (n, c) = (p / nc, p % nc);
+                // SAFETY: plane p is inside the views and this task's alone.
+                unsafe {
+                    let xs = xo.read(dense[0], n, c, &mut bx);
+                    let os = oo.write(dense[1], n, c, &mut bo);
+                    let is = io.write(dense[2], n, c, &mut bi);
+                    let mut k = 0;
+                    for od in 0..osz[0] {
+                        for oh in 0..osz[1] {
+                            for ow in 0..osz[2] {
+                                let r = adaptive_window([od, oh, ow], osz, input);
+                                let mut bi = (r[0].0 * ih + r[1].0) * iw + r[2].0;
+                                let mut bv = T::LOWEST;
+                                for d in r[0].0..r[0].1 {
+                                    for h in r[1].0..r[1].1 {
+                                        for w in r[2].0..r[2].1 {
+                                            let i = (d * ih + h) * iw + w;
+                                            let v = xs[i].acc();
+                                            if v > bv || T::is_nan(v) {
+                                                bv = v;
+                                                bi = i;
+                                            }
+                                        }
+                                    }
+                                }
+                                os[k] = T::from_acc(bv);
+                                is[k] = bi as i64;
+                                k += 1;
+                            }
+                        }
+                    }
+                    oo.flush(dense[1], n, c, &bo);
+                    io.flush(dense[2], n, c, &bi);
                 }
             }
-            let oo = off(out, n, c, pos);
-            match bo {
-                Some(o) => copy_elem(out, oo, x, o),
-                None => st(out, oo, f64::NEG_INFINITY),
-            }
-            // SAFETY: inside the indices view.
-            unsafe { *(indices.ptr as *mut i64).offset(off(indices, n, c, pos)) = best as i64 };
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]
