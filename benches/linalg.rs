@@ -108,7 +108,10 @@ fn gemm_benches(c: &mut Criterion) {
 }
 
 fn bf16s(n: usize, seed: u32) -> Vec<half::bf16> {
-    f32s(n, seed).into_iter().map(half::bf16::from_f32).collect()
+    f32s(n, seed)
+        .into_iter()
+        .map(half::bf16::from_f32)
+        .collect()
 }
 
 fn bf16_gemm_benches(c: &mut Criterion) {

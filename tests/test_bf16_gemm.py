@@ -94,7 +94,9 @@ def test_linear_and_matmul():
 @pytest.mark.parametrize("bias_shape", [(70,), (1, 70), (33, 70), (33, 1)])
 def test_addmm_alpha_beta(beta, alpha, bias_shape):
     bias, a, b = rand(*bias_shape, seed=14), rand(33, 260, seed=15), rand(260, 70, seed=16)
-    close(torch.addmm(foo(bias), foo(a), foo(b), beta=beta, alpha=alpha), torch.addmm(bias, a, b, beta=beta, alpha=alpha))
+    close(
+        torch.addmm(foo(bias), foo(a), foo(b), beta=beta, alpha=alpha), torch.addmm(bias, a, b, beta=beta, alpha=alpha)
+    )
 
 
 def test_addmm_beta_zero_ignores_nan_and_inplace_forms():

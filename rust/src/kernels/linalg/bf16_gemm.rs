@@ -76,6 +76,26 @@ fn pair(lo: u16, hi: u16) -> u32 {
 /// `kc.div_ceil(2) * MR`.
 unsafe fn pack_a(a: *const u16, rs: isize, cs: isize, mr: usize, kc: usize, dst: &mut [u32]) {
     let kp = kc.div_ceil(2);
+    if rs == 1 && cs != 1 {
+        // Column-major A (a transposed gradient): pairs come from two runs.
+        let full = kc / 2;
+        for p in 0..kp {
+            let r0 = a.offset(2 * p as isize * cs);
+            let d = &mut dst[p * MR..(p + 1) * MR];
+            if p < full {
+                let r1 = r0.offset(cs);
+                for i in 0..mr {
+                    d[i] = pair(*r0.add(i), *r1.add(i));
+                }
+            } else {
+                for i in 0..mr {
+                    d[i] = pair(*r0.add(i), 0);
+                }
+            }
+            d[mr..].fill(0);
+        }
+        return;
+    }
     for i in 0..MR {
         if i >= mr {
             for p in 0..kp {
@@ -205,7 +225,15 @@ unsafe fn micro<const MR0: usize, const NV: usize>(
 /// # Safety
 /// As [`micro`].
 #[cfg(target_arch = "x86_64")]
-unsafe fn micro_dyn(mr: usize, nv: usize, kp: usize, a: *const u32, b: *const u32, c: *mut f32, load: bool) {
+unsafe fn micro_dyn(
+    mr: usize,
+    nv: usize,
+    kp: usize,
+    a: *const u32,
+    b: *const u32,
+    c: *mut f32,
+    load: bool,
+) {
     macro_rules! go {
         ($($m:literal)*) => {
             match (mr, nv) {
@@ -219,7 +247,15 @@ unsafe fn micro_dyn(mr: usize, nv: usize, kp: usize, a: *const u32, b: *const u3
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn micro_dyn(_: usize, _: usize, _: usize, _: *const u32, _: *const u32, _: *mut f32, _: bool) {
+unsafe fn micro_dyn(
+    _: usize,
+    _: usize,
+    _: usize,
+    _: *const u32,
+    _: *const u32,
+    _: *mut f32,
+    _: bool,
+) {
     unreachable!("the bfloat16 kernel runs on x86_64 only")
 }
 
@@ -331,9 +367,32 @@ pub(crate) unsafe fn gemm_bf16(
     }
 }
 
-/// Rounds a float32 tile (row stride NR) into `mr x nr` outputs.
-#[allow(clippy::too_many_arguments)]
+/// float32 to bfloat16, round to nearest even (NaN stays NaN): the bits of
+/// `bf16::from_f32`, branch-free so that a row of them vectorizes.
 #[inline(always)]
+fn round_bf16(v: f32) -> u16 {
+    let x = v.to_bits();
+    let rounded = x.wrapping_add(0x7fff + ((x >> 16) & 1)) >> 16;
+    let nan = (x >> 16) | 0x40;
+    (if x & 0x7fff_ffff > 0x7f80_0000 {
+        nan
+    } else {
+        rounded
+    }) as u16
+}
+
+#[inline(always)]
+fn widen_bf16(v: u16) -> f32 {
+    f32::from_bits((v as u32) << 16)
+}
+
+/// Rounds a float32 tile (row stride NR) into `mr x nr` outputs:
+/// `alpha * tile + beta * out` (the latter if `read`), rounded once.
+///
+/// # Safety
+/// `o` addresses `mr x nr` outputs with the strides of `d`; AVX-512 CPU.
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw"))]
+#[allow(clippy::too_many_arguments)]
 unsafe fn store(
     tile: *const f32,
     o: *mut bf16,
@@ -346,14 +405,27 @@ unsafe fn store(
 ) {
     for i in 0..mr {
         let t = std::slice::from_raw_parts(tile.add(i * NR), nr);
-        let row = o.offset(i as isize * d.rs);
-        for (j, &v) in t.iter().enumerate() {
-            let p = row.offset(j as isize * d.cs);
-            let mut v = alpha * v;
+        let row = o.offset(i as isize * d.rs) as *mut u16;
+        if d.cs == 1 {
+            let out = std::slice::from_raw_parts_mut(row, nr);
             if read {
-                v += beta * (*p).to_f32();
+                for (p, &v) in out.iter_mut().zip(t) {
+                    *p = round_bf16(alpha * v + beta * widen_bf16(*p));
+                }
+            } else {
+                for (p, &v) in out.iter_mut().zip(t) {
+                    *p = round_bf16(alpha * v);
+                }
             }
-            *p = bf16::from_f32(v);
+        } else {
+            for (j, &v) in t.iter().enumerate() {
+                let p = row.offset(j as isize * d.cs);
+                let mut v = alpha * v;
+                if read {
+                    v += beta * widen_bf16(*p);
+                }
+                *p = round_bf16(v);
+            }
         }
     }
 }
@@ -477,6 +549,39 @@ mod tests {
             rs: cols as isize,
             cs: 1,
             bs: 0,
+        }
+    }
+
+    #[test]
+    fn rounding_matches_half() {
+        let mut vals = vec![
+            0.0f32,
+            -0.0,
+            1.0,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xffff_ffff),
+            f32::MIN_POSITIVE / 3.0,
+        ];
+        let mut s = 1u32;
+        for _ in 0..100_000 {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            vals.push(f32::from_bits(s));
+            // Ties: the low 16 bits exactly half-way.
+            vals.push(f32::from_bits((s & 0xffff_0000) | 0x8000));
+        }
+        for v in vals {
+            assert_eq!(
+                round_bf16(v),
+                bf16::from_f32(v).to_bits(),
+                "{v:e} {:#x}",
+                v.to_bits()
+            );
         }
     }
 
