@@ -507,6 +507,7 @@ mod tests {
         c
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         a: &[bf16],
         am: Mat,
