@@ -3,6 +3,9 @@
 //! - `sgemm/{256,1024,2048}` (and `sgemm_at/1024`, A transposed in place,
 //!   `dgemm/1024`): throughput is 2 n^3 flops, so criterion's "elem/s" is
 //!   FLOP/s (`Gelem/s` = GFLOP/s).
+//! - `bgemm/{256,1024,2048}` (bfloat16, the AVX512_BF16 kernel where the CPU
+//!   has it; `FOO_RS_BF16_GEMM=0` selects the widening path for comparison)
+//!   and `bgemm_linear/256x1024x1024` (x @ W^T, W row-major): GFLOP/s as above.
 //! - `sum/{1M,16M}` (float32, full reduction) and `sum_dim0/16M` (column
 //!   sums of a 4096 x 4096 matrix): throughput is the bytes read (GB/s).
 //! - `softmax/4096x4096` (float32, last dim): bytes read plus written.
@@ -104,6 +107,65 @@ fn gemm_benches(c: &mut Criterion) {
     g.finish();
 }
 
+fn bf16s(n: usize, seed: u32) -> Vec<half::bf16> {
+    f32s(n, seed)
+        .into_iter()
+        .map(half::bf16::from_f32)
+        .collect()
+}
+
+fn bf16_gemm_benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("bgemm");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for &n in &[256usize, 1024, 2048] {
+        let a = bf16s(n * n, 9);
+        let b = bf16s(n * n, 10);
+        let out = bf16s(n * n, 11);
+        g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, &n| {
+            bench.iter(|| {
+                mm(
+                    &mat(&out, DType::BF16, n, n),
+                    &mat(&a, DType::BF16, n, n),
+                    &mat(&b, DType::BF16, n, n),
+                )
+                .unwrap()
+            });
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("bgemm_linear");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    let (m, k, n) = (256usize, 1024usize, 1024usize);
+    let x = bf16s(m * k, 12);
+    let w = bf16s(n * k, 13);
+    let out = bf16s(m * n, 14);
+    // W^T: the [n, k] weight read as a k x n matrix with unit row stride.
+    let wt = Strided::new(
+        w.as_ptr() as *mut u8,
+        DType::BF16,
+        vec![k, n],
+        vec![1, k as isize],
+    );
+    g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
+    g.bench_function(BenchmarkId::from_parameter("256x1024x1024"), |bench| {
+        bench.iter(|| {
+            mm(
+                &mat(&out, DType::BF16, m, n),
+                &mat(&x, DType::BF16, m, k),
+                &wt,
+            )
+            .unwrap()
+        });
+    });
+    g.finish();
+}
+
 fn reduce_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("sum");
     g.sample_size(20)
@@ -173,5 +235,11 @@ fn softmax_benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, gemm_benches, reduce_benches, softmax_benches);
+criterion_group!(
+    benches,
+    gemm_benches,
+    bf16_gemm_benches,
+    reduce_benches,
+    softmax_benches
+);
 criterion_main!(benches);

@@ -99,12 +99,39 @@ def _tiny_add(device):
     return step
 
 
-def _mm(n):
+def _mm(n, dtype=torch.float32):
     def make(device):
         g = torch.Generator().manual_seed(0)
-        a = torch.randn(n, n, generator=g).to(device)
-        b = torch.randn(n, n, generator=g).to(device)
+        a = torch.randn(n, n, generator=g).to(device, dtype)
+        b = torch.randn(n, n, generator=g).to(device, dtype)
         return lambda: a @ b
+
+    return make
+
+
+#: Linear-shaped bf16 products (batch, in, out): the MLP's and the transformer
+#: block's layers (rows = batch x tokens).
+BF16_LINEARS = [(256, 784, 1024), (256, 1024, 1024), (256, 1024, 10), (1024, 256, 1024), (1024, 1024, 256)]
+
+
+def _linear_bf16(rows: int, fin: int, fout: int, backward: bool):
+    """F.linear in bfloat16 (x @ W^T + b); with ``backward`` also the two
+    gradient products (grad @ W and grad^T @ x) and the bias sum."""
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(rows, fin, generator=g).to(device, torch.bfloat16).requires_grad_(backward)
+        w = (torch.randn(fout, fin, generator=g) * fin**-0.5).to(device, torch.bfloat16).requires_grad_(backward)
+        b = torch.randn(fout, generator=g).to(device, torch.bfloat16).requires_grad_(backward)
+        gy = torch.randn(rows, fout, generator=g).to(device, torch.bfloat16)
+        if not backward:
+            return lambda: torch.nn.functional.linear(x, w, b)
+
+        def step():
+            y = torch.nn.functional.linear(x, w, b)
+            return torch.autograd.grad(y, (x, w, b), gy)[0]
+
+        return step
 
     return make
 
@@ -371,10 +398,12 @@ def _training_model(kind: str) -> torch.nn.Module:
     )
 
 
-def _train_step(kind: str, compiled: bool):
+def _train_step(kind: str, compiled: bool, autocast: bool = False):
     """A training step (forward, loss, backward, SGD with momentum) of an
     MLP (784-1024-1024-10, batch 256) or a transformer block (d 256, 4 heads,
-    FFN 1024, batch 8 x 128 tokens), eager or under torch.compile. A compiled
+    FFN 1024, batch 8 x 128 tokens), eager or under torch.compile, with the
+    forward and loss under bfloat16 autocast if ``autocast`` (float32
+    parameters, as in mixed-precision training). A compiled
     case's first step (the compile) is timed in a fresh Inductor cache
     (in memory and on disk) and reported apart."""
 
@@ -394,7 +423,8 @@ def _train_step(kind: str, compiled: bool):
 
         def step():
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(forward(x), y)
+            with torch.autocast(device, torch.bfloat16, enabled=autocast):
+                loss = loss_fn(forward(x), y)
             loss.backward()
             opt.step()
             return loss
@@ -477,6 +507,26 @@ _EAGER_NAMES = {
     "mlp": "MLP 784-1024-1024-10 step, batch 256",
     "block": "transformer block d256 step, batch 8x128",
 }
+#: Name suffixes of the bf16 autocast training cases and of their float32
+#: twins (the same step without autocast; named so that ``-k bf16`` runs both).
+BF16_AUTOCAST = "bf16 autocast"
+BF16_REFERENCE = "f32 (bf16 reference)"
+
+
+def _bf16_table(rows) -> list[str]:
+    """foo's bf16 autocast step against foo's float32 step (issue 16's goal:
+    faster than float32 on foo, at most 1.0x CPU's autocast step)."""
+    times = {r[0].name: (r[1], r[2]) for r in rows}
+    lines = []
+    for kind in ("mlp", "block"):
+        ac = times.get(f"{_EAGER_NAMES[kind]}, {BF16_AUTOCAST}")
+        f32 = times.get(f"{_EAGER_NAMES[kind]}, {BF16_REFERENCE}")
+        if ac and f32:
+            lines.append(
+                f"{_EAGER_NAMES[kind]}: bf16 autocast on foo {_fmt(ac[1])} = {ac[1] / f32[1]:.2f}x foo's float32 "
+                f"step ({_fmt(f32[1])}), {ac[1] / ac[0]:.2f}x CPU's autocast step ({_fmt(ac[0])})."
+            )
+    return ["", *lines] if lines else []
 
 
 def _compile_table(rows) -> list[str]:
@@ -738,6 +788,12 @@ CASES = [
     Case("add 4 elements (per op, x100)", "overhead", _tiny_add),
     *(Case(f"{op} (tiny, per call)", "per-op", _per_op(op), inner=PER_OP_INNER) for op in PER_OP),
     Case("mm 1024 f32", "matmul", _mm(1024)),
+    Case("mm 1024 bf16", "matmul", _mm(1024, torch.bfloat16)),
+    *(
+        Case(f"linear bf16 {r}x{i}->{o} {'fwd+bwd' if bwd else 'fwd'}", "matmul", _linear_bf16(r, i, o, bwd))
+        for r, i, o in BF16_LINEARS
+        for bwd in (False, True)
+    ),
     *(
         Case(f"{name} {'x'.join(map(str, shape))} fwd+bwd", "norm", _norm_step(shape, layer))
         for name, shape, layer in NORMS
@@ -760,6 +816,11 @@ CASES = [
     Case(_EAGER_NAMES["mlp"], "training", _train_step("mlp", compiled=False)),
     Case(_COMPILED_NAMES["mlp"], "compile", _train_step("mlp", compiled=True)),
     Case(_EAGER_NAMES["block"], "training", _train_step("block", compiled=False)),
+    *(
+        Case(f"{_EAGER_NAMES[kind]}, {label}", "training", _train_step(kind, compiled=False, autocast=ac))
+        for kind in ("mlp", "block")
+        for label, ac in ((BF16_AUTOCAST, True), (BF16_REFERENCE, False))
+    ),
     Case(_COMPILED_NAMES["block"], "compile", _train_step("block", compiled=True)),
     Case("LSTM language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("lstm")),
     Case("GRU language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("gru")),
@@ -898,6 +959,7 @@ def main(argv=None) -> int:
         ]
     lines += _compile_table(rows)
     lines += _sdpa_table(rows)
+    lines += _bf16_table(rows)
     table = "\n".join(lines)
     print()
     print(table)

@@ -9,8 +9,11 @@
 //! - float32 / float64: the `gemm` crate (packed AVX-512 / AVX2 micro-kernels,
 //!   rayon threads), which takes row and column strides for all three
 //!   matrices.
-//! - float16 / bfloat16: operands are widened to float32, multiplied with the
-//!   float32 kernel and rounded once, as torch CPU accumulates in float32.
+//! - bfloat16 on CPUs with AVX512_BF16: a packed `vdpbf16ps` kernel with
+//!   float32 accumulators (`linalg/bf16_gemm.rs`), rounded once.
+//! - float16 / bfloat16 elsewhere: operands are widened to float32, multiplied
+//!   with the float32 kernel and rounded once, as torch CPU accumulates in
+//!   float32.
 //! - integers: a blocked kernel in wrapping 64-bit arithmetic, truncated to
 //!   the element type (the same bits as wrapping arithmetic in that type).
 //!   bool is refused, as on CPU.
@@ -27,6 +30,8 @@ use super::parallel;
 use super::{KernelError, Strided};
 use crate::dtype::DType;
 use half::{bf16, f16};
+
+mod bf16_gemm;
 
 /// A Python scalar coefficient (`beta`, `alpha`), as a float and as an int:
 /// integer tensors use `i`, floating tensors use `f`.
@@ -213,6 +218,18 @@ fn baddbmm_op(
             out.ptr, om, a.ptr, am, b.ptr, bm, shape, read, beta.f, alpha.f,
         ),
         DType::F16 => half_bmm::<f16>(
+            out.ptr,
+            om,
+            a.ptr,
+            am,
+            b.ptr,
+            bm,
+            shape,
+            read,
+            beta.f as f32,
+            alpha.f as f32,
+        ),
+        DType::BF16 if bf16_gemm::available() => bf16_gemm::bmm(
             out.ptr,
             om,
             a.ptr,
