@@ -55,11 +55,11 @@ pub fn tiles(l: usize, s: usize) -> (usize, usize) {
     (bq.min(l.max(1)), bk.min(s.max(1)))
 }
 /// Base tile side, measured (1 thread, 8 heads of 64, sequence 1k, forward
-/// + backward): 64 208 ms, 128 176 ms, 192 128 ms, 256 120 ms, 512 123 ms.
+/// and backward): 64 208 ms, 128 176 ms, 192 128 ms, 256 120 ms, 512 123 ms.
 /// The step past 128 is the gemm crate packing a product's right-hand side
 /// only above twice its AVX-512 micro-kernel's height (128 rows); larger
 /// products also spread its per-call cost. At 256 a tile's scores (256 KiB
-/// float32) stay in L2.
+/// of float32) stay in L2.
 const TILE: usize = 256;
 /// Backward tasks wanted per call when `B * Hk` is small: key tiles are then
 /// split into up to this many chunks per head (a shape-only rule).
