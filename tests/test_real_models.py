@@ -106,6 +106,21 @@ def _param(model, name):
     return model.get_parameter(name)
 
 
+def _assert_grads_match(cpu, foo, step, rtol, atol):
+    """Every parameter of `foo` has a gradient on foo equal to the CPU
+    model's within the tolerances."""
+    grads_cpu = dict(cpu.named_parameters())
+    for n, p_foo in foo.named_parameters():
+        assert p_foo.grad is not None and p_foo.grad.device.type == "foo", (step, n)
+        torch.testing.assert_close(
+            p_foo.grad.cpu(),
+            grads_cpu[n].grad,
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m: f"step {step}, gradient of {n}: {m}",  # noqa: B023  (called here)
+        )
+
+
 def _batches(n, batch=4, seq=12, vocab=97):
     g = torch.Generator().manual_seed(1)
     return [torch.randint(0, vocab, (batch, seq), generator=g) for _ in range(n)]
@@ -136,17 +151,7 @@ def test_trains_like_cpu_parameter_by_parameter(name):
             out = model(input_ids=t, labels=t)
             out.loss.backward()
             losses.append(out.loss.item())
-        grads_cpu = dict(cpu.named_parameters())
-        for n, p_foo in foo.named_parameters():
-            p_cpu = grads_cpu[n]
-            assert p_foo.grad is not None and p_foo.grad.device.type == "foo", (step, n)
-            torch.testing.assert_close(
-                p_foo.grad.cpu(),
-                p_cpu.grad,
-                rtol=GRAD_RTOL,
-                atol=GRAD_ATOL,
-                msg=lambda m: f"step {step}, gradient of {n}: {m}",
-            )
+        _assert_grads_match(cpu, foo, step, GRAD_RTOL, GRAD_ATOL)
         opt_cpu.step()
         opt_foo.step()
 
@@ -224,16 +229,7 @@ def _train_side_by_side(name, dtype, steps, rtol, atol):
             loss.backward()
             losses.append(loss.item())
         torch.testing.assert_close(losses[1], losses[0], rtol=rtol, atol=atol, msg=f"step {step} loss")
-        grads_cpu = dict(cpu.named_parameters())
-        for n, p_foo in foo.named_parameters():
-            assert p_foo.grad is not None and p_foo.grad.device.type == "foo", (step, n)
-            torch.testing.assert_close(
-                p_foo.grad.cpu(),
-                grads_cpu[n].grad,
-                rtol=rtol,
-                atol=atol,
-                msg=lambda m: f"step {step}, gradient of {n}: {m}",
-            )
+        _assert_grads_match(cpu, foo, step, rtol, atol)
         for opt in opts:
             opt.step()
     return cpu, foo, _images(1, batch, size, dtype)[0][0]
