@@ -676,6 +676,47 @@ unsafe fn scatter_typed<T: Arith>(
         }
         return;
     }
+    // Rows: when the innermost dim runs along contiguous memory of dst (and
+    // of src) with every index constant along it (`x[idx] += rows`, the
+    // backward of `table[idx]`), each index position moves a whole row, in
+    // the same order per destination element as the element walk below.
+    let nd = shape.len();
+    if nd > 0 && shape[nd - 1] > 1 && matches!(op, Reduce::Add | Reduce::Assign) {
+        let last = nd - 1;
+        let src_unit = if sp.is_some() { 1 } else { 0 };
+        if strides[0][last] == 1
+            && strides[1][last] == src_unit
+            && strides[2..].iter().all(|st| st[last] == 0)
+        {
+            let len = shape[last];
+            let outer: Vec<Strides> = strides
+                .iter()
+                .map(|st| Strides::from_slice(&st[..last]))
+                .collect();
+            walk(&shape[..last], &outer, 0, n / len, |o| {
+                let Some(off) = data_offset(o[0], o, 2, args) else {
+                    return;
+                };
+                // Raw pointers: src may alias dst (ATen's semantics are
+                // element by element, which this loop keeps).
+                let d = dp.offset(off);
+                match sp {
+                    Some(p) => {
+                        let p = p.offset(o[1]);
+                        for j in 0..len {
+                            *d.add(j) = combine(op, *d.add(j), *p.add(j));
+                        }
+                    }
+                    None => {
+                        for j in 0..len {
+                            *d.add(j) = combine(op, *d.add(j), scalar);
+                        }
+                    }
+                }
+            });
+            return;
+        }
+    }
     walk(shape, &strides, 0, n, |o| {
         let Some(off) = data_offset(o[0], o, 2, args) else {
             return;
