@@ -85,6 +85,28 @@ CASES = {
     "index_put_non_adjacent": lambda t: _put(
         t, _f((3, 2, 4), torch.bfloat16), [_idx([2, 0]), None, _idx([1, 3])], _f((2, 2), torch.bfloat16, 3)
     ),
+    # whole rows (the index constant along a contiguous innermost dim): the
+    # row copies of x[idx] and the row adds of its backward, a scalar value,
+    # indexed middle dims, a non-contiguous value, the same bits as CPU's
+    # serial accumulation with repeated rows
+    "index_rows_embedding_shaped": lambda t: t(_f((7, 33)))[t(_idx([[6, 0, 6], [2, -1, 3]]))],
+    "index_rows_middle_dim": lambda t: t(_f((3, 6, 5), torch.bfloat16))[:, t(_idx([5, 1, 1, 0]))],
+    "index_rows_backward_repeats": lambda t: _grad(
+        lambda x: x[t(_idx([[1, 4, 1], [1, 0, 4]]))], t(_f((5, 17))), t(_f((2, 3, 17), seed=1))
+    ),
+    "index_put_rows_accumulate_strided_value": lambda t: _put(
+        t, _f((6, 9), torch.float64), [_idx([5, 2, 5, 5])], _f((9, 4), torch.float64, 2).t(), accumulate=True
+    ),
+    "index_put_0d_value_int32": lambda t: _put(
+        t, _f((4, 6), torch.int32), [_idx([3, 1])], torch.tensor(7, dtype=torch.int32)
+    ),
+    "scatter_value_rows": lambda t: torch.scatter(t(_f((4, 5))), 0, t(_idx([[3], [0], [3]])).expand(3, 5), -2.5),
+    "scatter_add_rows": lambda t: torch.scatter_add(
+        t(_f((4, 5), torch.float64)), 0, t(_idx([[3], [0], [3]])).expand(3, 5), t(_f((3, 5), torch.float64, 1))
+    ),
+    "index_put_rows_accumulate_middle_dim": lambda t: _put(
+        t, _f((2, 5, 8)), [None, _idx([4, 4, 0])], _f((2, 3, 8), seed=4), accumulate=True
+    ),
     "index_put_bool_values": lambda t: _put(t, _f((4,), torch.bool), [_idx([3, 0])], _f((2,), torch.bool, 1)),
     # the scatter family: src and value, reductions, in-place, int32 index, strides, 0-d, out=
     "scatter_src": lambda t: torch.scatter(t(_f((3, 5))), 1, t(_idx([[4, 0], [1, 1], [2, 3]])), t(_f((3, 4), seed=1))),

@@ -1929,16 +1929,20 @@ constexpr char kIndex[] = "index.Tensor";
 constexpr char kIndexOut[] = "index.Tensor_out";
 using OptTensors = c10::List<std::optional<at::Tensor>>;
 
-// Operand i of a built iterator as a view over the iterator's shape
-// (`strides` holds the element strides); false for a dtype foo does not hold.
-bool iter_view(const at::TensorIteratorBase& it, int i, c10::SmallVector<int64_t, 6>& strides, FooView* v) {
+// Operand i of a built iterator as a row-major view over `shape`, the
+// iterator's shape outermost first (`strides` receives the element strides).
+// A TensorIterator keeps its dims innermost first; the Rust index kernels
+// take views row-major (their row fast paths look at the last dim), so both
+// are reversed here. False for a dtype foo does not hold.
+bool iter_view(const at::TensorIteratorBase& it, int i, const c10::SmallVector<int64_t, 6>& shape,
+               c10::SmallVector<int64_t, 6>& strides, FooView* v) {
   const int code = dtype_code(it.dtype(i));
   if (code < 0) return false;
   const int64_t nd = it.ndim(), es = static_cast<int64_t>(it.element_size(i));
   const auto bs = it.strides(i);
   strides.resize(nd);
-  for (int64_t d = 0; d < nd; ++d) strides[d] = bs[d] / es;
-  *v = {it.data_ptr(i), nd, it.shape().data(), strides.data(), static_cast<uint8_t>(code)};
+  for (int64_t d = 0; d < nd; ++d) strides[d] = bs[nd - 1 - d] / es;
+  *v = {it.data_ptr(i), nd, shape.data(), strides.data(), static_cast<uint8_t>(code)};
   return true;
 }
 
@@ -1963,9 +1967,11 @@ bool index_native(Holder<at::meta::structured_index_Tensor, M>& h, const at::Ten
   std::array<c10::SmallVector<int64_t, 6>, kMaxIndices + 2> strides;
   std::array<FooIndexArg, kMaxIndices> args;
   FooView vo, vd;
-  if (!is_foo(self) || !iter_view(h, 0, strides[0], &vo) || !iter_view(h, 1, strides[1], &vd)) return false;
+  const c10::SmallVector<int64_t, 6> shape(h.shape().rbegin(), h.shape().rend());
+  if (!is_foo(self) || !iter_view(h, 0, shape, strides[0], &vo) || !iter_view(h, 1, shape, strides[1], &vd))
+    return false;
   for (int k = 0; k < nidx; ++k) {
-    if (h.device(k + 2) != self.device() || !iter_view(h, k + 2, strides[k + 2], &args[k].idx)) return false;
+    if (h.device(k + 2) != self.device() || !iter_view(h, k + 2, shape, strides[k + 2], &args[k].idx)) return false;
     args[k].size = pre.sizes[k];
     args[k].stride = pre.strides[k] / es;
   }

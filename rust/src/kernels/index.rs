@@ -215,16 +215,21 @@ unsafe fn data_offset(
     Some(o)
 }
 
-/// Index operands that alias `dst` are snapshotted into `bufs` (a scatter
-/// must not read indices it may overwrite).
-fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) -> Vec<IndexArg> {
-    // Everything the scatter may write: the plan view plus each indexed dim.
+/// Everything a scatter through plan view `dst` may write: the view plus
+/// each indexed dim.
+fn write_extent(dst: &Strided, args: &[IndexArg]) -> Strided {
     let mut full = dst.clone();
     for a in args {
         full.sizes.push(a.size);
         full.strides.push(a.stride);
     }
-    let dst = &full;
+    full
+}
+
+/// Index operands that alias `dst` are snapshotted into `bufs` (a scatter
+/// must not read indices it may overwrite).
+fn detach_indices(dst: &Strided, args: &[IndexArg], bufs: &mut Vec<Vec<i64>>) -> Vec<IndexArg> {
+    let dst = &write_extent(dst, args);
     args.iter()
         .map(|a| {
             if !dst.overlaps(&a.idx) {
@@ -693,13 +698,27 @@ unsafe fn scatter_typed<T: Arith>(
                 .iter()
                 .map(|st| Strides::from_slice(&st[..last]))
                 .collect();
+            // A source apart from everything the scatter may write is read
+            // through slices, so the row loops vectorize; one that aliases
+            // dst keeps ATen's element-by-element semantics (raw pointers).
+            let apart = sview.is_none_or(|s| !write_extent(dst, args).overlaps(s));
             walk(&shape[..last], &outer, 0, n / len, |o| {
                 let Some(off) = data_offset(o[0], o, 2, args) else {
                     return;
                 };
-                // Raw pointers: src may alias dst (ATen's semantics are
-                // element by element, which this loop keeps).
                 let d = dp.offset(off);
+                if apart {
+                    // SAFETY: a row of dst and (disjoint from it) one of src.
+                    let ds = std::slice::from_raw_parts_mut(d, len);
+                    let ss = sp.map(|p| std::slice::from_raw_parts(p.offset(o[1]), len));
+                    match (ss, op) {
+                        (Some(ss), Reduce::Assign) => ds.copy_from_slice(ss),
+                        (Some(ss), _) => ds.iter_mut().zip(ss).for_each(|(x, &y)| *x = x.add(y)),
+                        (None, Reduce::Assign) => ds.fill(scalar),
+                        (None, _) => ds.iter_mut().for_each(|x| *x = x.add(scalar)),
+                    }
+                    return;
+                }
                 match sp {
                     Some(p) => {
                         let p = p.offset(o[1]);
