@@ -725,3 +725,14 @@ def test_inconsistent_arguments_raise_where_cpu_corrupts_memory():
         )
     with pytest.raises(RuntimeError, match="foo"):
         torch.empty(3, device="foo").bernoulli_(torch.full((4,), 0.5, device="foo"))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_nonfinite_rows_match_cpu(dtype):
+    """A row holding inf has a NaN variance: CPU keeps it NaN (std::max(var, 0)), so its rstd and outputs are NaN;
+    a NaN row likewise; the finite rows are unaffected."""
+    x = make_tensor((3, 20), dtype, seed=10)
+    x[0, 3] = float("inf")
+    x[1, 7] = float("nan")
+    w, b = make_tensor((20,), dtype, seed=11), make_tensor((20,), dtype, seed=12)
+    close(A.native_layer_norm(foo(x), [20], foo(w), foo(b), 1e-5), A.native_layer_norm(x, [20], w, b, 1e-5))

@@ -1,10 +1,11 @@
 //! Normalization kernels: layer norm, group norm and batch norm, forward and
 //! backward.
 //!
-//! Every statistic is accumulated in float64 whatever the element type
-//! (float16 / bfloat16 / float32 / float64), in a fixed order, so results do
-//! not depend on the thread count: work is split over rows (layer norm) or
-//! channels (batch norm), never inside one sum.
+//! Layer norm computes in ATen's opmath type (float32 for float16, bfloat16
+//! and float32; float64 for float64), as torch CPU's kernel does; group norm
+//! and batch norm accumulate every statistic in float64. Every sum runs in a
+//! fixed order, so results do not depend on the thread count: work is split
+//! over rows (layer norm) or channels (batch norm), never inside one sum.
 //!
 //! Layer norm sees contiguous `[m, n]` data (rows of `n` normalized
 //! elements); group norm contiguous `[batch, channels, spatial]` data whose
@@ -13,7 +14,7 @@
 
 use super::copy::Scalar;
 use super::elementwise::simd;
-use super::reduce::par_min;
+use super::reduce::{par_min, AccF, FloatElem};
 use super::{KernelError, Strided};
 use crate::dtype::DType;
 use half::{bf16, f16};
@@ -195,7 +196,7 @@ pub fn layer_norm(
     let w = read_vec(OP, "weight", weight, n)?;
     let b = read_vec(OP, "bias", bias, n)?;
     let (xp, op) = (P(x.ptr as usize), P(out.ptr as usize));
-    fn rows<T: Scalar>(
+    fn rows<T: FloatElem + Widen<T::Acc>>(
         xp: P,
         op: P,
         m: usize,
@@ -204,6 +205,12 @@ pub fn layer_norm(
         w: &Option<Vec<f64>>,
         b: &Option<Vec<f64>>,
     ) -> Vec<(f64, f64)> {
+        let acc = |v: &Option<Vec<f64>>| {
+            v.as_ref()
+                .map(|v| v.iter().map(|&e| T::Acc::from_f64(e)).collect::<Vec<_>>())
+        };
+        let (w, b) = (acc(w), acc(b));
+        let (nf, eps) = (T::Acc::from_f64(n as f64), T::Acc::from_f64(eps));
         each(
             m,
             m * n,
@@ -213,42 +220,46 @@ pub fn layer_norm(
                 let xs = unsafe { std::slice::from_raw_parts((xp.0 as *const T).add(i * n), n) };
                 let os = unsafe { std::slice::from_raw_parts_mut((op.0 as *mut T).add(i * n), n) };
                 // An empty row has mean 0 and rstd NaN (as on CPU).
-                let mu = if n == 0 {
-                    0.0
+                if n == 0 {
+                    return (0.0, f64::NAN);
+                }
+                let mu = lane_sum(xs, |v| v) / nf;
+                let var = lane_sum(xs, |v| (v - mu) * (v - mu)) / nf;
+                // A row holding inf: CPU's Welford moments give mean NaN
+                // (inf - inf), where the plain sum gives inf.
+                let mu = if var.is_nan() { var } else { mu };
+                // std::max(var, 0) as ATen: a NaN variance stays NaN.
+                let var = if var < T::Acc::ZERO {
+                    T::Acc::ZERO
                 } else {
-                    lane_sum(xs, |v| v) / n as f64
+                    var
                 };
-                let var = if n == 0 {
-                    f64::NAN
-                } else {
-                    lane_sum(xs, |v| (v - mu) * (v - mu)) / n as f64
-                };
-                let r = 1.0 / (var.max(0.0) + eps).sqrt();
-                let y = |x: &T| (x.to_f64() - mu) * r;
+                let r = T::Acc::ONE / (var + eps).sqrt();
+                let y = |x: &T| (x.widen() - mu) * r;
                 // One loop per affine form, so each vectorizes without branches.
-                match (w, b) {
+                match (&w, &b) {
                     (Some(w), Some(b)) => {
-                        for (((o, x), w), b) in os.iter_mut().zip(xs).zip(w).zip(b) {
-                            *o = T::from_f64(y(x) * w + b);
+                        for (((o, x), &w), &b) in os.iter_mut().zip(xs).zip(w).zip(b) {
+                            *o = T::narrow(y(x) * w + b);
                         }
                     }
                     (Some(w), None) => {
-                        for ((o, x), w) in os.iter_mut().zip(xs).zip(w) {
-                            *o = T::from_f64(y(x) * w);
+                        for ((o, x), &w) in os.iter_mut().zip(xs).zip(w) {
+                            *o = T::narrow(y(x) * w);
                         }
                     }
                     (None, Some(b)) => {
-                        for ((o, x), b) in os.iter_mut().zip(xs).zip(b) {
-                            *o = T::from_f64(y(x) + b);
+                        for ((o, x), &b) in os.iter_mut().zip(xs).zip(b) {
+                            *o = T::narrow(y(x) + b);
                         }
                     }
                     (None, None) => {
                         for (o, x) in os.iter_mut().zip(xs) {
-                            *o = T::from_f64(y(x));
+                            *o = T::narrow(y(x));
                         }
                     }
                 }
-                (mu, r)
+                (mu.to_f64(), r.to_f64())
             },
         )
     }
@@ -285,7 +296,7 @@ pub fn layer_norm_backward(
     let rs = read_vec(OP, "rstd", Some(rstd), m)?.unwrap_or_default();
     let w = read_vec(OP, "weight", weight, n)?;
     let (xp, dyp) = (P(x.ptr as usize), P(dy.ptr as usize));
-    fn grads<T: Scalar>(
+    fn grads<T: FloatElem + Widen<T::Acc>>(
         gi: Option<P>,
         xp: P,
         dyp: P,
@@ -295,7 +306,11 @@ pub fn layer_norm_backward(
         rs: &[f64],
         w: &Option<Vec<f64>>,
         need_wb: bool,
-    ) -> (Vec<f64>, Vec<f64>) {
+    ) -> (Vec<f64>, Vec<f64>)
+    where
+        T::Acc: Widen<T::Acc>,
+    {
+        type A<T> = <T as FloatElem>::Acc;
         let row = |i: usize| unsafe {
             // SAFETY: row i of contiguous [m, n] views.
             (
@@ -303,24 +318,19 @@ pub fn layer_norm_backward(
                 std::slice::from_raw_parts((dyp.0 as *const T).add(i * n), n),
             )
         };
-        let ones;
-        let wv: &[f64] = match w {
-            Some(w) => w,
-            None => {
-                ones = if gi.is_some() {
-                    vec![1.0; n]
-                } else {
-                    Vec::new()
-                };
-                &ones
-            }
+        let wv: Vec<A<T>> = match w {
+            Some(w) => w.iter().map(|&v| A::<T>::from_f64(v)).collect(),
+            None if gi.is_some() => vec![A::<T>::ONE; n],
+            None => Vec::new(),
         };
+        let scale = A::<T>::ONE / A::<T>::from_f64(n as f64);
         // One pass over blocks of rows: each row's grad_input (two sweeps
         // of the row, which stays in L1 between them) and, while the row is
         // still there, the block's partial column sums for grad_weight and
-        // grad_bias. The partials are added in block order and the block
-        // size depends only on `m`, so the result does not depend on the
-        // thread count.
+        // grad_bias (in the opmath type, as ATen's per-thread buffers). The
+        // partials are added in block order, in f64, and the block size
+        // depends only on `m`, so the result does not depend on the thread
+        // count.
         let rows_per = m.div_ceil(32).clamp(1, 64);
         let blocks = each(
             m.div_ceil(rows_per),
@@ -328,33 +338,47 @@ pub fn layer_norm_backward(
             #[inline(always)]
             |bk| {
                 let (mut gw, mut gb) = if need_wb {
-                    (vec![0.0f64; n], vec![0.0f64; n])
+                    (vec![A::<T>::ZERO; n], vec![A::<T>::ZERO; n])
                 } else {
                     (Vec::new(), Vec::new())
                 };
                 for i in bk * rows_per..((bk + 1) * rows_per).min(m) {
                     let (xs, ds) = row(i);
-                    let (mi, ri) = (mu[i], rs[i]);
+                    let (mi, ri) = (A::<T>::from_f64(mu[i]), A::<T>::from_f64(rs[i]));
+                    // dgamma += dy * (rstd * x - rstd * mean), dbeta += dy.
+                    let shift = A::<T>::ZERO - ri * mi;
                     if let Some(gp) = gi {
                         // SAFETY: row i of the contiguous [m, n] grad_input.
                         let gs = unsafe {
                             std::slice::from_raw_parts_mut((gp.0 as *mut T).add(i * n), n)
                         };
-                        // a = sum(g), c = sum(g * (x - mean)) with g = dy * w.
-                        let a = lane_sum2(ds, wv, |d, w| d * w);
-                        let mut c = lane_sum3(ds, wv, xs, |d, w, x| d * w * (x - mi));
-                        c *= ri;
-                        let (a, c) = (a / n as f64, c / n as f64);
-                        for (((o, d), x), w) in gs.iter_mut().zip(ds).zip(xs).zip(wv) {
-                            let xh = (x.to_f64() - mi) * ri;
-                            *o = T::from_f64(ri * (d.to_f64() * w - a - xh * c));
+                        // ATen's arithmetic, in its order: with g = dy * w,
+                        // sg = sum(g), sgx = sum(g * x), and
+                        // dx = rstd * g + bx * x + c (affine in x per row).
+                        let sg = lane_sum2(ds, &wv[..], |d, w| d * w);
+                        let sgx = lane_sum3(ds, xs, &wv[..], |d, x, w| d * x * w);
+                        let bx = (sg * mi - sgx) * ri * ri * ri * scale;
+                        let c = A::<T>::ZERO - bx * mi - sg * ri * scale;
+                        let rows = gs.iter_mut().zip(ds).zip(xs).zip(&wv);
+                        if need_wb {
+                            // The parameter sums in the same sweep as dx.
+                            let sums = gw.iter_mut().zip(gb.iter_mut());
+                            for ((((o, d), x), &w), (gwj, gbj)) in rows.zip(sums) {
+                                let (d, x) = (d.widen(), x.widen());
+                                *o = T::narrow(ri * d * w + bx * x + c);
+                                *gwj = *gwj + d * (ri * x + shift);
+                                *gbj = *gbj + d;
+                            }
+                        } else {
+                            for (((o, d), x), &w) in rows {
+                                *o = T::narrow(ri * d.widen() * w + bx * x.widen() + c);
+                            }
                         }
-                    }
-                    if need_wb {
+                    } else if need_wb {
                         for (((w, b), x), d) in gw.iter_mut().zip(gb.iter_mut()).zip(xs).zip(ds) {
-                            let d = d.to_f64();
-                            *w += d * ((x.to_f64() - mi) * ri);
-                            *b += d;
+                            let d = d.widen();
+                            *w = *w + d * (ri * x.widen() + shift);
+                            *b = *b + d;
                         }
                     }
                 }
@@ -366,8 +390,8 @@ pub fn layer_norm_backward(
         }
         let (mut gw, mut gb) = (vec![0.0f64; n], vec![0.0f64; n]);
         for (a, b) in blocks {
-            gw.iter_mut().zip(a).for_each(|(s, v)| *s += v);
-            gb.iter_mut().zip(b).for_each(|(s, v)| *s += v);
+            gw.iter_mut().zip(a).for_each(|(s, v)| *s += v.to_f64());
+            gb.iter_mut().zip(b).for_each(|(s, v)| *s += v.to_f64());
         }
         (gw, gb)
     }
@@ -385,62 +409,83 @@ pub fn layer_norm_backward(
 // group norm
 // ---------------------------------------------------------------------------
 
-/// Lanes of the f64 sums below: independent accumulators the compiler keeps
-/// in vector registers (a single running sum is a serial dependency chain).
+/// Lanes of the sums below: independent accumulators the compiler keeps in
+/// vector registers (a single running sum is a serial dependency chain);
+/// 16 fill one AVX-512 register of f32, two of f64.
 ///
 /// Each helper keeps exactly one lane array: LLVM vectorizes one lane-wise
 /// reduction per loop at the full width, but a loop that feeds two lane
 /// arrays comes out as scalar and 2-wide code (checked in the disassembly;
 /// it made layer norm's backward 2.8x CPU's time). Two sums over a row are
 /// two passes over it, the second from L1.
-const LANES: usize = 8;
+const LANES: usize = 16;
 
-/// `sum(f(x))` over a slice in f64, lane-wise then across lanes (a fixed
+/// An element read into accumulator type `A`: f64 from every element type
+/// (group and batch norm), or ATen's opmath type for layer norm.
+pub(crate) trait Widen<A>: Copy {
+    fn widen_to(self) -> A;
+}
+
+impl<T: Scalar> Widen<f64> for T {
+    #[inline(always)]
+    fn widen_to(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl<T: FloatElem<Acc = f32>> Widen<f32> for T {
+    #[inline(always)]
+    fn widen_to(self) -> f32 {
+        self.widen()
+    }
+}
+
+/// `sum(f(x))` over a slice in `A`, lane-wise then across lanes (a fixed
 /// order: the same bits whatever the thread count).
 #[inline(always)]
-fn lane_sum<T: Scalar>(xs: &[T], f: impl Fn(f64) -> f64) -> f64 {
-    let mut acc = [0.0f64; LANES];
+fn lane_sum<A: AccF, T: Widen<A>>(xs: &[T], f: impl Fn(A) -> A) -> A {
+    let mut acc = [A::ZERO; LANES];
     let chunks = xs.chunks_exact(LANES);
     let tail = chunks.remainder();
     for c in chunks {
         for l in 0..LANES {
-            acc[l] += f(c[l].to_f64());
+            acc[l] = acc[l] + f(c[l].widen_to());
         }
     }
-    let mut s: f64 = acc.iter().sum();
+    let mut s = acc.iter().fold(A::ZERO, |s, &v| s + v);
     for &v in tail {
-        s += f(v.to_f64());
+        s = s + f(v.widen_to());
     }
     s
 }
 
 /// `sum(f(a, b))` over two slices of equal length, as [`lane_sum`].
 #[inline(always)]
-fn lane_sum2<A: Scalar, B: Scalar>(a: &[A], b: &[B], f: impl Fn(f64, f64) -> f64) -> f64 {
-    let mut acc = [0.0f64; LANES];
+fn lane_sum2<A: AccF, X: Widen<A>, Y: Widen<A>>(a: &[X], b: &[Y], f: impl Fn(A, A) -> A) -> A {
+    let mut acc = [A::ZERO; LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ta, tb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for l in 0..LANES {
-            acc[l] += f(x[l].to_f64(), y[l].to_f64());
+            acc[l] = acc[l] + f(x[l].widen_to(), y[l].widen_to());
         }
     }
-    let mut s: f64 = acc.iter().sum();
+    let mut s = acc.iter().fold(A::ZERO, |s, &v| s + v);
     for (x, y) in ta.iter().zip(tb) {
-        s += f(x.to_f64(), y.to_f64());
+        s = s + f(x.widen_to(), y.widen_to());
     }
     s
 }
 
 /// `sum(f(a, b, c))` over three slices of equal length, as [`lane_sum`].
 #[inline(always)]
-fn lane_sum3<A: Scalar, B: Scalar, C: Scalar>(
-    a: &[A],
-    b: &[B],
-    c: &[C],
-    f: impl Fn(f64, f64, f64) -> f64,
-) -> f64 {
-    let mut acc = [0.0f64; LANES];
+fn lane_sum3<A: AccF, X: Widen<A>, Y: Widen<A>, Z: Widen<A>>(
+    a: &[X],
+    b: &[Y],
+    c: &[Z],
+    f: impl Fn(A, A, A) -> A,
+) -> A {
+    let mut acc = [A::ZERO; LANES];
     let (ca, cb, cc) = (
         a.chunks_exact(LANES),
         b.chunks_exact(LANES),
@@ -449,17 +494,16 @@ fn lane_sum3<A: Scalar, B: Scalar, C: Scalar>(
     let (ta, tb, tc) = (ca.remainder(), cb.remainder(), cc.remainder());
     for ((x, y), z) in ca.zip(cb).zip(cc) {
         for l in 0..LANES {
-            acc[l] += f(x[l].to_f64(), y[l].to_f64(), z[l].to_f64());
+            acc[l] = acc[l] + f(x[l].widen_to(), y[l].widen_to(), z[l].widen_to());
         }
     }
-    let mut s: f64 = acc.iter().sum();
+    let mut s = acc.iter().fold(A::ZERO, |s, &v| s + v);
     for ((x, y), z) in ta.iter().zip(tb).zip(tc) {
-        s += f(x.to_f64(), y.to_f64(), z.to_f64());
+        s = s + f(x.widen_to(), y.widen_to(), z.widen_to());
     }
     s
 }
 
-/// Group norm geometry: `x` is `[n, c, hxw]` (contiguous), in `g` groups.
 fn gn_check(
     op: &str,
     x: &Strided,
