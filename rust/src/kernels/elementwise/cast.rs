@@ -458,25 +458,19 @@ pub(crate) unsafe fn load(
         }
         return;
     }
-    if dst_dt == DType::F32 && matches!(src_dt, DType::F16 | DType::BF16) {
-        // Gather the 16-bit patterns first, then widen in bulk with SIMD.
-        let mut tmp = [0u16; 1024];
+    if simd_conv(src_dt, dst_dt) {
+        // Gather strided elements first, then convert in bulk with SIMD.
+        let mut tmp = [0u32; 1024];
+        let (ses, des) = (src_dt.size(), dst_dt.size());
         let mut done = 0;
         while done < n {
             let m = (n - done).min(tmp.len());
-            let s = src.offset(done as isize * stride * 2);
-            let bits: *const u16 = if stride == 1 {
-                s as *const u16
-            } else {
-                gather_raw(tmp.as_mut_ptr() as *mut u8, s, 2, stride, m);
-                tmp.as_ptr()
-            };
-            let d = (dst as *mut f32).add(done);
-            if src_dt == DType::F16 {
-                super::simd::f16_to_f32(bits, d, m);
-            } else {
-                super::simd::bf16_to_f32(bits, d, m);
+            let mut s = src.offset(done as isize * stride * ses as isize);
+            if stride != 1 {
+                gather_raw(tmp.as_mut_ptr() as *mut u8, s, ses, stride, m);
+                s = tmp.as_ptr() as *const u8;
             }
+            convert16(dst.add(done * des), dst_dt, s, src_dt, m);
             done += m;
         }
         return;
@@ -509,31 +503,56 @@ pub(crate) unsafe fn store(
         }
         return;
     }
-    if src_dt == DType::F32 && matches!(dst_dt, DType::F16 | DType::BF16) {
-        let mut tmp = [0u16; 1024];
+    if simd_conv(src_dt, dst_dt) {
+        // Convert in bulk with SIMD, then scatter when strided.
+        let mut tmp = [0u32; 1024];
+        let (ses, des) = (src_dt.size(), dst_dt.size());
         let mut done = 0;
         while done < n {
             let m = (n - done).min(tmp.len());
-            let s = (src as *const f32).add(done);
-            let d = dst.offset(done as isize * stride * 2);
-            let bits: *mut u16 = if stride == 1 {
-                d as *mut u16
+            let s = src.add(done * ses);
+            let d = dst.offset(done as isize * stride * des as isize);
+            if stride == 1 {
+                convert16(d, dst_dt, s, src_dt, m);
             } else {
-                tmp.as_mut_ptr()
-            };
-            if dst_dt == DType::F16 {
-                super::simd::f32_to_f16(s, bits, m);
-            } else {
-                super::simd::f32_to_bf16(s, bits, m);
-            }
-            if stride != 1 {
-                scatter_raw(d, tmp.as_ptr() as *const u8, 2, stride, m);
+                convert16(tmp.as_mut_ptr() as *mut u8, dst_dt, s, src_dt, m);
+                scatter_raw(d, tmp.as_ptr() as *const u8, des, stride, m);
             }
             done += m;
         }
         return;
     }
     with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, 1, dst as *mut D, stride, n)))
+}
+
+/// Whether `a -> b` converts between float32 and a 16-bit float, which the
+/// SIMD tables do in bulk (F16C / AVX-512 for float16, bit arithmetic for
+/// bfloat16; the same bits as the scalar conversions).
+pub(crate) fn simd_conv(a: DType, b: DType) -> bool {
+    matches!(
+        (a, b),
+        (DType::F32, DType::F16 | DType::BF16) | (DType::F16 | DType::BF16, DType::F32)
+    )
+}
+
+/// Converts `n` contiguous elements for a pair [`simd_conv`] accepts.
+///
+/// # Safety
+/// `src` holds `n` elements of `src_dt`, `dst` has room for `n` of `dst_dt`,
+/// and the two do not overlap.
+pub(crate) unsafe fn convert16(
+    dst: *mut u8,
+    dst_dt: DType,
+    src: *const u8,
+    src_dt: DType,
+    n: usize,
+) {
+    match (src_dt, dst_dt) {
+        (DType::F16, _) => super::simd::f16_to_f32(src as *const u16, dst as *mut f32, n),
+        (DType::BF16, _) => super::simd::bf16_to_f32(src as *const u16, dst as *mut f32, n),
+        (_, DType::F16) => super::simd::f32_to_f16(src as *const f32, dst as *mut u16, n),
+        _ => super::simd::f32_to_bf16(src as *const f32, dst as *mut u16, n),
+    }
 }
 
 #[inline(always)]

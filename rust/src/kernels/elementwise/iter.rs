@@ -600,6 +600,52 @@ fn run_flat(
     }))
 }
 
+/// A cast between float32 and a 16-bit float of one contiguous tensor into
+/// another of its shape: one SIMD conversion pass ([`cast::convert16`]),
+/// split over threads, instead of the staged blocks of [`run_via`] (load
+/// into a buffer, then copy out). `None` if not that case.
+pub(crate) fn run_convert(out: &Strided, x: &Strided) -> Option<Result<(), KernelError>> {
+    if !cast::simd_conv(x.dtype, out.dtype)
+        || x.sizes != out.sizes
+        || !x.is_contiguous()
+        || !out.is_contiguous()
+    {
+        return None;
+    }
+    let n = out.numel();
+    let (ies, oes) = (x.dtype.size(), out.dtype.size());
+    let (ilo, olo) = (x.ptr as usize, out.ptr as usize);
+    if n == 0 {
+        return Some(Ok(()));
+    }
+    if ilo < olo + n * oes && olo < ilo + n * ies {
+        // Different dtypes over shared bytes: the general path reports it.
+        return None;
+    }
+    let threads = if n <= GRAIN_SIZE {
+        1
+    } else {
+        parallel::num_threads()
+    };
+    let (ntasks, chunk) = split(n, threads.max(1));
+    let (ip, op) = (ilo, olo);
+    parallel::parallel_for(ntasks, |t| {
+        let s = t * chunk;
+        let m = chunk.min(n - s);
+        // SAFETY: tasks convert disjoint ranges of two live, disjoint tensors.
+        unsafe {
+            cast::convert16(
+                (op + s * oes) as *mut u8,
+                out.dtype,
+                (ip + s * ies) as *const u8,
+                x.dtype,
+                m,
+            )
+        }
+    });
+    Some(Ok(()))
+}
+
 /// Number of tasks and elements per task for `n` elements.
 fn split(n: usize, threads: usize) -> (usize, usize) {
     let ntasks = n.div_ceil(GRAIN_SIZE).min(threads * 4);

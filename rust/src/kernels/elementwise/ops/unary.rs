@@ -1173,6 +1173,11 @@ fn bool_unary(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), KernelError> {
 /// Copies `x` into `out` converting dtypes (a pointwise identity); handy for
 /// tests and for ops whose result is their input.
 pub fn identity(out: &Strided, x: Operand) -> Result<(), KernelError> {
+    if let Operand::Tensor(t) = x {
+        if let Some(r) = crate::kernels::elementwise::iter::run_convert(out, t) {
+            return r;
+        }
+    }
     let o = &Out { t: out, via: None };
     with_num!(out.dtype, T => run1::<T, T, _>(o, x, #[inline(always)] |a: T| a))
 }
