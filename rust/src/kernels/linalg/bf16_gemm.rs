@@ -36,9 +36,9 @@ const NR: usize = 32;
 /// Depth of a k block (even: packed in pairs).
 const KC: usize = 256;
 /// Rows of an output block (a multiple of MR).
-const MC: usize = 144;
+const MC: usize = 288;
 /// Columns of an output block (a multiple of NR).
-const NC: usize = 256;
+const NC: usize = 512;
 
 /// Whether the AVX512_BF16 kernel runs here: the CPU has it, the SIMD level
 /// in use is AVX-512 (`FOO_RS_SIMD` caps it) and `FOO_RS_BF16_GEMM` is not
