@@ -202,6 +202,23 @@ def test_mm_noncontiguous_operands_and_out():
     check(lambda x, y, o: torch.mm(x, y, out=o), a, b[:30, :20], out)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mm_right_operand_with_4k_column_stride(dtype):
+    """Linear's `x @ W.t()` with a weight whose rows are a multiple of 4 KiB (1024 floats, 512 doubles):
+    foo copies the columns to a padded stride before the product (cache-set aliasing); the result is
+    the product's (within float32's summation-order spread of the exact one, as CPU's), for a plain, a
+    sliced and a linear use, and a product too small to re-lay."""
+    width = 4096 // torch.empty(0, dtype=dtype).element_size()
+    x = mat((37, width), dtype, 8)
+    w = mat((70, width), dtype, 9)
+    check_accurate(lambda a, b: a @ b.t(), x, w)
+    wide = mat((70, 2 * width), dtype, 10)  # column stride 2 * width, its first width columns
+    check_accurate(lambda a, b: a @ b[:, :width].t(), x, wide)
+    bias = mat((70,), dtype, 11)
+    check_accurate(torch.nn.functional.linear, x, w, bias)
+    check(lambda a, b: a[:, :40] @ b[:5, :40].t(), x, w)
+
+
 def test_mm_errors():
     check(torch.mm, torch.ones(2, 3), torch.ones(4, 5))
     check(torch.mm, torch.ones(2, 3), torch.ones(3))
