@@ -478,3 +478,34 @@ def test_native_path_errors_match_cpu(no_fallback):
         cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
         assert foo_msg == (cpu_msg if cpu_msg.startswith("torch.clamp:") else cpu_msg + " (foo)")
     del fa
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int8, torch.bool, torch.complex64], ids=str
+)
+@pytest.mark.parametrize(
+    "shape,view",
+    [
+        ((1024, 1024), lambda t: t.t()),  # a 4 KiB row stride for 4-byte types
+        ((70, 45), lambda t: t.t()),  # ragged tiles for every element size
+        ((3, 40, 33), lambda t: t.transpose(1, 2)),  # outer dim
+        ((5, 34, 6, 65), lambda t: t.permute(3, 1, 0, 2)),  # two outer dims, strided result dims
+        ((40, 100), lambda t: t[::2, 1::3].t()),  # the input's unit-stride dim is gone: general path
+        ((2, 64, 3, 64), lambda t: t.permute(0, 2, 1, 3)),  # attention's head permute (rows stay contiguous)
+    ],
+    ids=["1024sq", "ragged", "3d", "4d", "sliced", "heads"],
+)
+def test_transposed_copies_match_cpu(no_fallback, dtype, shape, view):
+    """contiguous() / clone() / copy_ of a transposed or permuted view: the tiled transpose path and the
+    general one give CPU's elements exactly, into fresh and preallocated (also transposed) outputs."""
+    x = make_tensor(shape, dtype, seed=3)
+    f = x.to("foo")
+    assert torch.equal(view(f).contiguous().cpu(), view(x).contiguous())
+    assert torch.equal(view(f).clone(memory_format=torch.contiguous_format).cpu(), view(x).contiguous())
+    out = torch.empty(view(x).shape[::-1], dtype=dtype, device="foo").t() if view(x).dim() == 2 else None
+    if out is not None:  # a transposed output of a transposed input: both unit strides agree
+        out.copy_(view(f))
+        assert torch.equal(out.cpu(), view(x))
+        plain = torch.empty(view(x).shape, dtype=dtype, device="foo")
+        plain.copy_(view(f))  # into a preallocated contiguous output
+        assert torch.equal(plain.cpu(), view(x))

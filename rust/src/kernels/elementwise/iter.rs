@@ -646,6 +646,95 @@ pub(crate) fn run_convert(out: &Strided, x: &Strided) -> Option<Result<(), Kerne
     Some(Ok(()))
 }
 
+/// A same-dtype copy whose output and input are contiguous along different
+/// dims (`x.t().contiguous()`, attention's head permutes): copied in square
+/// tiles one cache line wide, each read from the input row by row into a
+/// stack tile and written to the output row by row, so both sides move whole
+/// lines once. The staged path gathers one strided element per line, and
+/// with a 4 KiB stride every line falls into the same cache sets: 1024x1024
+/// float32 took 4 ms against CPU's 0.6. `None` if not that case.
+pub(crate) fn run_transpose(out: &Strided, x: &Strided) -> Option<Result<(), KernelError>> {
+    const LINE: usize = 64;
+    let nd = out.sizes.len();
+    let es = out.dtype.size();
+    if x.dtype != out.dtype || x.sizes != out.sizes || x.strides.len() != nd || es > 8 {
+        return None;
+    }
+    let t = LINE / es;
+    let unit = |v: &Strided| (0..nd).find(|&d| v.strides[d] == 1 && v.sizes[d] > 1);
+    let (a, b) = (unit(out)?, unit(x)?);
+    if a == b || out.sizes[a] < t || out.sizes[b] < t || out.overlaps(x) {
+        return None;
+    }
+    let (na, nb) = (out.sizes[a], out.sizes[b]);
+    let others: Dims<usize> = (0..nd).filter(|&d| d != a && d != b).collect();
+    let outer: usize = others.iter().map(|&d| out.sizes[d]).product();
+    let tiles_b = nb.div_ceil(t);
+    let (osb, xsa) = (out.strides[b], x.strides[a]);
+    let (op, xp) = (out.ptr as usize, x.ptr as usize);
+    // Element offsets of outer index `o` (row-major over `others`).
+    let bases = |mut o: usize| {
+        let (mut bo, mut bx) = (0isize, 0isize);
+        for &d in others.iter().rev() {
+            let i = (o % out.sizes[d]) as isize;
+            o /= out.sizes[d];
+            bo += i * out.strides[d];
+            bx += i * x.strides[d];
+        }
+        (bo, bx)
+    };
+    /// Columns `b0..b1` (b is the input's contiguous dim) of every row of
+    /// dim a (the output's contiguous dim), `t` rows at a time.
+    fn strip<E: Copy>(
+        (op, xp): (usize, usize),
+        (bo, bx): (isize, isize),
+        (b0, b1): (usize, usize),
+        (na, t): (usize, usize),
+        (osb, xsa): (isize, isize),
+    ) {
+        let (o, x) = (op as *mut E, xp as *const E);
+        // One tile of t x t elements: 4 KiB / size_of::<E>() elements.
+        let mut buf = [0u64; 512];
+        let tb = buf.as_mut_ptr() as *mut E;
+        let w = b1 - b0;
+        for a0 in (0..na).step_by(t) {
+            let h = t.min(na - a0);
+            // SAFETY: in-bounds offsets of two live, disjoint views; the
+            // tile holds h * t <= t * t elements.
+            unsafe {
+                for i in 0..h {
+                    let src = x.offset(bx + (a0 + i) as isize * xsa + b0 as isize);
+                    std::ptr::copy_nonoverlapping(src, tb.add(i * t), w);
+                }
+                for j in 0..w {
+                    let dst = o.offset(bo + (b0 + j) as isize * osb + a0 as isize);
+                    for i in 0..h {
+                        *dst.add(i) = *tb.add(i * t + j);
+                    }
+                }
+            }
+        }
+    }
+    let task = |k: usize| {
+        let (o, tb) = (k / tiles_b, k % tiles_b);
+        let span = (tb * t, ((tb + 1) * t).min(nb));
+        let args = ((op, xp), bases(o), span, (na, t), (osb, xsa));
+        match es {
+            1 => strip::<u8>(args.0, args.1, args.2, args.3, args.4),
+            2 => strip::<u16>(args.0, args.1, args.2, args.3, args.4),
+            4 => strip::<u32>(args.0, args.1, args.2, args.3, args.4),
+            _ => strip::<u64>(args.0, args.1, args.2, args.3, args.4),
+        }
+    };
+    let tasks = outer * tiles_b;
+    if out.numel() > GRAIN_SIZE {
+        parallel::for_range(tasks, 1, task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+    Some(Ok(()))
+}
+
 /// Number of tasks and elements per task for `n` elements.
 fn split(n: usize, threads: usize) -> (usize, usize) {
     let ntasks = n.div_ceil(GRAIN_SIZE).min(threads * 4);

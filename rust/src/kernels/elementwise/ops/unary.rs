@@ -1174,7 +1174,8 @@ fn bool_unary(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), KernelError> {
 /// tests and for ops whose result is their input.
 pub fn identity(out: &Strided, x: Operand) -> Result<(), KernelError> {
     if let Operand::Tensor(t) = x {
-        if let Some(r) = crate::kernels::elementwise::iter::run_convert(out, t) {
+        use crate::kernels::elementwise::iter::{run_convert, run_transpose};
+        if let Some(r) = run_convert(out, t).or_else(|| run_transpose(out, t)) {
             return r;
         }
     }
