@@ -207,9 +207,9 @@ def test_mm_right_operand_with_4k_column_stride(dtype):
     """Linear's `x @ W.t()` with a weight whose rows are a multiple of 4 KiB (1024 floats, 512 doubles):
     foo copies the columns to a padded stride before the product (cache-set aliasing); the result is
     the product's (within float32's summation-order spread of the exact one, as CPU's), for a plain, a
-    sliced and a linear use, and a product too small to re-lay."""
+    sliced and a linear use, and products too small to re-lay (few columns, few rows)."""
     width = 4096 // torch.empty(0, dtype=dtype).element_size()
-    x = mat((37, width), dtype, 8)
+    x = mat((100, width), dtype, 8)  # 64 rows or more: re-laid; fewer: read in place
     w = mat((70, width), dtype, 9)
     check_accurate(lambda a, b: a @ b.t(), x, w)
     wide = mat((70, 2 * width), dtype, 10)  # column stride 2 * width, its first width columns
@@ -217,6 +217,7 @@ def test_mm_right_operand_with_4k_column_stride(dtype):
     bias = mat((70,), dtype, 11)
     check_accurate(torch.nn.functional.linear, x, w, bias)
     check(lambda a, b: a[:, :40] @ b[:5, :40].t(), x, w)
+    check_accurate(lambda a, b: a[:3] @ b.t(), x, w)
 
 
 def test_mm_errors():

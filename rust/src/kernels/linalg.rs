@@ -395,9 +395,16 @@ thread_local! {
 /// to the same cache sets, and 256x1024x1024 ran at 70 against 102 GFLOP/s
 /// with a padded stride (1 thread). Copying the columns (contiguous runs) to a
 /// padded stride costs one streaming pass over the operand.
-fn relaid_stride(k: usize, n: usize, rs: isize, cs: isize, size: usize) -> Option<usize> {
+fn relaid_stride(
+    (m, k, n): (usize, usize, usize),
+    rs: isize,
+    cs: isize,
+    size: usize,
+) -> Option<usize> {
     let cs = usize::try_from(cs).ok()?;
-    if rs != 1 || n < 16 || k < 64 || cs < k || !(cs * size).is_multiple_of(ALIAS_BYTES) {
+    // Few rows (a batch-1 `x @ W.t()`) read each column once: the copy would
+    // cost more than the aliasing.
+    if m < 64 || rs != 1 || n < 16 || k < 64 || cs < k || !(cs * size).is_multiple_of(ALIAS_BYTES) {
         return None;
     }
     let pad = 64 / size;
@@ -434,7 +441,7 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
     par: bool,
 ) {
     let size = std::mem::size_of::<T>();
-    if let Some(ld) = relaid_stride(k, n, rhs_rs, rhs_cs, size) {
+    if let Some(ld) = relaid_stride((m, k, n), rhs_rs, rhs_cs, size) {
         let words = (ld * n * size).div_ceil(8);
         let relay = |buf: &mut Vec<u64>| {
             if buf.len() < words {
