@@ -613,15 +613,15 @@ pub(crate) fn run_convert(out: &Strided, x: &Strided) -> Option<Result<(), Kerne
         return None;
     }
     let n = out.numel();
-    let (ies, oes) = (x.dtype.size(), out.dtype.size());
-    let (ilo, olo) = (x.ptr as usize, out.ptr as usize);
     if n == 0 {
         return Some(Ok(()));
     }
-    if ilo < olo + n * oes && olo < ilo + n * ies {
+    if out.overlaps(x) {
         // Different dtypes over shared bytes: the general path reports it.
         return None;
     }
+    let (ies, oes) = (x.dtype.size(), out.dtype.size());
+    let (ilo, olo) = (x.ptr as usize, out.ptr as usize);
     let threads = if n <= GRAIN_SIZE {
         1
     } else {
