@@ -43,17 +43,35 @@ fi
 VENV=$(cd "$VENV" && pwd)
 # The wheels are large (torch, triton and the CUDA libraries torch's PyPI
 # wheel depends on: several GB) and a connection can drop partway. pip resumes
-# a cut download (--resume-retries) and the whole install is retried a few
-# times (wheels a failed attempt finished come from pip's cache).
+# a cut download (--resume-retries) and the whole install is retried. On some
+# networks pip's downloader stalls for good on one large wheel (CI failed twice
+# on triton for torch 2.13 while curl fetched the same URL in seconds), so
+# after a failed attempt the wheel pip named is fetched with curl (resuming)
+# into a wheelhouse kept between runs, installed without its dependencies, and
+# the install is tried again: pip then finds that requirement satisfied.
+WHEELHOUSE=${FOO_RS_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/foo_rs/wheels}
 pip_install() {
-    local attempt
+    local attempt log url wheel
+    log=$(mktemp)
     for attempt in 1 2 3 4; do
-        if "$VENV/bin/python" -m pip install --quiet --resume-retries 30 "$@"; then
+        if "$VENV/bin/python" -m pip install --quiet --resume-retries 30 "$@" 2>&1 | tee "$log"; then
+            rm -f "$log"
             return 0
+        fi
+        url=$(grep -o 'https://[^ ]*\.whl' "$log" | tail -1 || true)
+        if [ -n "$url" ] && command -v curl >/dev/null; then
+            mkdir -p "$WHEELHOUSE"
+            wheel="$WHEELHOUSE/$(basename "$url")"
+            echo "setup: fetching $(basename "$url") with curl into $WHEELHOUSE" >&2
+            if [ -f "$wheel" ] || { curl -fsSL --retry 10 --retry-all-errors -C - -o "$wheel.part" "$url" &&
+                mv "$wheel.part" "$wheel"; }; then
+                "$VENV/bin/python" -m pip install --quiet --no-deps "$wheel" || rm -f "$wheel"
+            fi
         fi
         echo "setup: pip install failed (attempt $attempt of 4); retrying in $((attempt * 15)) s" >&2
         sleep $((attempt * 15))
     done
+    rm -f "$log"
     echo "setup: pip install $* failed 4 times" >&2
     return 1
 }

@@ -492,8 +492,11 @@ def test_native_path_errors_match_cpu(no_fallback):
         ((5, 34, 6, 65), lambda t: t.permute(3, 1, 0, 2)),  # two outer dims, strided result dims
         ((40, 100), lambda t: t[::2, 1::3].t()),  # the input's unit-stride dim is gone: general path
         ((2, 64, 3, 64), lambda t: t.permute(0, 2, 1, 3)),  # attention's head permute (rows stay contiguous)
+        ((8, 64, 12, 64), lambda t: t.permute(0, 2, 1, 3)),  # the same, large enough to split over threads
+        ((7, 9, 50), lambda t: t[:, 2:, 3:]),  # a slice: 47-element rows, outer strides of the parent
+        ((6, 1, 40), lambda t: t.expand(6, 5, 40)),  # rows repeated from a stride-0 dim
     ],
-    ids=["1024sq", "ragged", "3d", "4d", "sliced", "heads"],
+    ids=["1024sq", "ragged", "3d", "4d", "sliced", "heads", "heads-big", "slice-rows", "expanded-rows"],
 )
 def test_transposed_copies_match_cpu(no_fallback, dtype, shape, view):
     """contiguous() / clone() / copy_ of a transposed or permuted view: the tiled transpose path and the
@@ -509,3 +512,20 @@ def test_transposed_copies_match_cpu(no_fallback, dtype, shape, view):
         plain = torch.empty(view(x).shape, dtype=dtype, device="foo")
         plain.copy_(view(f))  # into a preallocated contiguous output
         assert torch.equal(plain.cpu(), view(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
+def test_row_copies_into_permuted_outputs_match_cpu(no_fallback, dtype):
+    """copy_ into a permuted preallocated output whose rows stay contiguous (attention's head merge
+    written in place), and out of one: each row copied whole gives CPU's elements."""
+    src = make_tensor((8, 12, 64, 64), dtype, seed=5)
+    for shape in [(8, 64, 12, 64), (2, 40, 3, 33)]:
+        x = src.flatten()[: torch.Size(shape).numel()].view(shape[0], shape[2], shape[1], shape[3])
+        want = torch.zeros(shape, dtype=dtype)
+        want.permute(0, 2, 1, 3).copy_(x)
+        dst = torch.zeros(shape, dtype=dtype, device="foo")
+        dst.permute(0, 2, 1, 3).copy_(x.to("foo"))
+        assert torch.equal(dst.cpu(), want)
+        back = torch.empty_like(x, device="foo")
+        back.copy_(dst.permute(0, 2, 1, 3))
+        assert torch.equal(back.cpu(), x)

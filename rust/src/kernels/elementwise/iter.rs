@@ -574,25 +574,13 @@ fn run_flat(
         optr[k] = o.ptr;
     }
     let (nout, nin) = (outs.len(), ins.len());
-    // Tiny work runs inline, without asking the pool anything.
-    let threads = if n <= GRAIN_SIZE {
-        1
-    } else {
-        parallel::num_threads()
-    };
-    if threads <= 1 {
-        return Some(kernel(n, &optr[..nout], &iptr[..nin]));
-    }
     let osz: [usize; MAX_OPERANDS] = std::array::from_fn(|k| outs.get(k).map_or(0, |o| o.1.size()));
     let isz: [usize; MAX_OPERANDS] = std::array::from_fn(|k| ins.get(k).map_or(0, |i| i.1.size()));
-    let (ntasks, chunk) = split(n, threads);
     struct Ptrs([*mut u8; MAX_OPERANDS], [*const u8; MAX_OPERANDS]);
     // SAFETY: tasks touch disjoint element ranges of live tensors.
     unsafe impl Sync for Ptrs {}
     let p = Ptrs(optr, iptr);
-    Some(parallel::try_parallel_for(ntasks, |t| {
-        let s = t * chunk;
-        let e = (s + chunk).min(n);
+    Some(for_chunks(n, 1, |s, e| {
         let p = &p;
         let o: [*mut u8; MAX_OPERANDS] = std::array::from_fn(|k| p.0[k].wrapping_add(s * osz[k]));
         let i: [*const u8; MAX_OPERANDS] = std::array::from_fn(|k| p.1[k].wrapping_add(s * isz[k]));
@@ -621,17 +609,8 @@ pub(crate) fn run_convert(out: &Strided, x: &Strided) -> Option<Result<(), Kerne
         return None;
     }
     let (ies, oes) = (x.dtype.size(), out.dtype.size());
-    let (ilo, olo) = (x.ptr as usize, out.ptr as usize);
-    let threads = if n <= GRAIN_SIZE {
-        1
-    } else {
-        parallel::num_threads()
-    };
-    let (ntasks, chunk) = split(n, threads.max(1));
-    let (ip, op) = (ilo, olo);
-    parallel::parallel_for(ntasks, |t| {
-        let s = t * chunk;
-        let m = chunk.min(n - s);
+    let (ip, op) = (x.ptr as usize, out.ptr as usize);
+    Some(for_chunks(n, 1, |s, e| {
         // SAFETY: tasks convert disjoint ranges of two live, disjoint tensors.
         unsafe {
             cast::convert16(
@@ -639,11 +618,11 @@ pub(crate) fn run_convert(out: &Strided, x: &Strided) -> Option<Result<(), Kerne
                 out.dtype,
                 (ip + s * ies) as *const u8,
                 x.dtype,
-                m,
+                e - s,
             )
-        }
-    });
-    Some(Ok(()))
+        };
+        Ok(())
+    }))
 }
 
 /// A same-dtype copy whose output and input are contiguous along different
@@ -735,12 +714,123 @@ pub(crate) fn run_transpose(out: &Strided, x: &Strided) -> Option<Result<(), Ker
     Some(Ok(()))
 }
 
-/// Number of tasks and elements per task for `n` elements.
-fn split(n: usize, threads: usize) -> (usize, usize) {
-    let ntasks = n.div_ceil(GRAIN_SIZE).min(threads * 4);
-    // Task boundaries on 64-element multiples keep them on cache lines.
-    let chunk = n.div_ceil(ntasks).div_ceil(64) * 64;
-    (n.div_ceil(chunk), chunk)
+/// A same-dtype copy whose output and input share a contiguous inner dim
+/// but not their outer layout (attention's head permute
+/// `x.view(b, t, h, d).transpose(1, 2).contiguous()`, a slice copied out):
+/// after ATen's reorder and coalesce, each row is one `copy_nonoverlapping`
+/// and the outer dims advance an odometer. The general engine pays its
+/// per-segment plan (operand arrays, the kernel's indirect call and dtype
+/// dispatch) on every row, which at 64-element rows cost as much as the copy:
+/// 8x64x12x64 float32 took 3.3x CPU's time. `None` if not that case.
+pub(crate) fn run_rows(out: &Strided, x: &Strided) -> Option<Result<(), KernelError>> {
+    let nd = out.sizes.len();
+    if x.dtype != out.dtype
+        || x.sizes != out.sizes
+        || x.strides.len() != nd
+        || out.strides.len() != nd
+    {
+        return None;
+    }
+    let n = out.numel();
+    let plan = |t: &Strided| OpPlan {
+        ptr: t.ptr,
+        dtype: t.dtype,
+        kd: t.dtype,
+        mode: Mode::Direct,
+        strides: Dims::from_slice(&t.strides),
+        ..OpPlan::default()
+    };
+    let mut ops = [plan(out), plan(x)];
+    let sizes = reorder_and_coalesce(&out.sizes, &mut ops);
+    // One coalesced dim is a contiguous copy, which run_flat already does.
+    if n == 0
+        || sizes.len() < 2
+        || sizes[0] < MIN_ROW
+        || ops[0].strides[0] != 1
+        || ops[1].strides[0] != 1
+        || out.overlaps(x)
+    {
+        return None;
+    }
+    let (row, rows) = (sizes[0], n / sizes[0]);
+    let bytes = row * out.dtype.size();
+    let es = out.dtype.size() as isize;
+    let (op, xp) = (out.ptr as usize, x.ptr as usize);
+    // Strides alone cross to the pool (the plans hold raw pointers).
+    let (os, xs) = (&ops[0].strides, &ops[1].strides);
+    let sizes = &sizes;
+    // Rows r0..r1, in the coalesced order (dim 1 fastest).
+    let copy_rows = |r0: usize, r1: usize| {
+        let nd = sizes.len();
+        let mut idx = Dims::from_elem(0usize, nd);
+        let (mut oo, mut xo) = (0isize, 0isize);
+        let mut rem = r0;
+        for d in 1..nd {
+            idx[d] = rem % sizes[d];
+            rem /= sizes[d];
+            oo += idx[d] as isize * os[d];
+            xo += idx[d] as isize * xs[d];
+        }
+        let mut r = r0;
+        while r < r1 {
+            // A run of rows along dim 1: a tight loop; the odometer below
+            // advances only between runs.
+            let run = (sizes[1] - idx[1]).min(r1 - r);
+            // SAFETY: in-bounds rows of two live, non-overlapping views.
+            unsafe {
+                let (mut o, mut x) = (
+                    (op as *mut u8).offset(oo * es),
+                    (xp as *const u8).offset(xo * es),
+                );
+                for _ in 0..run {
+                    std::ptr::copy_nonoverlapping(x, o, bytes);
+                    o = o.offset(os[1] * es);
+                    x = x.offset(xs[1] * es);
+                }
+            }
+            r += run;
+            oo += run as isize * os[1];
+            xo += run as isize * xs[1];
+            idx[1] += run;
+            let mut d = 1;
+            while d + 1 < nd && idx[d] == sizes[d] {
+                oo += os[d + 1] - sizes[d] as isize * os[d];
+                xo += xs[d + 1] - sizes[d] as isize * xs[d];
+                idx[d] = 0;
+                d += 1;
+                idx[d] += 1;
+            }
+        }
+    };
+    Some(for_chunks(rows, row, |r0, r1| {
+        copy_rows(r0, r1);
+        Ok(())
+    }))
+}
+
+/// Runs `f(start, end)` over `n` units of `unit` elements each: inline when
+/// the work is at most `GRAIN_SIZE` elements (tiny work never asks the pool
+/// anything), otherwise in up to four tasks per thread of at least
+/// `GRAIN_SIZE` elements. The engine's one split rule (every path here).
+fn for_chunks(
+    n: usize,
+    unit: usize,
+    f: impl Fn(usize, usize) -> Result<(), KernelError> + Sync,
+) -> Result<(), KernelError> {
+    let elems = n * unit;
+    if elems <= GRAIN_SIZE || parallel::num_threads() <= 1 {
+        return f(0, n);
+    }
+    let ntasks = elems.div_ceil(GRAIN_SIZE).min(parallel::num_threads() * 4);
+    let mut chunk = n.div_ceil(ntasks);
+    if unit == 1 {
+        // Element tasks start on 64-element multiples: on cache lines.
+        chunk = chunk.div_ceil(64) * 64;
+    }
+    parallel::try_parallel_for(n.div_ceil(chunk), |t| {
+        let s = t * chunk;
+        f(s, (s + chunk).min(n))
+    })
 }
 
 /// ATen's `reorder_dimensions`: `perm[k]` is the original dim placed at
@@ -844,22 +934,8 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
 
 impl Plan<'_, '_> {
     fn execute(&self, numel: usize) -> Result<(), KernelError> {
-        let threads = if numel <= GRAIN_SIZE {
-            1
-        } else {
-            parallel::num_threads()
-        };
-        if threads <= 1 {
-            // SAFETY: the range covers valid elements of every operand.
-            return unsafe { self.range(0, numel) };
-        }
-        let (ntasks, chunk) = split(numel, threads);
-        parallel::try_parallel_for(ntasks, |t| {
-            let s = t * chunk;
-            let e = (s + chunk).min(numel);
-            // SAFETY: tasks cover disjoint ranges of valid elements.
-            unsafe { self.range(s, e) }
-        })
+        // SAFETY: chunks cover disjoint ranges of valid elements.
+        for_chunks(numel, 1, |s, e| unsafe { self.range(s, e) })
     }
 
     fn cross_rows(&self) -> bool {

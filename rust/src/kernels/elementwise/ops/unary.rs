@@ -1174,8 +1174,11 @@ fn bool_unary(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), KernelError> {
 /// tests and for ops whose result is their input.
 pub fn identity(out: &Strided, x: Operand) -> Result<(), KernelError> {
     if let Operand::Tensor(t) = x {
-        use crate::kernels::elementwise::iter::{run_convert, run_transpose};
-        if let Some(r) = run_convert(out, t).or_else(|| run_transpose(out, t)) {
+        use crate::kernels::elementwise::iter::{run_convert, run_rows, run_transpose};
+        let fast = run_convert(out, t)
+            .or_else(|| run_transpose(out, t))
+            .or_else(|| run_rows(out, t));
+        if let Some(r) = fast {
             return r;
         }
     }
