@@ -529,3 +529,62 @@ def test_row_copies_into_permuted_outputs_match_cpu(no_fallback, dtype):
         back = torch.empty_like(x, device="foo")
         back.copy_(dst.permute(0, 2, 1, 3))
         assert torch.equal(back.cpu(), x)
+
+
+FILL_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
+FILL_VALUES = [0, -0.0, 1 / 3, 1e-8, 65504.5, 1e30, float("nan"), float("-inf"), True, 2**40, 255, -3, 0.5]
+
+
+@pytest.mark.parametrize("dtype", FILL_DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(3, 5), (0, 4), (300, 257)], ids=["small", "empty", "threaded"])
+def test_fill_and_zero_match_cpu_bits(no_fallback, dtype, shape):
+    """fill_/zero_ on contiguous tensors (the direct fill) and on transposed ones (the general path):
+    every value converts to the dtype exactly as on CPU, or raises CPU's overflow error, naming foo."""
+    for value in FILL_VALUES + [torch.tensor(v) for v in FILL_VALUES[::3]]:  # fill_.Scalar and fill_.Tensor
+        for layout in (lambda t: t, lambda t: t.t()):
+            cpu = layout(torch.ones(shape, dtype=dtype))
+            foo = layout(torch.ones(shape, dtype=dtype, device="foo"))
+            try:
+                cpu.fill_(value)
+            except Exception as e:  # noqa: BLE001  (CPU's refusal: foo must refuse alike)
+                with pytest.raises(type(e), match="(?s)without overflow.*foo|foo.*without overflow"):
+                    foo.fill_(value)
+                continue
+            foo.fill_(value)
+            assert torch.equal(foo.cpu().reshape(-1).view(torch.uint8), cpu.reshape(-1).view(torch.uint8)) or (
+                cpu.is_floating_point() and cpu.isnan().all() and foo.cpu().isnan().all()
+            ), (dtype, value)
+        z = torch.randn(shape).to(dtype).to("foo")
+        z.zero_()
+        assert torch.equal(z.cpu(), torch.zeros(shape, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("shape", [(4, 8), (0, 3), (257, 300)], ids=["small", "empty", "threaded"])
+def test_same_layout_copies_match_cpu(no_fallback, dtype, shape):
+    """copy_ of one dtype and shape between contiguous tensors (the copy without an iterator): foo to
+    foo, CPU to foo and foo to CPU give the source's elements; a view of the same storage and a
+    broadcast source still take the iterator's path and agree too."""
+    x = make_tensor(shape, dtype, seed=9)
+    f = x.to("foo")
+    dst = torch.empty(shape, dtype=dtype, device="foo")
+    assert torch.equal(dst.copy_(f).cpu(), x)
+    dst2 = torch.empty(shape, dtype=dtype, device="foo")
+    assert torch.equal(dst2.copy_(x).cpu(), x)
+    back = torch.empty(shape, dtype=dtype)
+    assert torch.equal(back.copy_(f), x)
+    if x.numel():
+        row = make_tensor(shape[1:], dtype, seed=10)
+        assert torch.equal(dst.copy_(row.to("foo")).cpu(), row.expand(shape))
+        big = torch.cat([x, x]).to("foo")
+        big[: shape[0]].copy_(big[shape[0] :])  # one storage: not the direct copy
+        assert torch.equal(big.cpu(), torch.cat([x, x]))

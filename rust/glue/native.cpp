@@ -40,6 +40,7 @@
 #include <ATen/native/RangeUtils.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
@@ -270,6 +271,13 @@ bool named(F&& f) {
   } catch (c10::Error& e) {
     e.add_context("foo");
     throw;
+  } catch (const std::runtime_error& e) {
+    // ATen code that reports with a plain std::runtime_error (Scalar::to's
+    // "value cannot be converted ... without overflow"): the same
+    // RuntimeError in Python, as a c10::Error so it names foo too.
+    c10::Error err({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, e.what());
+    err.add_context("foo");
+    throw err;
   }
 }
 
@@ -909,7 +917,21 @@ bool host_addressable(const at::Tensor& t) {
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.is_same(src)) return self;
   const bool shared = self.has_storage() && src.has_storage() && self.storage().is_alias_of(src.storage());
-  if (host_addressable(self) && host_addressable(src) && !shared && named([&] {
+  if (!host_addressable(self) || !host_addressable(src) || shared)
+    return Slow<kCopy, at::Tensor&(at::Tensor&, const at::Tensor&, bool)>::call(self, src, non_blocking);
+  // One dtype, one shape, both contiguous (the common copy_ and .to("foo")):
+  // nothing to broadcast, cast or order, and separate storages cannot
+  // overlap, so Rust copies the views without a TensorIterator (building one
+  // was most of a small copy_'s cost).
+  if (self.scalar_type() == src.scalar_type() && !self.is_complex() && self.sizes().equals(src.sizes()) &&
+      self.is_contiguous() && src.is_contiguous() && named([&] {
+        FooOperand ops[2]{};
+        if (!view_of(self, &ops[0].view) || !view_of(src, &ops[1].view)) return false;
+        FooStatus st{};
+        return done(foo_rs_ew("identity", ops[0].view.dtype, ops, 2, nullptr, 0, &st), st);
+      }))
+    return self;
+  if (named([&] {
         auto it = at::TensorIteratorConfig()
                       .add_output(self)
                       .add_const_input(src)
@@ -946,7 +968,25 @@ at::Tensor& zero_(at::Tensor& self) {
   return Slow<kZero, at::Tensor&(at::Tensor&)>::call(self);
 }
 
+// CPU's fill_ converts the value with Scalar::to<T>, which refuses one the
+// dtype cannot hold ("value cannot be converted to type ... without
+// overflow"): ATen's own check, before Rust or the Python kernel stores
+// anything (both saturated or wrapped such a value silently).
+bool check_fill_value(at::ScalarType st, const c10::Scalar& value) {
+  switch (st) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16: case at::kBool:
+    case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
+      AT_DISPATCH_V2(st, "fill_", AT_WRAP([&] { (void)value.to<scalar_t>(); }), AT_EXPAND(AT_INTEGRAL_TYPES),
+                     at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kBool);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  if (!value.isSymbolic()) named([&] { return check_fill_value(self.scalar_type(), value); });
   FooParam p;
   if (param_of(value, &p) && named([&] { return fill_native(self, p); })) return self;
   return Slow<kFill, at::Tensor&(at::Tensor&, const c10::Scalar&)>::call(self, value);

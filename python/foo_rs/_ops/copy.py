@@ -133,9 +133,8 @@ def fill_scalar(self, value):
         value = complex(value)
     if self.is_complex() and self.is_conj():
         value = value.conjugate()  # the memory holds the conjugate of what self shows
-    if not self.dtype.is_floating_point and self.dtype != torch.bool and isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")
+    # A value the dtype cannot hold was refused before this kernel (native.cpp's
+    # check_fill_value: ATen's Scalar::to, as CPU's fill_).
     _C.fill_(desc(self), value)
     return self
 
@@ -146,7 +145,11 @@ def fill_tensor(self, value):
         raise RuntimeError(
             f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
         )
-    return fill_scalar(self, value.item())
+    # CPU converts a tensor value as a cast, not as fill_.Scalar's checked
+    # conversion: NaN into int64 is INT64_MIN, 2**40 into int8 wraps, 1e30
+    # into float16 is inf. copy_ is that cast (and raises CPU's error for a
+    # self whose elements share memory).
+    return self.copy_(value)
 
 
 @impl("zero_", complex_ok=True)

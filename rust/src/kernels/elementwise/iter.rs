@@ -625,6 +625,32 @@ pub(crate) fn run_convert(out: &Strided, x: &Strided) -> Option<Result<(), Kerne
     }))
 }
 
+/// A number written to every element of a contiguous tensor (`zero_`,
+/// `fill_`, `x[...] = v`): the value is converted once as the engine
+/// converts every scalar ([`cast::scalar_bits`]), then stored with a plain
+/// fill. The general path staged a constant block and ran the identity
+/// kernel over it: about 570 instructions per call before any work, against
+/// about 120 for CPU's whole zero_. `None` if not that case.
+pub(crate) fn run_fill(out: &Strided, v: Scalar) -> Option<Result<(), KernelError>> {
+    if out.dtype.is_complex() || !out.is_contiguous() {
+        return None;
+    }
+    let n = out.numel();
+    if n == 0 {
+        return Some(Ok(()));
+    }
+    let (bits, es, p) = (
+        cast::scalar_bits(v, out.dtype),
+        out.dtype.size(),
+        out.ptr as usize,
+    );
+    Some(for_chunks(n, 1, |s, e| {
+        // SAFETY: chunks of a live, dense tensor of n elements.
+        unsafe { fill_const((p + s * es) as *mut u8, bits, es, e - s) };
+        Ok(())
+    }))
+}
+
 /// A same-dtype copy whose output and input are contiguous along different
 /// dims (`x.t().contiguous()`, attention's head permutes): copied in square
 /// tiles one cache line wide, each read from the input row by row into a

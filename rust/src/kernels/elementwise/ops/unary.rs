@@ -1173,14 +1173,15 @@ fn bool_unary(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), KernelError> {
 /// Copies `x` into `out` converting dtypes (a pointwise identity); handy for
 /// tests and for ops whose result is their input.
 pub fn identity(out: &Strided, x: Operand) -> Result<(), KernelError> {
-    if let Operand::Tensor(t) = x {
-        use crate::kernels::elementwise::iter::{run_convert, run_rows, run_transpose};
-        let fast = run_convert(out, t)
+    use crate::kernels::elementwise::iter::{run_convert, run_fill, run_rows, run_transpose};
+    let fast = match x {
+        Operand::Tensor(t) => run_convert(out, t)
             .or_else(|| run_transpose(out, t))
-            .or_else(|| run_rows(out, t));
-        if let Some(r) = fast {
-            return r;
-        }
+            .or_else(|| run_rows(out, t)),
+        Operand::Scalar(v) => run_fill(out, v),
+    };
+    if let Some(r) = fast {
+        return r;
     }
     let o = &Out { t: out, via: None };
     with_num!(out.dtype, T => run1::<T, T, _>(o, x, #[inline(always)] |a: T| a))
