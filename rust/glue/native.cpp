@@ -154,6 +154,7 @@ struct FooStatus {
 int32_t foo_rs_dtype_code(int32_t scalar_type);
 int32_t foo_rs_ew(const char* name, uint8_t ct, const FooOperand* ops, size_t n, const FooParam* ps, size_t np,
                   FooStatus* st);
+int32_t foo_rs_fill(const FooView* out, const FooParam* value, FooStatus* st);
 int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2, const FooView* inp,
                       const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
 int32_t foo_rs_addmm(const FooView* out, const FooView* input, const FooView* a, const FooView* b, FooParam beta,
@@ -953,14 +954,12 @@ constexpr char kFill[] = "fill_.Scalar";
 // or a value that does not convert to its integer dtype as CPU does, goes
 // to the Python kernel.
 bool fill_native(at::Tensor& self, const FooParam& value) {
-  FooOperand ops[2]{};
-  if (!is_foo(self) || at::has_internal_overlap(self) == at::MemOverlap::Yes || !view_of(self, &ops[0].view) ||
-      !fits(self.scalar_type(), value))
-    return false;
-  ops[1].is_scalar = 1;
-  ops[1].scalar = value;
+  FooView v;
+  if (!is_foo(self) || !fits(self.scalar_type(), value) || !view_of(self, &v)) return false;
+  // A contiguous tensor cannot overlap itself: its cached flag first.
+  if (!self.is_contiguous() && at::has_internal_overlap(self) == at::MemOverlap::Yes) return false;
   FooStatus st{};
-  return done(foo_rs_ew("identity", ops[0].view.dtype, ops, 2, nullptr, 0, &st), st);
+  return done(foo_rs_fill(&v, &value, &st), st);
 }
 
 at::Tensor& zero_(at::Tensor& self) {

@@ -232,6 +232,28 @@ pub unsafe extern "C" fn foo_rs_ew(
     })
 }
 
+/// Every element of `out` set to the number `value` (`fill_`, `zero_`),
+/// converted as the elementwise engine converts scalars: the elementwise
+/// entry's "identity" with a number, minus its operand and parameter
+/// handling (a contiguous `out` is one plain fill, `iter::run_fill`).
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `value` points to one parameter.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_fill(
+    out: *const FooView,
+    value: *const FooParam,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let out = strided_of(out)?;
+        let value = value
+            .as_ref()
+            .ok_or_else(|| invalid("foo: missing fill value"))?;
+        ew::identity(&out, Operand::Scalar(number(param(value)?)?))
+    })
+}
+
 /// Reduction `name` ([`ReduceOp::by_name`]) of `inp` over `dims` into `out`
 /// (and `out2`, may be null), as [`entry::reduce`].
 ///
