@@ -652,7 +652,7 @@ pub(crate) fn run_fill(out: &Strided, v: Scalar) -> Option<Result<(), KernelErro
 }
 
 /// A same-dtype copy whose output and input are contiguous along different
-/// dims (`x.t().contiguous()`, attention's head permutes): copied in square
+/// dims (`x.t().contiguous()`, a key transposed for `q @ k^T`): copied in square
 /// tiles one cache line wide, each read from the input row by row into a
 /// stack tile and written to the output row by row, so both sides move whole
 /// lines once. The staged path gathers one strided element per line, and
@@ -731,13 +731,11 @@ pub(crate) fn run_transpose(out: &Strided, x: &Strided) -> Option<Result<(), Ker
             _ => strip::<u64>(args.0, args.1, args.2, args.3, args.4),
         }
     };
-    let tasks = outer * tiles_b;
-    if out.numel() > GRAIN_SIZE {
-        parallel::for_range(tasks, 1, task);
-    } else {
-        (0..tasks).for_each(task);
-    }
-    Some(Ok(()))
+    // A task is one strip: na rows of up to t elements.
+    Some(for_chunks(outer * tiles_b, na * t, |k0, k1| {
+        (k0..k1).for_each(task);
+        Ok(())
+    }))
 }
 
 /// A same-dtype copy whose output and input share a contiguous inner dim
