@@ -153,7 +153,7 @@ struct FooStatus {
 };
 int32_t foo_rs_dtype_code(int32_t scalar_type);
 int32_t foo_rs_ew(const char* name, uint8_t ct, const FooOperand* ops, size_t n, const FooParam* ps, size_t np,
-                  FooStatus* st);
+                  uint8_t iter, FooStatus* st);
 int32_t foo_rs_fill(const FooView* out, const FooParam* value, FooStatus* st);
 int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2, const FooView* inp,
                       const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
@@ -532,7 +532,7 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
   }
   if (swap) std::swap(ops[1], ops[2]);
   FooStatus st{};
-  return done(foo_rs_ew(rust, static_cast<uint8_t>(ctc), ops.data(), n, ps, np, &st), st);
+  return done(foo_rs_ew(rust, static_cast<uint8_t>(ctc), ops.data(), n, ps, np, /*iter=*/1, &st), st);
 }
 
 // The three kernels of an elementwise op `Op` with extra schema arguments A.
@@ -891,7 +891,7 @@ bool where_native(const at::Tensor& cond, const at::Tensor& self, const at::Tens
                    static_cast<uint8_t>(dtype_code(it.dtype(i)))};
   }
   FooStatus st{};
-  return done(foo_rs_ew("where", static_cast<uint8_t>(code), ops.data(), 4, nullptr, 0, &st), st);
+  return done(foo_rs_ew("where", static_cast<uint8_t>(code), ops.data(), 4, nullptr, 0, /*iter=*/1, &st), st);
 }
 
 at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
@@ -929,7 +929,7 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
         FooOperand ops[2]{};
         if (!view_of(self, &ops[0].view) || !view_of(src, &ops[1].view)) return false;
         FooStatus st{};
-        return done(foo_rs_ew("identity", ops[0].view.dtype, ops, 2, nullptr, 0, &st), st);
+        return done(foo_rs_ew("identity", ops[0].view.dtype, ops, 2, nullptr, 0, /*iter=*/0, &st), st);
       }))
     return self;
   if (named([&] {

@@ -161,7 +161,9 @@ fn run(st: *mut FooStatus, index_errors: bool, f: impl FnOnce() -> Result<(), Ke
 /// Elementwise op `name` (the shared op table, kernels/elementwise/spec.rs)
 /// computing in dtype code `ct`: `ops[0]` is the output, `ops[1..n]` the
 /// inputs (1-3), all views of one shape (broadcast dims have stride 0);
-/// "identity" copies with a dtype cast.
+/// "identity" copies with a dtype cast. `iter` != 0: the views are an ATen
+/// `TensorIterator`'s ([`ew::Layout::Iter`]: dims innermost first and
+/// coalesced, overlap checked), so the engine does not redo that.
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `ops` holds `n` operands and `ps` `np`
@@ -174,6 +176,7 @@ pub unsafe extern "C" fn foo_rs_ew(
     n: usize,
     ps: *const FooParam,
     np: usize,
+    iter: u8,
     st: *mut FooStatus,
 ) -> i32 {
     run(st, false, || {
@@ -216,13 +219,18 @@ pub unsafe extern "C" fn foo_rs_ew(
             }
         }
         let p = Params::new(name, &items[..np]);
+        let target = if iter != 0 {
+            ew::Target::iter(&out)
+        } else {
+            ew::Target::from(&out)
+        };
         match n - 1 {
-            1 if name == "identity" => ew::identity(&out, operand(0)),
-            1 => ew::unary(&spec::unary(name, &p)?, &out, operand(0), ct),
-            2 => ew::binary(&spec::binary(name, &p)?, &out, operand(0), operand(1), ct),
+            1 if name == "identity" => ew::identity(target, operand(0)),
+            1 => ew::unary(&spec::unary(name, &p)?, target, operand(0), ct),
+            2 => ew::binary(&spec::binary(name, &p)?, target, operand(0), operand(1), ct),
             _ => ew::ternary(
                 &spec::ternary(name, &p)?,
-                &out,
+                target,
                 operand(0),
                 operand(1),
                 operand(2),

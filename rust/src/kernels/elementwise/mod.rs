@@ -18,9 +18,9 @@ pub mod spec;
 pub mod special;
 
 pub use cast::Scalar;
-pub use iter::{broadcast_shapes, output_strides, promote_types, Operand, MAX_OPERANDS};
+pub use iter::{broadcast_shapes, output_strides, promote_types, Layout, Operand, MAX_OPERANDS};
 pub use ops::{
-    binary, compute_dtype, identity, ternary, unary, BinaryOp, DivMode, TernaryOp, UnaryOp,
+    binary, compute_dtype, identity, ternary, unary, BinaryOp, DivMode, Target, TernaryOp, UnaryOp,
 };
 pub use simd::{
     detected as detected_simd_level, level as simd_level, set_level as set_simd_level, SimdLevel,

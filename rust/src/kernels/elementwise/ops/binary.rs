@@ -1,7 +1,9 @@
 //! Two-input pointwise ops, including the activation backward kernels.
 
 use super::unary::round_to;
-use super::{int_dispatch, max_nan, min_nan, run1, run2, run2_nonzero, unsupported, Int, Out};
+use super::{
+    int_dispatch, max_nan, min_nan, run1, run2, run2_nonzero, unsupported, Int, Out, Target,
+};
 use crate::dtype::DType;
 use crate::kernels::elementwise::cast::{Num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
@@ -9,7 +11,7 @@ use crate::kernels::elementwise::math::{zeta_f64, Real};
 use crate::kernels::elementwise::special::{
     igamma, igammac, next_after, next_after_16, Polynomial,
 };
-use crate::kernels::{KernelError, Strided};
+use crate::kernels::KernelError;
 
 /// `rounding_mode` of `torch.div`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,14 +219,14 @@ impl BinaryOp {
 }
 
 /// `out = op(a, b)`, computing in common dtype `ct` (see the module docs).
-pub fn binary(
+pub fn binary<'a>(
     op: &BinaryOp,
-    out: &Strided,
+    out: impl Into<Target<'a>>,
     a: Operand,
     b: Operand,
     ct: DType,
 ) -> Result<(), KernelError> {
-    let out = &Out::new(out, ct);
+    let out = &Out::new(out.into(), ct);
     if matches!(ct, DType::F16 | DType::BF16) {
         match *op {
             BinaryOp::NextAfter => {

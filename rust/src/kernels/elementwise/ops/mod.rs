@@ -15,7 +15,7 @@ pub use ternary::{ternary, TernaryOp};
 pub use unary::{identity, unary, UnaryOp};
 
 use super::cast::Num;
-use super::iter::{self, Operand};
+use super::iter::{self, Layout, Operand};
 use super::simd;
 use crate::dtype::DType;
 use crate::kernels::{KernelError, Strided};
@@ -29,19 +29,48 @@ pub(crate) fn zero_division() -> KernelError {
     KernelError::InvalidArgument("ZeroDivisionError".into())
 }
 
-/// The output of an op, and the 16-bit common dtype its float32 kernel
-/// rounds through (see `iter::run_via`), if any.
+/// Where an op writes: the output view and how the call's views are laid
+/// out ([`Layout`]). A plain `&Strided` converts to one of [`Layout::View`].
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    t: &'a Strided,
+    layout: Layout,
+}
+
+impl<'a> Target<'a> {
+    /// An output whose call comes with [`Layout::Iter`] views.
+    pub fn iter(t: &'a Strided) -> Target<'a> {
+        Target {
+            t,
+            layout: Layout::Iter,
+        }
+    }
+}
+
+impl<'a> From<&'a Strided> for Target<'a> {
+    fn from(t: &'a Strided) -> Self {
+        Target {
+            t,
+            layout: Layout::View,
+        }
+    }
+}
+
+/// The output of an op, the 16-bit common dtype its float32 kernel
+/// rounds through (see `iter::run_via`), if any, and the views' layout.
 #[derive(Clone, Copy)]
 pub(crate) struct Out<'a> {
     pub t: &'a Strided,
     pub via: Option<DType>,
+    pub layout: Layout,
 }
 
 impl<'a> Out<'a> {
-    pub(crate) fn new(t: &'a Strided, ct: DType) -> Out<'a> {
+    pub(crate) fn new(target: Target<'a>, ct: DType) -> Out<'a> {
         Out {
-            t,
+            t: target.t,
             via: matches!(ct, DType::F16 | DType::BF16).then_some(ct),
+            layout: target.layout,
         }
     }
 }
@@ -57,7 +86,7 @@ pub(crate) fn run1<A: Num, R: Num, F: Fn(A) -> R + Sync>(
         unsafe { simd::map1(n, o[0] as *mut R, i[0] as *const A, &f) };
         Ok(())
     };
-    iter::run_via(&[(out.t, R::DT)], &[(x, A::DT)], &k, out.via)
+    iter::run_via(&[(out.t, R::DT)], &[(x, A::DT)], &k, out.via, out.layout)
 }
 
 /// `out = f(a, b)` elementwise.
@@ -72,7 +101,13 @@ pub(crate) fn run2<A: Num, B: Num, R: Num, F: Fn(A, B) -> R + Sync>(
         unsafe { simd::map2(n, o[0] as *mut R, i[0] as *const A, i[1] as *const B, &f) };
         Ok(())
     };
-    iter::run_via(&[(out.t, R::DT)], &[(a, A::DT), (b, B::DT)], &k, out.via)
+    iter::run_via(
+        &[(out.t, R::DT)],
+        &[(a, A::DT), (b, B::DT)],
+        &k,
+        out.via,
+        out.layout,
+    )
 }
 
 /// `out = f(a, b)` for integer division-like ops: fails with
@@ -94,7 +129,13 @@ pub(crate) fn run2_nonzero<T: Int, F: Fn(T, T) -> T + Sync>(
         };
         Ok(())
     };
-    iter::run_via(&[(out.t, T::DT)], &[(a, T::DT), (b, T::DT)], &k, out.via)
+    iter::run_via(
+        &[(out.t, T::DT)],
+        &[(a, T::DT), (b, T::DT)],
+        &k,
+        out.via,
+        out.layout,
+    )
 }
 
 /// `out = f(a, b, c)` elementwise.
@@ -124,6 +165,7 @@ pub(crate) fn run3<A: Num, B: Num, C: Num, R: Num, F: Fn(A, B, C) -> R + Sync>(
         &[(a, A::DT), (b, B::DT), (c, C::DT)],
         &k,
         out.via,
+        out.layout,
     )
 }
 

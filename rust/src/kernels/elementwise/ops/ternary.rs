@@ -1,11 +1,11 @@
 //! Three-input pointwise ops.
 
-use super::{int_dispatch, max_nan, min_nan, run3, unsupported, Int, Out};
+use super::{int_dispatch, max_nan, min_nan, run3, unsupported, Int, Out, Target};
 use crate::dtype::DType;
 use crate::kernels::elementwise::cast::{with_num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::Real;
-use crate::kernels::{KernelError, Strided};
+use crate::kernels::KernelError;
 
 /// A three-input pointwise op `out = op(a, b, c)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,15 +37,15 @@ impl TernaryOp {
 
 /// `out = op(a, b, c)`, computing in common dtype `ct` (of `b` and `c` for
 /// `Where`, of all three otherwise).
-pub fn ternary(
+pub fn ternary<'a>(
     op: &TernaryOp,
-    out: &Strided,
+    out: impl Into<Target<'a>>,
     a: Operand,
     b: Operand,
     c: Operand,
     ct: DType,
 ) -> Result<(), KernelError> {
-    let out = &Out::new(out, ct);
+    let out = &Out::new(out.into(), ct);
     if let TernaryOp::Where = op {
         // Pure selection: work in the storage type itself (no float32 detour).
         return with_num!(ct, T => run3::<bool, T, T, T, _>(out, a, b, c, #[inline(always)] |m, x, y| if m { x } else { y }));

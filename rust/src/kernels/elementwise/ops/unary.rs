@@ -1,13 +1,13 @@
 //! One-input pointwise ops (and ops of one tensor and scalars).
 
-use super::{float_dispatch, int_dispatch, max_nan, min_nan, run1, unsupported, Int, Out};
+use super::{float_dispatch, int_dispatch, max_nan, min_nan, run1, unsupported, Int, Out, Target};
 use crate::dtype::DType;
 use crate::kernels::elementwise::cast::Num;
 use crate::kernels::elementwise::cast::{with_num, Scalar};
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{polygamma, Real};
 use crate::kernels::elementwise::special::{frexp, SpecialFn};
-use crate::kernels::{KernelError, Strided};
+use crate::kernels::KernelError;
 
 /// A one-input pointwise op; parameters as in the aten schema.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -217,15 +217,17 @@ impl UnaryOp {
 }
 
 /// `out = op(x)`, computing in common dtype `ct` (see the module docs).
-pub fn unary(op: &UnaryOp, out: &Strided, x: Operand, ct: DType) -> Result<(), KernelError> {
-    let out = &Out::new(out, ct);
+pub fn unary<'a>(
+    op: &UnaryOp,
+    out: impl Into<Target<'a>>,
+    x: Operand,
+    ct: DType,
+) -> Result<(), KernelError> {
+    let out = &Out::new(out.into(), ct);
     match op {
         // An integer result: stored as computed, never through a 16-bit float.
         UnaryOp::FrexpExponent => {
-            let o = &Out {
-                t: out.t,
-                via: None,
-            };
+            let o = &Out { via: None, ..*out };
             return float_dispatch!(ct, "frexp", T => run1::<T, i32, _>(
                 o,
                 x,
@@ -243,10 +245,7 @@ pub fn unary(op: &UnaryOp, out: &Strided, x: Operand, ct: DType) -> Result<(), K
         }
         // ATen's pow: exponent 0 fills ones, exponent 1 copies (any dtype).
         UnaryOp::PowScalar { exponent } if exponent.to_f64() == 0.0 || exponent.to_f64() == 1.0 => {
-            let ct_out = &Out {
-                t: out.t,
-                via: None,
-            };
+            let ct_out = &Out { via: None, ..*out };
             return if exponent.to_f64() == 0.0 {
                 with_num!(ct, T => run1::<T, T, _>(ct_out, x, #[inline(always)] |_a: T| T::from_i64(1)))
             } else {
@@ -1172,7 +1171,12 @@ fn bool_unary(op: &UnaryOp, out: &Out, x: Operand) -> Result<(), KernelError> {
 
 /// Copies `x` into `out` converting dtypes (a pointwise identity); handy for
 /// tests and for ops whose result is their input.
-pub fn identity(out: &Strided, x: Operand) -> Result<(), KernelError> {
+pub fn identity<'a>(out: impl Into<Target<'a>>, x: Operand) -> Result<(), KernelError> {
+    let o = &Out {
+        via: None,
+        ..Out::new(out.into(), DType::F32)
+    };
+    let out = o.t;
     use crate::kernels::elementwise::iter::{run_convert, run_fill, run_rows, run_transpose};
     let fast = match x {
         Operand::Tensor(t) => run_convert(out, t)
@@ -1183,6 +1187,5 @@ pub fn identity(out: &Strided, x: Operand) -> Result<(), KernelError> {
     if let Some(r) = fast {
         return r;
     }
-    let o = &Out { t: out, via: None };
     with_num!(out.dtype, T => run1::<T, T, _>(o, x, #[inline(always)] |a: T| a))
 }
