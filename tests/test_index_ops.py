@@ -93,6 +93,22 @@ def test_cat_dtypes_dims(dtype):
     check(lambda x: torch.vstack([x, x]), a)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16, torch.uint8])
+def test_cat_of_contiguous_inputs_by_blocks(dtype):
+    # Contiguous inputs into a contiguous result up to one serial copy's size
+    # are copied block by block (a memmove per input per outer index); larger
+    # ones by the copy engine. Every dim, uneven and zero extents, both sides
+    # of the size limit, and out= into a slice of one of the inputs' storage.
+    for shape, dim in [((2, 3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), 2), ((5,), 0), ((64, 300, 8), 1)]:
+        a = make_tensor(shape, dtype, 1)
+        b = make_tensor(shape[:dim] + (shape[dim] + 2,) + shape[dim + 1 :], dtype, 2)
+        z = make_tensor(shape[:dim] + (0,) + shape[dim + 1 :], dtype, 3)
+        check(lambda x, y, e: torch.cat([x, e, y, x], dim), a, b, z)
+        check(lambda x, y: torch.cat([y, x], dim - len(shape)), a, b)
+    base = make_tensor((6, 4), dtype, 4)
+    check(lambda t: torch.cat([t[:2], t[2:3]], 0, out=t[3:6]), base, mutated=(0,))
+
+
 def test_cat_strided_and_transposed():
     a = make_tensor((4, 6), torch.float32, 3)
     check(lambda x: torch.cat([x.t(), x[:, ::2].t()], 0), a)

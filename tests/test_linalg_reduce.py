@@ -292,6 +292,30 @@ def test_bmm_baddbmm_addbmm(dtype):
     check(torch.bmm, a, b[:1].expand(3, 6, 5))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "m,n,k", [(1, 1, 1), (4, 4, 8), (8, 16, 16), (8, 16, 17), (2, 128, 8), (2, 129, 8), (16, 128, 1), (3, 5, 0)]
+)
+def test_products_either_side_of_the_small_kernel(dtype, m, n, k):
+    # foo multiplies products of at most 2048 multiply-adds with rows at most
+    # 128 wide in a direct loop (the gemm crate's set-up costs more), larger
+    # ones with gemm: these shapes sit on both sides of both limits.
+    a, b, c = mat((m, k), dtype, 1), mat((k, n), dtype, 2), mat((m, n), dtype, 3)
+    check(torch.mm, a, b)
+    check(torch.mm, a.t().contiguous().t(), b.t().contiguous().t())
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=-2.0), c, a, b)
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=0), torch.full((m, n), float("nan"), dtype=dtype), a, b)
+    check(lambda c, a, b: torch.mm(a, b, out=c), torch.empty(n, m, dtype=dtype).t(), a, b)
+    check(torch.bmm, mat((3, m, k), dtype, 4), mat((3, k, n), dtype, 5))
+    check(lambda x, y: torch.baddbmm(x, x @ y, y.transpose(1, 2), alpha=0.25), mat((2, m, k), dtype, 6), mat((2, k, m), dtype, 7))
+    if k:
+        bad = a.clone()
+        bad[0, 0] = float("nan")
+        if m > 1:
+            bad[-1, -1] = float("inf")
+        check(torch.mm, bad, b)
+
+
 def test_many_small_bmm_and_large_bmm():
     check(torch.bmm, mat((200, 5, 7), torch.float32, 1), mat((200, 7, 3), torch.float32, 2))
     check(torch.bmm, mat((2, 150, 120), torch.float32, 3), mat((2, 120, 140), torch.float32, 4))

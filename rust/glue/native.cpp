@@ -155,6 +155,7 @@ int32_t foo_rs_dtype_code(int32_t scalar_type);
 int32_t foo_rs_ew(const char* name, uint8_t ct, const FooOperand* ops, size_t n, const FooParam* ps, size_t np,
                   uint8_t iter, FooStatus* st);
 int32_t foo_rs_fill(const FooView* out, const FooParam* value, FooStatus* st);
+int32_t foo_rs_fill_dense(void* ptr, size_t n, uint8_t dtype, const FooParam* value, FooStatus* st);
 int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2, const FooView* inp,
                       const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
 int32_t foo_rs_addmm(const FooView* out, const FooView* input, const FooView* a, const FooView* b, FooParam beta,
@@ -239,8 +240,20 @@ const c10::DispatchKeySet kFooKeys{c10::DispatchKey::PrivateUse1};
 // The foo dtype code of a dtype the native path's Rust kernels take, or -1.
 // Those kernels are real: complex tensors (which foo holds, rust/src/dtype.rs)
 // go to the Python kernels (complex copies, fills and FFTs in Rust there).
+// Rust's table (foo_rs_dtype_code, the one place it lives), read once into
+// an array: every operand of every call asks, and a call across the
+// boundary each time cost more than the lookup.
 int dtype_code(c10::ScalarType t) {
-  return c10::isComplexType(t) ? -1 : foo_rs_dtype_code(static_cast<int32_t>(t));
+  static const auto table = [] {
+    std::array<int8_t, static_cast<size_t>(c10::ScalarType::NumOptions)> codes{};
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const auto st = static_cast<c10::ScalarType>(i);
+      codes[i] = static_cast<int8_t>(c10::isComplexType(st) ? -1 : foo_rs_dtype_code(static_cast<int32_t>(i)));
+    }
+    return codes;
+  }();
+  const auto i = static_cast<size_t>(t);
+  return i < table.size() ? table[i] : -1;
 }
 
 // Raises a Rust error as the exception class Rust chose (KernelError::kind).
@@ -954,11 +967,17 @@ constexpr char kFill[] = "fill_.Scalar";
 // or a value that does not convert to its integer dtype as CPU does, goes
 // to the Python kernel.
 bool fill_native(at::Tensor& self, const FooParam& value) {
-  FooView v;
-  if (!is_foo(self) || !fits(self.scalar_type(), value) || !view_of(self, &v)) return false;
-  // A contiguous tensor cannot overlap itself: its cached flag first.
-  if (!self.is_contiguous() && at::has_internal_overlap(self) == at::MemOverlap::Yes) return false;
+  if (!is_foo(self) || !fits(self.scalar_type(), value)) return false;
   FooStatus st{};
+  // A contiguous tensor (its cached flag) cannot overlap itself: one dense fill.
+  if (self.is_contiguous()) {
+    const int code = dtype_code(self.scalar_type());
+    return code >= 0 && done(foo_rs_fill_dense(self.data_ptr(), static_cast<size_t>(self.numel()),
+                                                static_cast<uint8_t>(code), &value, &st),
+                             st);
+  }
+  FooView v;
+  if (!view_of(self, &v) || at::has_internal_overlap(self) == at::MemOverlap::Yes) return false;
   return done(foo_rs_fill(&v, &value, &st), st);
 }
 

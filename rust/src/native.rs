@@ -262,6 +262,29 @@ pub unsafe extern "C" fn foo_rs_fill(
     })
 }
 
+/// [`foo_rs_fill`] for a contiguous tensor: `n` elements of dtype code
+/// `dtype` from `ptr` (no view to read; `zero_` on a small tensor is mostly
+/// this call's fixed cost).
+///
+/// # Safety
+/// `ptr` holds `n` writable elements of `dtype`; `value` points to one parameter.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_fill_dense(
+    ptr: *mut c_void,
+    n: usize,
+    dtype: u8,
+    value: *const FooParam,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dtype = DType::from_code(dtype).ok_or_else(|| invalid("foo: unknown dtype code"))?;
+        let value = value
+            .as_ref()
+            .ok_or_else(|| invalid("foo: missing fill value"))?;
+        ew::fill_dense(ptr as *mut u8, n, dtype, number(param(value)?)?)
+    })
+}
+
 /// Reduction `name` ([`ReduceOp::by_name`]) of `inp` over `dims` into `out`
 /// (and `out2`, may be null), as [`entry::reduce`].
 ///
@@ -380,12 +403,12 @@ pub unsafe extern "C" fn foo_rs_cat(
         let dim = usize::try_from(dim).map_err(|_| invalid("foo: negative dim"))?;
         let o = strided_of(out)?;
         let ins = if n == 0 {
-            Vec::new()
+            smallvec::SmallVec::<[Strided; 4]>::new()
         } else {
             std::slice::from_raw_parts(inputs, n)
                 .iter()
                 .map(|v| strided_of(v))
-                .collect::<Result<Vec<_>, _>>()?
+                .collect::<Result<_, _>>()?
         };
         crate::kernels::index::cat(&o, &ins, dim)
     })
@@ -1138,7 +1161,7 @@ pub struct FooIndexArg {
 unsafe fn index_args(
     args: *const FooIndexArg,
     n: usize,
-) -> Result<Vec<crate::kernels::index::IndexArg>, KernelError> {
+) -> Result<smallvec::SmallVec<[crate::kernels::index::IndexArg; 2]>, KernelError> {
     if n == 0 {
         return Err(invalid("foo index: no index operands"));
     }

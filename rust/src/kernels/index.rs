@@ -9,10 +9,11 @@
 //! duplicate indices accumulate in a fixed order.
 
 use super::copy::{self, Scalar};
-use super::{KernelError, Strided, Strides};
+use super::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE};
 use crate::dispatch_dtype;
 use crate::dtype::DType;
 use half::{bf16, f16};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// One index operand: integer indices laid out over the plan's shape
@@ -58,7 +59,9 @@ pub fn walk<S: std::ops::Deref<Target = [isize]>>(
 ) {
     let nd = sizes.len();
     let nk = strides.len();
-    let mut offs = vec![0isize; nk];
+    // Inline up to the ranks and operand counts calls have (no heap on a
+    // small op's path: two allocations here were a tenth of a small x[idx]).
+    let mut offs: SmallVec<[isize; 8]> = smallvec::smallvec![0isize; nk];
     if len == 0 {
         return;
     }
@@ -66,7 +69,7 @@ pub fn walk<S: std::ops::Deref<Target = [isize]>>(
         f(&offs);
         return;
     }
-    let mut multi = vec![0usize; nd];
+    let mut multi: Sizes = smallvec::smallvec![0usize; nd];
     let mut rem = start;
     for d in (0..nd).rev() {
         let s = sizes[d].max(1);
@@ -158,7 +161,7 @@ pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(
         let mut bad = None;
         let p = a.idx.ptr as *const u8;
         // Each distinct index once: broadcast (stride-0) dims count as size 1.
-        let sizes: Vec<usize> = shape
+        let sizes: Sizes = shape
             .iter()
             .zip(&a.idx.strides)
             .map(|(&n, &st)| if st == 0 { n.min(1) } else { n })
@@ -180,8 +183,12 @@ pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(
     Ok(())
 }
 
-fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> Vec<Strides> {
-    let mut v = vec![data.strides.clone()];
+/// The strides of a walk's operands, inline for up to four.
+type WalkStrides = SmallVec<[Strides; 4]>;
+
+fn all_strides(data: &Strided, extra: Option<&Strided>, args: &[IndexArg]) -> WalkStrides {
+    let mut v = WalkStrides::new();
+    v.push(data.strides.clone());
     if let Some(e) = extra {
         v.push(e.strides.clone());
     }
@@ -341,8 +348,8 @@ pub fn gather(
 /// while contiguous in both `out` and `data`) are copied as runs, so the
 /// indices are read once per row instead of once per element.
 struct RowPlan {
-    outer_sizes: Vec<usize>,
-    outer_strides: Vec<Vec<isize>>,
+    outer_sizes: Sizes,
+    outer_strides: WalkStrides,
     inner: usize,
     out_stride: isize,
     data_stride: isize,
@@ -375,8 +382,11 @@ impl RowPlan {
             k -= 1;
         }
         Some(RowPlan {
-            outer_sizes: out.sizes[..k].to_vec(),
-            outer_strides: strides.iter().map(|s| s[..k].to_vec()).collect(),
+            outer_sizes: Sizes::from_slice(&out.sizes[..k]),
+            outer_strides: strides
+                .iter()
+                .map(|s| Strides::from_slice(&s[..k]))
+                .collect(),
             inner,
             out_stride: os,
             data_stride: ds,
@@ -877,7 +887,7 @@ fn scatter_complex(
 /// Copies each input into its slice of `out` along `dim` (inputs in order,
 /// each with `out`'s sizes except along `dim`), converting dtype.
 pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelError> {
-    let mut off = 0usize;
+    let mut total = 0usize;
     for t in inputs {
         if t.sizes.len() != out.sizes.len() || dim >= out.sizes.len() {
             return Err(KernelError::ShapeMismatch(format!(
@@ -893,13 +903,20 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
                 )));
             }
         }
-        let n = t.sizes[dim];
-        if off + n > out.sizes[dim] {
+        total += t.sizes[dim];
+        if total > out.sizes[dim] {
             return Err(KernelError::ShapeMismatch(format!(
                 "foo cat: inputs exceed output {:?} along {dim}",
                 out.sizes
             )));
         }
+    }
+    if cat_dense(out, inputs, dim) {
+        return Ok(());
+    }
+    let mut off = 0usize;
+    for t in inputs {
+        let n = t.sizes[dim];
         if n > 0 && t.numel() > 0 {
             let es = out.dtype.size() as isize;
             let ptr = unsafe { out.ptr.offset(off as isize * out.strides[dim] * es) };
@@ -943,6 +960,39 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
         off += n;
     }
     Ok(())
+}
+
+/// [`cat`] of contiguous inputs of `out`'s dtype into a contiguous `out`
+/// of at most one serial copy's size, as CPU's serial cat kernel: per index
+/// of the dims before `dim`, each input's block is one memmove (the copy
+/// engine's per-input set-up cost more than a small cat's bytes). False if
+/// not that case; the inputs are already checked against `out`.
+fn cat_dense(out: &Strided, inputs: &[Strided], dim: usize) -> bool {
+    let es = out.dtype.size();
+    let bytes = out.numel() * es;
+    if bytes > GRAIN_SIZE * 16
+        || !out.is_contiguous()
+        || inputs
+            .iter()
+            .any(|t| t.dtype != out.dtype || !t.is_contiguous())
+    {
+        return false;
+    }
+    let outer: usize = out.sizes[..dim].iter().product();
+    let inner: usize = out.sizes[dim + 1..].iter().product::<usize>() * es;
+    let row = out.sizes[dim] * inner;
+    let mut off = 0;
+    for t in inputs {
+        let block = t.sizes[dim] * inner;
+        for o in 0..outer {
+            // SAFETY: block `o` of a contiguous input, into its place in row
+            // `o` of the contiguous output; a memmove, as `out` may be an
+            // input's own memory (see the row copies in `cat`).
+            unsafe { std::ptr::copy(t.ptr.add(o * block), out.ptr.add(o * row + off), block) };
+        }
+        off += block;
+    }
+    true
 }
 
 /// Number of nonzero elements of `src`.

@@ -420,7 +420,120 @@ fn relaid_stride(
 /// The largest right operand [`gemm_one`] re-lays (its scratch stays allocated per thread).
 const RELAY_MAX_BYTES: usize = 32 << 20;
 
-/// dst = beta * dst (if read) + alpha * lhs @ rhs, with the gemm crate.
+/// Products of at most this many multiply-adds (m * n * k) take
+/// [`small_gemm`]; ATen's small-bmm cut-off is 400, but the gemm crate's
+/// fixed cost per call (below) is higher than BLAS's.
+const SMALL_PRODUCT: usize = 2048;
+/// The widest output row [`small_gemm`] accumulates on the stack.
+const SMALL_ROW: usize = 128;
+
+/// [`gemm_one`] for a small float32/float64 product, as ATen's small-bmm
+/// kernel (`baddbmm_cpu_kernel`): each output element sums its `k` products
+/// in order, then `dst = beta * dst (if read) + alpha * sum`. The gemm crate
+/// allocates and zeroes its packing buffers on every call (about 2,700
+/// instructions, more than a 4x8x4 product's arithmetic), which a batch of
+/// attention-sized matrices pays per matrix. False if not such a product.
+#[allow(clippy::too_many_arguments)]
+unsafe fn small_gemm<T: 'static + Copy>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read: bool,
+    lhs: *const T,
+    lhs_rs: isize,
+    lhs_cs: isize,
+    rhs: *const T,
+    rhs_rs: isize,
+    rhs_cs: isize,
+    beta: T,
+    alpha: T,
+) -> bool {
+    use std::any::TypeId;
+    use std::ops::{Add, Mul};
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn go<F: Copy + Default + Add<Output = F> + Mul<Output = F>>(
+        m: usize,
+        n: usize,
+        k: usize,
+        dst: *mut F,
+        (dst_rs, dst_cs): (isize, isize),
+        read: bool,
+        lhs: *const F,
+        (lhs_rs, lhs_cs): (isize, isize),
+        rhs: *const F,
+        (rhs_rs, rhs_cs): (isize, isize),
+        beta: F,
+        alpha: F,
+    ) {
+        let mut acc = [F::default(); SMALL_ROW];
+        for i in 0..m as isize {
+            let acc = &mut acc[..n];
+            acc.fill(F::default());
+            for p in 0..k as isize {
+                let a = *lhs.offset(i * lhs_rs + p * lhs_cs);
+                let row = rhs.offset(p * rhs_rs);
+                for (j, s) in acc.iter_mut().enumerate() {
+                    *s = *s + a * *row.offset(j as isize * rhs_cs);
+                }
+            }
+            for (j, &s) in acc.iter().enumerate() {
+                let d = dst.offset(i * dst_rs + j as isize * dst_cs);
+                *d = if read {
+                    beta * *d + alpha * s
+                } else {
+                    alpha * s
+                };
+            }
+        }
+    }
+    if m * n * k > SMALL_PRODUCT || n > SMALL_ROW {
+        return false;
+    }
+    // SAFETY (both arms): T is exactly the type the pointers are cast to.
+    if TypeId::of::<T>() == TypeId::of::<f32>() {
+        let f = |v: T| *(&v as *const T as *const f32);
+        go::<f32>(
+            m,
+            n,
+            k,
+            dst as *mut f32,
+            (dst_rs, dst_cs),
+            read,
+            lhs as *const f32,
+            (lhs_rs, lhs_cs),
+            rhs as *const f32,
+            (rhs_rs, rhs_cs),
+            f(beta),
+            f(alpha),
+        );
+        true
+    } else if TypeId::of::<T>() == TypeId::of::<f64>() {
+        let f = |v: T| *(&v as *const T as *const f64);
+        go::<f64>(
+            m,
+            n,
+            k,
+            dst as *mut f64,
+            (dst_rs, dst_cs),
+            read,
+            lhs as *const f64,
+            (lhs_rs, lhs_cs),
+            rhs as *const f64,
+            (rhs_rs, rhs_cs),
+            f(beta),
+            f(alpha),
+        );
+        true
+    } else {
+        false
+    }
+}
+
+/// dst = beta * dst (if read) + alpha * lhs @ rhs, with the gemm crate
+/// ([`small_gemm`] for a small float product).
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
     m: usize,
@@ -440,6 +553,11 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
     alpha: T,
     par: bool,
 ) {
+    if small_gemm(
+        m, n, k, dst, dst_rs, dst_cs, read, lhs, lhs_rs, lhs_cs, rhs, rhs_rs, rhs_cs, beta, alpha,
+    ) {
+        return;
+    }
     let size = std::mem::size_of::<T>();
     if let Some(ld) = relaid_stride((m, k, n), rhs_rs, rhs_cs, size) {
         let words = (ld * n * size).div_ceil(8);

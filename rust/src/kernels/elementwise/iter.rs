@@ -666,20 +666,34 @@ pub(crate) fn run_fill(out: &Strided, v: Scalar) -> Option<Result<(), KernelErro
     if out.dtype.is_complex() || !out.is_contiguous() {
         return None;
     }
-    let n = out.numel();
-    if n == 0 {
-        return Some(Ok(()));
+    // SAFETY: a contiguous view of a live tensor holds numel elements.
+    Some(unsafe { fill_dense(out.ptr, out.numel(), out.dtype, v) })
+}
+
+/// `n` elements of `dtype` from `ptr` set to `v`, converted as the engine
+/// converts scalars ([`run_fill`]'s fill, also the C++ glue's entry for a
+/// contiguous `zero_`/`fill_`). A complex dtype is `UnsupportedDtype`.
+///
+/// # Safety
+/// `ptr` holds `n` writable elements of `dtype`.
+pub(crate) unsafe fn fill_dense(
+    ptr: *mut u8,
+    n: usize,
+    dtype: DType,
+    v: Scalar,
+) -> Result<(), KernelError> {
+    if dtype.is_complex() {
+        return Err(KernelError::UnsupportedDtype { op: "fill_", dtype });
     }
-    let (bits, es, p) = (
-        cast::scalar_bits(v, out.dtype),
-        out.dtype.size(),
-        out.ptr as usize,
-    );
-    Some(for_chunks(n, 1, |s, e| {
-        // SAFETY: chunks of a live, dense tensor of n elements.
+    if n == 0 {
+        return Ok(());
+    }
+    let (bits, es, p) = (cast::scalar_bits(v, dtype), dtype.size(), ptr as usize);
+    for_chunks(n, 1, |s, e| {
+        // SAFETY: chunks of the caller's n elements.
         unsafe { fill_const((p + s * es) as *mut u8, bits, es, e - s) };
         Ok(())
-    }))
+    })
 }
 
 /// A same-dtype copy whose output and input are contiguous along different
