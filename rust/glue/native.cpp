@@ -523,6 +523,10 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
     if (!fits(ct, ps[k])) return false;
   const auto shape = it.shape();
   const int64_t nd = it.ndim();
+  // Every operand dense (ATen coalesced them to one dim of unit stride, the
+  // common case): they share one size and one stride, nothing to convert.
+  const bool dense = nd == 1 && it.is_contiguous();
+  static constexpr int64_t kUnit = 1;
   // Filled below for the n operands used (not cleared: this runs every call).
   std::array<FooOperand, kMaxOperands> ops;
   std::array<c10::SmallVector<int64_t, 6>, kMaxOperands> strides;
@@ -537,6 +541,10 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
     }
     const int code = dtype_code(dt);
     if (code < 0) return false;
+    if (dense) {
+      o.view = {it.data_ptr(i), 1, shape.data(), &kUnit, static_cast<uint8_t>(code)};
+      continue;
+    }
     const int64_t es = static_cast<int64_t>(it.element_size(i));
     const auto bs = it.strides(i);
     strides[i].resize(nd);

@@ -81,15 +81,37 @@ unsafe fn strided_of(v: *const FooView) -> Result<Strided, KernelError> {
     let dtype = DType::from_code(v.dtype)
         .ok_or_else(|| invalid(format!("foo: unknown dtype code {}", v.dtype)))?;
     let nd = usize::try_from(v.ndim).map_err(|_| invalid("foo: negative rank"))?;
-    // Inline arrays for up to INLINE_DIMS dimensions: no heap allocation on
-    // the per-call path (a plain loop: collecting a Result is slower here).
-    let (mut sizes, mut strides) = (Sizes::with_capacity(nd), Strides::with_capacity(nd));
-    for k in 0..nd {
-        let n = usize::try_from(*v.sizes.add(k)).map_err(|_| invalid("foo: negative size"))?;
-        sizes.push(n);
-        strides.push(*v.strides.add(k) as isize);
+    if nd == 0 {
+        return Ok(Strided::new(
+            v.ptr as *mut u8,
+            dtype,
+            Sizes::new(),
+            Strides::new(),
+        ));
     }
-    Ok(Strided::new(v.ptr as *mut u8, dtype, sizes, strides))
+    let (sizes, strides) = (
+        std::slice::from_raw_parts(v.sizes, nd),
+        std::slice::from_raw_parts(v.strides, nd),
+    );
+    if sizes.iter().any(|&n| n < 0) {
+        return Err(invalid("foo: negative size"));
+    }
+    // Inline arrays for up to INLINE_DIMS dimensions: no heap allocation on
+    // the per-call path. i64 and usize/isize have one layout on the 64-bit
+    // targets foo builds for, so the arrays copy as they are.
+    const _: () = assert!(std::mem::size_of::<usize>() == std::mem::size_of::<i64>());
+    Ok(Strided::new(
+        v.ptr as *mut u8,
+        dtype,
+        Sizes::from_slice(std::slice::from_raw_parts(
+            sizes.as_ptr() as *const usize,
+            nd,
+        )),
+        Strides::from_slice(std::slice::from_raw_parts(
+            strides.as_ptr() as *const isize,
+            nd,
+        )),
+    ))
 }
 
 /// # Safety

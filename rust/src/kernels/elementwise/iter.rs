@@ -403,7 +403,7 @@ pub(crate) fn run_via(
     let planned = layout == Layout::Iter;
     assert!(!outs.is_empty() && outs.len() + ins.len() <= MAX_OPERANDS);
     if via.is_none() {
-        if let Some(r) = run_flat(outs, ins, kernel) {
+        if let Some(r) = run_flat(outs, ins, kernel, planned) {
             return r;
         }
     }
@@ -547,14 +547,18 @@ const FLAT_SCALARS: usize = 2;
 
 /// The common case without planning: every operand is a contiguous tensor
 /// of the output's shape, already in its kernel dtype, or (for at most
-/// `BLOCK` elements) a scalar. `None` if not.
+/// `BLOCK` elements) a scalar. `None` if not. `planned`: the views are
+/// [`Layout::Iter`]'s, so they share one shape and ATen checked overlap.
 fn run_flat(
     outs: &[(&Strided, DType)],
     ins: &[(Operand, DType)],
     kernel: &KernelFn,
+    planned: bool,
 ) -> Option<Result<(), KernelError>> {
     let shape = &outs[0].0.sizes;
-    let plain = |t: &Strided, kd: DType| t.dtype == kd && &t.sizes == shape && t.is_contiguous();
+    let plain = |t: &Strided, kd: DType| {
+        t.dtype == kd && (planned || &t.sizes == shape) && t.is_contiguous()
+    };
     if !outs
         .iter()
         .all(|(o, kd)| plain(o, *kd) && o.strides.len() == shape.len())
@@ -588,7 +592,7 @@ fn run_flat(
         return Some(Ok(()));
     }
     // Contiguous views of one shape either coincide or overlap partially.
-    for (o, _) in outs {
+    for (o, _) in outs.iter().filter(|_| !planned) {
         let (olo, ohi) = (o.ptr as usize, o.ptr as usize + n * o.dtype.size());
         for (k, (_, kd)) in ins.iter().enumerate() {
             if !is_tensor[k] {
