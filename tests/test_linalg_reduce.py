@@ -307,7 +307,11 @@ def test_products_either_side_of_the_small_kernel(dtype, m, n, k):
     check(lambda c, a, b: torch.addmm(c, a, b, beta=0), torch.full((m, n), float("nan"), dtype=dtype), a, b)
     check(lambda c, a, b: torch.mm(a, b, out=c), torch.empty(n, m, dtype=dtype).t(), a, b)
     check(torch.bmm, mat((3, m, k), dtype, 4), mat((3, k, n), dtype, 5))
-    check(lambda x, y: torch.baddbmm(x, x @ y, y.transpose(1, 2), alpha=0.25), mat((2, m, k), dtype, 6), mat((2, k, m), dtype, 7))
+    check(
+        lambda x, y: torch.baddbmm(x, x @ y, y.transpose(1, 2), alpha=0.25),
+        mat((2, m, k), dtype, 6),
+        mat((2, k, m), dtype, 7),
+    )
     if k:
         bad = a.clone()
         bad[0, 0] = float("nan")
