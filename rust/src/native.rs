@@ -277,11 +277,19 @@ pub unsafe extern "C" fn foo_rs_fill(
 ) -> i32 {
     run(st, false, || {
         let out = strided_of(out)?;
-        let value = value
-            .as_ref()
-            .ok_or_else(|| invalid("foo: missing fill value"))?;
-        ew::identity(&out, Operand::Scalar(number(param(value)?)?))
+        ew::identity(&out, Operand::Scalar(fill_value(value)?))
     })
+}
+
+/// The number a fill entry ([`foo_rs_fill`], [`foo_rs_fill_dense`]) stores.
+///
+/// # Safety
+/// `value` is null or points to one parameter.
+unsafe fn fill_value(value: *const FooParam) -> Result<Scalar, KernelError> {
+    let value = value
+        .as_ref()
+        .ok_or_else(|| invalid("foo: missing fill value"))?;
+    number(param(value)?)
 }
 
 /// [`foo_rs_fill`] for a contiguous tensor: `n` elements of dtype code
@@ -300,10 +308,7 @@ pub unsafe extern "C" fn foo_rs_fill_dense(
 ) -> i32 {
     run(st, false, || {
         let dtype = DType::from_code(dtype).ok_or_else(|| invalid("foo: unknown dtype code"))?;
-        let value = value
-            .as_ref()
-            .ok_or_else(|| invalid("foo: missing fill value"))?;
-        ew::fill_dense(ptr as *mut u8, n, dtype, number(param(value)?)?)
+        ew::fill_dense(ptr as *mut u8, n, dtype, fill_value(value)?)
     })
 }
 

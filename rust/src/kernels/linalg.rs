@@ -492,44 +492,33 @@ unsafe fn small_gemm<T: 'static + Copy>(
     if m * n * k > SMALL_PRODUCT || n > SMALL_ROW {
         return false;
     }
-    // SAFETY (both arms): T is exactly the type the pointers are cast to.
-    if TypeId::of::<T>() == TypeId::of::<f32>() {
-        let f = |v: T| *(&v as *const T as *const f32);
-        go::<f32>(
-            m,
-            n,
-            k,
-            dst as *mut f32,
-            (dst_rs, dst_cs),
-            read,
-            lhs as *const f32,
-            (lhs_rs, lhs_cs),
-            rhs as *const f32,
-            (rhs_rs, rhs_cs),
-            f(beta),
-            f(alpha),
-        );
-        true
-    } else if TypeId::of::<T>() == TypeId::of::<f64>() {
-        let f = |v: T| *(&v as *const T as *const f64);
-        go::<f64>(
-            m,
-            n,
-            k,
-            dst as *mut f64,
-            (dst_rs, dst_cs),
-            read,
-            lhs as *const f64,
-            (lhs_rs, lhs_cs),
-            rhs as *const f64,
-            (rhs_rs, rhs_cs),
-            f(beta),
-            f(alpha),
-        );
-        true
-    } else {
-        false
+    // The one body for each float type T may be (T is exactly the type the
+    // pointers and coefficients are reinterpreted as).
+    macro_rules! as_float {
+        ($F:ty) => {
+            if TypeId::of::<T>() == TypeId::of::<$F>() {
+                let f = |v: T| *(&v as *const T as *const $F);
+                go::<$F>(
+                    m,
+                    n,
+                    k,
+                    dst as *mut $F,
+                    (dst_rs, dst_cs),
+                    read,
+                    lhs as *const $F,
+                    (lhs_rs, lhs_cs),
+                    rhs as *const $F,
+                    (rhs_rs, rhs_cs),
+                    f(beta),
+                    f(alpha),
+                );
+                return true;
+            }
+        };
     }
+    as_float!(f32);
+    as_float!(f64);
+    false
 }
 
 /// dst = beta * dst (if read) + alpha * lhs @ rhs, with the gemm crate
