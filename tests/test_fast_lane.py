@@ -181,6 +181,105 @@ def test_partial_overlap_refused_like_cpu(no_fallback):
         fbase[1:5].add_(fbase[0:4])
 
 
+# The dense lane (native.cpp's dense_lane): same-shape contiguous operands of
+# one floating dtype skip ATen's TensorIterator. Each op in each form, and the
+# calls on either side of the lane's precondition, against CPU.
+DENSE = {
+    "add": (lambda x, y, **kw: torch.add(x, y, alpha=0.5, **kw), lambda x, y: x.add_(y, alpha=0.5)),
+    "sub": (lambda x, y, **kw: torch.sub(x, y, alpha=2, **kw), lambda x, y: x.sub_(y, alpha=2)),
+    "mul": (torch.mul, lambda x, y: x.mul_(y)),
+    "div": (torch.div, lambda x, y: x.div_(y)),
+    "div_floor": (
+        lambda x, y, **kw: torch.div(x, y, rounding_mode="floor", **kw),
+        lambda x, y: x.div_(y, rounding_mode="floor"),
+    ),
+    "maximum": (torch.maximum, None),
+    "atan2": (torch.atan2, lambda x, y: x.atan2_(y)),
+    "pow": (torch.pow, lambda x, y: x.pow_(y)),
+    "lerp": (lambda x, y, **kw: torch.lerp(x, y, 0.25, **kw), lambda x, y: x.lerp_(y, 0.25)),
+    "addcmul": (lambda x, y, **kw: torch.addcmul(x, y, x, value=-0.5, **kw), lambda x, y: x.addcmul_(y, y, value=2)),
+    "sigmoid": (lambda x, y, **kw: torch.sigmoid(x, **kw), lambda x, y: x.sigmoid_()),
+    "gelu_tanh": (lambda x, y, **kw: torch._C._nn.gelu(x, approximate="tanh", **kw), None),
+}
+
+
+def _dense_args(dtype, n=37):
+    a, b = make_tensor((3, n), dtype, 11), make_tensor((3, n), dtype, 12)
+    return a, b.abs() + 1  # a positive divisor / exponent
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(DENSE))
+def test_dense_lane_forms_match_cpu(no_fallback, name, dtype):
+    f, inplace = DENSE[name]
+    a, b = _dense_args(dtype)
+    fa, fb = to_foo(a, b)
+    close(f(fa, fb), f(a, b))
+    # out=: a fresh tensor, then the first input itself (an exact alias).
+    out, fout = torch.empty_like(a), torch.empty_like(fa)
+    f(a, b, out=out)
+    r = f(fa, fb, out=fout)
+    assert r is fout
+    close(fout, out)
+    a2, fa2 = a.clone(), fa.clone()
+    f(a2, b, out=a2)
+    f(fa2, fb, out=fa2)
+    close(fa2, a2)
+    # Operands and result in one storage, disjoint: the meta decides, not the lane.
+    buf = torch.cat([a, b, torch.zeros_like(a)]).reshape(3, *a.shape)
+    fbuf = buf.to("foo")
+    f(buf[0], buf[1], out=buf[2])
+    f(fbuf[0], fbuf[1], out=fbuf[2])
+    close(fbuf, buf)
+    if inplace is not None:
+        a3, fa3 = a.clone(), fa.clone()
+        inplace(a3, b)
+        assert inplace(fa3, fb) is fa3
+        close(fa3, a3)
+
+
+def test_dense_lane_precondition_edges_match_cpu(no_fallback):
+    """Calls the dense lane must leave to ATen's meta: the same result or error as CPU."""
+    a, b = _dense_args(torch.float32)
+    fa, fb = to_foo(a, b)
+    # A partial overlap of result and operand: CPU's error.
+    base = torch.arange(10.0)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.add(base[0:8], base[0:8], out=base[1:9])
+    with pytest.raises(type(cpu.value), match="single memory location"):
+        fbase = base.to("foo")
+        torch.add(fbase[0:8], fbase[0:8], out=fbase[1:9])
+    # An out= of another dtype (cast on write) or another shape (resized).
+    for out in (torch.empty(3, 37, dtype=torch.float64), torch.empty(0)):
+        fout = out.to("foo")
+        torch.mul(a, b, out=out)
+        torch.mul(fa, fb, out=fout)
+        assert fout.dtype == out.dtype and fout.shape == out.shape
+        close(fout, out)
+    # An out= that is a non-contiguous view, and operands with the neg bit.
+    out = torch.zeros(37, 3).t()
+    fout = torch.zeros(37, 3, device="foo").t()
+    torch.sub(a, b, out=out)
+    torch.sub(fa, fb, out=fout)
+    close(fout, out)
+    close(torch._neg_view(fa) * fb, torch._neg_view(a) * b)
+    na = torch._neg_view(fa.clone())
+    close(torch.add(na, fb, out=torch.empty_like(fa)), torch._neg_view(a.clone()) + b)
+    # In-place with another operand in the same storage, disjoint and exact.
+    buf, fbuf = torch.arange(12.0), torch.arange(12.0, device="foo")
+    buf[0:6].mul_(buf[6:12])
+    fbuf[0:6].mul_(fbuf[6:12])
+    close(fbuf, buf)
+    # Bool parameters are the meta's to refuse; comparisons keep their bool result.
+    with pytest.raises(RuntimeError, match="Boolean alpha"):
+        fa.sub_(fb, alpha=True)
+    assert torch.equal((fa < fb).cpu(), a < b)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.clamp(a)
+    with pytest.raises(type(cpu.value)):
+        torch.clamp(fa)
+
+
 def test_autograd_through_the_lane(no_fallback):
     x = make_tensor((5, 7), torch.float32, 8).requires_grad_()
     fx = x.detach().to("foo").requires_grad_()
