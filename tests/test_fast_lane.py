@@ -662,9 +662,16 @@ def test_fill_and_zero_match_cpu_bits(no_fallback, dtype, shape):
             assert torch.equal(foo.cpu().reshape(-1).view(torch.uint8), cpu.reshape(-1).view(torch.uint8)) or (
                 cpu.is_floating_point() and cpu.isnan().all() and foo.cpu().isnan().all()
             ), (dtype, value)
-        z = torch.randn(shape).to(dtype).to("foo")
-        z.zero_()
-        assert torch.equal(z.cpu(), torch.zeros(shape, dtype=dtype))
+    # zero_: contiguous (all-zero bytes), transposed and complex alike; a
+    # float's zero is +0.0 (its bytes, not ==, tell it from -0.0).
+    for layout in (lambda t: t, lambda t: t.t()):
+        z = layout((-torch.rand(shape)).to(dtype).to("foo"))
+        assert z.zero_() is z
+        assert torch.equal(z.cpu().reshape(-1).view(torch.uint8), torch.zeros(z.numel(), dtype=dtype).view(torch.uint8))
+    if dtype == torch.float32:
+        c = torch.randn(shape, dtype=torch.complex64).to("foo")
+        c.zero_()
+        assert torch.equal(torch.view_as_real(c.cpu()), torch.zeros(*shape, 2))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)

@@ -156,6 +156,7 @@ int32_t foo_rs_ew(const char* name, uint8_t ct, const FooOperand* ops, size_t n,
                   uint8_t iter, FooStatus* st);
 int32_t foo_rs_fill(const FooView* out, const FooParam* value, FooStatus* st);
 int32_t foo_rs_fill_dense(void* ptr, size_t n, uint8_t dtype, const FooParam* value, FooStatus* st);
+int32_t foo_rs_zero_dense(void* ptr, size_t n, uint8_t dtype, FooStatus* st);
 int32_t foo_rs_reduce(const char* name, const FooView* out, const FooView* out2, const FooView* inp,
                       const int64_t* dims, size_t ndims, double correction, double ord, FooStatus* st);
 int32_t foo_rs_addmm(const FooView* out, const FooView* input, const FooView* a, const FooView* b, FooParam beta,
@@ -571,8 +572,9 @@ bool run_iter(const char* rust, Gate gate, at::TensorIteratorBase& it, const Foo
 // not a second copy of the rules: whatever it does not recognise (another
 // dtype, broadcasting, a CPU scalar, a shared storage, a bool parameter such
 // as add's alpha=True, which the meta refuses) builds the meta as before.
-// Ops whose result dtype is not their inputs' (comparisons) or whose meta
-// checks more than the above (clamp: at least one bound) opt out (`dense`).
+// Ops whose result dtype is not their inputs' (comparisons) opt out
+// (`dense`); one whose meta checks its parameters further says which it
+// leaves to the meta (`dense_ok`: clamp's two absent bounds).
 // Named tensors (gone in torch 2.15) propagate names through the meta.
 template <class T>
 auto has_names_of(const T& x, int) -> decltype(x.has_names()) {
@@ -606,16 +608,21 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
     return false;
   } else {
     const auto st = self.scalar_type();
-    if (!c10::isFloatingType(st) || !is_foo(self)) return false;
-    const int code = dtype_code(st);
-    if (code < 0) return false;
-    for (int k = 0; k < np; ++k)
-      if (ps[k].kind == 2) return false;
+    if (!c10::isFloatingType(st)) return false;
     DenseArgs in;
     in.add(self);
     (in.add(a), ...);
     if (!in.ok) return false;
+    // Shape and dtype first: a broadcast or a promotion (the usual misses)
+    // leaves after one compare.
     const auto sizes = self.sizes();
+    for (int i = 1; i < in.n; ++i)
+      if (!in.t[i]->defined() || in.t[i]->scalar_type() != st || !in.t[i]->sizes().equals(sizes)) return false;
+    const int code = dtype_code(st);
+    if (code < 0 || !is_foo(self)) return false;
+    for (int k = 0; k < np; ++k)
+      if (ps[k].kind == 2) return false;
+    if (!Op::dense_ok(ps, np)) return false;
     const auto dev = self.device();
     const auto plain = [&](const at::Tensor& x) {
       return x.defined() && x.scalar_type() == st && x.device() == dev && x.sizes().equals(sizes) &&
@@ -701,7 +708,8 @@ at::Tensor& k_out(const at::Tensor& self, A... a, at::Tensor& out) {
 // schema order, and the op has no parameters.
 struct Plain {
   static constexpr bool swap = false;
-  static constexpr bool dense = true;  // the dense lane applies (see dense_lane)
+  static constexpr bool dense = true;  // the dense lane applies (see dense_lane) ...
+  static bool dense_ok(const FooParam*, int) { return true; }  // ... to these parameters
   template <class H, class... X>
   static void meta(H& h, X&&... x) {
     h.meta(std::forward<X>(x)...);
@@ -871,7 +879,8 @@ struct Clamp : Plain {
   static constexpr const char* rust = "clamp";
   static constexpr Gate gate = Gate::Numeric;
   FOO_NAMES("clamp", "clamp_", "clamp.out")
-  static constexpr bool dense = false;  // its meta refuses two absent bounds
+  // Its meta refuses two absent bounds: that call is the meta's.
+  static bool dense_ok(const FooParam* p, int) { return p[0].kind != 3 || p[1].kind != 3; }
   static int params(FooParam* p, const at::Tensor&, const std::optional<c10::Scalar>& lo,
                     const std::optional<c10::Scalar>& hi) {
     p[0] = p_none();
@@ -1091,7 +1100,15 @@ bool fill_native(at::Tensor& self, const FooParam& value) {
 }
 
 at::Tensor& zero_(at::Tensor& self) {
-  if (named([&] { return fill_native(self, FooParam{0, 0, 0.0, nullptr}); })) return self;
+  // A contiguous tensor: zero is all-zero bytes in every dtype foo holds.
+  if (named([&] {
+        const int code = dtype_code(self.scalar_type());
+        if (!is_foo(self) || !self.is_contiguous() || code < 0) return fill_native(self, FooParam{0, 0, 0.0, nullptr});
+        FooStatus st{};
+        return done(foo_rs_zero_dense(self.data_ptr(), static_cast<size_t>(self.numel()), static_cast<uint8_t>(code), &st),
+                    st);
+      }))
+    return self;
   return Slow<kZero, at::Tensor&(at::Tensor&)>::call(self);
 }
 
@@ -1364,10 +1381,10 @@ struct Cat {
     const at::Tensor& result = h.result();
     for (const at::Tensor& t : tensors)
       if (!is_foo(t) || t.scalar_type() != result.scalar_type()) return false;
-    at::assert_no_internal_overlap(result);
+    // ATen's meta refused an out= that overlaps itself or an input; a
+    // functional result is fresh memory.
     c10::SmallVector<FooView, 8> views;
     for (const at::Tensor& t : tensors) {
-      at::assert_no_overlap(result, t);
       if (t.numel() == 0) continue;  // nothing to copy (and legacy 1-d empties)
       FooView v;
       if (!view_of(t, &v)) return false;

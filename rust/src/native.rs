@@ -17,7 +17,7 @@ use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
 use crate::kernels::reduce::ReduceOp;
-use crate::kernels::{entry, ErrorKind, KernelError, Sizes, Strided, Strides};
+use crate::kernels::{entry, ErrorKind, KernelError, Sizes, Strided, Strides, ViewRef};
 use std::ffi::{c_char, c_void, CStr};
 
 pub const OK: i32 = 0;
@@ -77,41 +77,46 @@ fn invalid(msg: impl Into<String>) -> KernelError {
 /// # Safety
 /// `v` points at a valid [`FooView`] whose arrays hold `ndim` values.
 unsafe fn strided_of(v: *const FooView) -> Result<Strided, KernelError> {
+    let r = view_of(v)?;
+    Ok(Strided::new(
+        r.ptr,
+        r.dtype,
+        Sizes::from_slice(r.sizes),
+        Strides::from_slice(r.strides),
+    ))
+}
+
+/// The view `v` describes, borrowing its arrays: `strided_of` without
+/// copying the dims (for entries that may not need a [`Strided`]).
+///
+/// # Safety
+/// As [`strided_of`]; the view's arrays outlive the result.
+unsafe fn view_of<'a>(v: *const FooView) -> Result<ViewRef<'a>, KernelError> {
     let v = v.as_ref().ok_or_else(|| invalid("foo: missing operand"))?;
     let dtype = DType::from_code(v.dtype)
         .ok_or_else(|| invalid(format!("foo: unknown dtype code {}", v.dtype)))?;
     let nd = usize::try_from(v.ndim).map_err(|_| invalid("foo: negative rank"))?;
     if nd == 0 {
-        return Ok(Strided::new(
-            v.ptr as *mut u8,
+        return Ok(ViewRef {
+            ptr: v.ptr as *mut u8,
             dtype,
-            Sizes::new(),
-            Strides::new(),
-        ));
+            sizes: &[],
+            strides: &[],
+        });
     }
-    let (sizes, strides) = (
-        std::slice::from_raw_parts(v.sizes, nd),
-        std::slice::from_raw_parts(v.strides, nd),
-    );
+    let sizes = std::slice::from_raw_parts(v.sizes, nd);
     if sizes.iter().any(|&n| n < 0) {
         return Err(invalid("foo: negative size"));
     }
-    // Inline arrays for up to INLINE_DIMS dimensions: no heap allocation on
-    // the per-call path. i64 and usize/isize have one layout on the 64-bit
-    // targets foo builds for, so the arrays copy as they are.
+    // i64 and usize/isize have one layout on the 64-bit targets foo builds
+    // for, so the caller's arrays are read as they are.
     const _: () = assert!(std::mem::size_of::<usize>() == std::mem::size_of::<i64>());
-    Ok(Strided::new(
-        v.ptr as *mut u8,
+    Ok(ViewRef {
+        ptr: v.ptr as *mut u8,
         dtype,
-        Sizes::from_slice(std::slice::from_raw_parts(
-            sizes.as_ptr() as *const usize,
-            nd,
-        )),
-        Strides::from_slice(std::slice::from_raw_parts(
-            strides.as_ptr() as *const isize,
-            nd,
-        )),
-    ))
+        sizes: std::slice::from_raw_parts(sizes.as_ptr() as *const usize, nd),
+        strides: std::slice::from_raw_parts(v.strides as *const isize, nd),
+    })
 }
 
 /// # Safety
@@ -312,6 +317,25 @@ pub unsafe extern "C" fn foo_rs_fill_dense(
     })
 }
 
+/// `zero_` of a contiguous tensor: `n` elements of dtype code `dtype` from
+/// `ptr` set to zero ([`ew::zero_dense`]; no value to convert).
+///
+/// # Safety
+/// `ptr` holds `n` writable elements of `dtype`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_zero_dense(
+    ptr: *mut c_void,
+    n: usize,
+    dtype: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dtype = DType::from_code(dtype).ok_or_else(|| invalid("foo: unknown dtype code"))?;
+        ew::zero_dense(ptr as *mut u8, n, dtype.size());
+        Ok(())
+    })
+}
+
 /// Reduction `name` ([`ReduceOp::by_name`]) of `inp` over `dims` into `out`
 /// (and `out2`, may be null), as [`entry::reduce`].
 ///
@@ -428,16 +452,27 @@ pub unsafe extern "C" fn foo_rs_cat(
 ) -> i32 {
     run(st, false, || {
         let dim = usize::try_from(dim).map_err(|_| invalid("foo: negative dim"))?;
-        let o = strided_of(out)?;
-        let ins = if n == 0 {
-            smallvec::SmallVec::<[Strided; 4]>::new()
+        let raw = if n == 0 {
+            &[]
         } else {
             std::slice::from_raw_parts(inputs, n)
-                .iter()
-                .map(|v| strided_of(v))
-                .collect::<Result<_, _>>()?
         };
-        crate::kernels::index::cat(&o, &ins, dim)
+        // Borrowed views first: checked, and copied when all are contiguous
+        // (a Strided per input, two dim arrays each, cost more than a small
+        // cat's copy).
+        let views = raw
+            .iter()
+            .map(|v| view_of(v))
+            .collect::<Result<smallvec::SmallVec<[ViewRef; 8]>, _>>()?;
+        if crate::kernels::index::cat_views(view_of(out)?, &views, dim)? {
+            return Ok(());
+        }
+        let o = strided_of(out)?;
+        let ins = raw
+            .iter()
+            .map(|v| strided_of(v))
+            .collect::<Result<smallvec::SmallVec<[Strided; 4]>, _>>()?;
+        crate::kernels::index::cat_strided(&o, &ins, dim)
     })
 }
 

@@ -9,7 +9,7 @@
 //! duplicate indices accumulate in a fixed order.
 
 use super::copy::{self, Scalar};
-use super::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE};
+use super::{KernelError, Sizes, Strided, Strides, ViewRef, GRAIN_SIZE};
 use crate::dispatch_dtype;
 use crate::dtype::DType;
 use half::{bf16, f16};
@@ -887,6 +887,18 @@ fn scatter_complex(
 /// Copies each input into its slice of `out` along `dim` (inputs in order,
 /// each with `out`'s sizes except along `dim`), converting dtype.
 pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelError> {
+    let views: SmallVec<[ViewRef; 8]> = inputs.iter().map(Strided::as_view).collect();
+    if cat_views(out.as_view(), &views, dim)? {
+        return Ok(());
+    }
+    cat_strided(out, inputs, dim)
+}
+
+/// [`cat`]'s checks of the inputs against `out`, then its copy when every
+/// view is contiguous and small ([`cat_dense`]): true if that copied, false
+/// if the views need [`cat_strided`]. Borrowed views: the C entry calls this
+/// before it builds a [`Strided`] per input.
+pub fn cat_views(out: ViewRef, inputs: &[ViewRef], dim: usize) -> Result<bool, KernelError> {
     let mut total = 0usize;
     for t in inputs {
         if t.sizes.len() != out.sizes.len() || dim >= out.sizes.len() {
@@ -911,9 +923,11 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
             )));
         }
     }
-    if cat_dense(out, inputs, dim) {
-        return Ok(());
-    }
+    Ok(cat_dense(out, inputs, dim))
+}
+
+/// [`cat`] of views [`cat_views`] checked and did not copy.
+pub fn cat_strided(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelError> {
     let mut off = 0usize;
     for t in inputs {
         let n = t.sizes[dim];
@@ -967,7 +981,7 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
 /// of the dims before `dim`, each input's block is one memmove (the copy
 /// engine's per-input set-up cost more than a small cat's bytes). False if
 /// not that case; the inputs are already checked against `out`.
-fn cat_dense(out: &Strided, inputs: &[Strided], dim: usize) -> bool {
+fn cat_dense(out: ViewRef, inputs: &[ViewRef], dim: usize) -> bool {
     let es = out.dtype.size();
     let bytes = out.numel() * es;
     if bytes > GRAIN_SIZE * 16

@@ -46,6 +46,40 @@ pub type Strides = SmallVec<[isize; INLINE_DIMS]>;
 /// (ATen's `GRAIN_SIZE`).
 pub const GRAIN_SIZE: usize = 32768;
 
+/// Whether `strides` lay `sizes` out row-major and dense (dims of one
+/// element may have any stride): the one contiguity rule of both view types.
+pub fn is_contiguous(sizes: &[usize], strides: &[isize]) -> bool {
+    let mut expected = 1isize;
+    for (&s, &st) in sizes.iter().zip(strides).rev() {
+        if s != 1 && st != expected {
+            return false;
+        }
+        expected *= s as isize;
+    }
+    true
+}
+
+/// A [`Strided`] view whose dims are borrowed (from a `Strided`, or from the
+/// caller's arrays at the C boundary): checks and dense copies read it
+/// without copying dims into a view of their own on every call.
+#[derive(Clone, Copy, Debug)]
+pub struct ViewRef<'a> {
+    pub ptr: *mut u8,
+    pub dtype: DType,
+    pub sizes: &'a [usize],
+    pub strides: &'a [isize],
+}
+
+impl ViewRef<'_> {
+    pub fn is_contiguous(&self) -> bool {
+        is_contiguous(self.sizes, self.strides)
+    }
+
+    pub fn numel(&self) -> usize {
+        self.sizes.iter().product()
+    }
+}
+
 /// A strided view of memory as a kernel sees it.
 ///
 /// `ptr` addresses element `[0, 0, ...]` (any storage offset is already
@@ -122,14 +156,17 @@ impl Strided {
     }
 
     pub fn is_contiguous(&self) -> bool {
-        let mut expected = 1isize;
-        for (&s, &st) in self.sizes.iter().zip(&self.strides).rev() {
-            if s != 1 && st != expected {
-                return false;
-            }
-            expected *= s as isize;
+        is_contiguous(&self.sizes, &self.strides)
+    }
+
+    /// The view borrowed: its dims are not copied.
+    pub fn as_view(&self) -> ViewRef<'_> {
+        ViewRef {
+            ptr: self.ptr,
+            dtype: self.dtype,
+            sizes: &self.sizes,
+            strides: &self.strides,
         }
-        true
     }
 
     /// Byte range `[lo, hi)` the view's elements occupy (empty, at `ptr`,

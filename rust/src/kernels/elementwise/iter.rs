@@ -700,6 +700,23 @@ pub(crate) unsafe fn fill_dense(
     })
 }
 
+/// `n` elements of `es` bytes each from `ptr` set to all-zero bytes, split
+/// as [`fill_dense`] splits: `zero_` of a contiguous tensor. Zero is all-zero
+/// bytes in every dtype foo holds (+0.0, false, 0, 0+0j), so no value is
+/// converted.
+///
+/// # Safety
+/// `ptr` holds `n * es` writable bytes.
+pub(crate) unsafe fn zero_dense(ptr: *mut u8, n: usize, es: usize) {
+    let p = ptr as usize;
+    // The closure cannot fail; for_chunks's Result is its callers' errors.
+    let _ = for_chunks(n, 1, |s, e| {
+        // SAFETY: chunks of the caller's n elements.
+        unsafe { std::ptr::write_bytes((p + s * es) as *mut u8, 0, (e - s) * es) };
+        Ok(())
+    });
+}
+
 /// A same-dtype copy whose output and input are contiguous along different
 /// dims (`x.t().contiguous()`, a key transposed for `q @ k^T`): copied in square
 /// tiles one cache line wide, each read from the input row by row into a

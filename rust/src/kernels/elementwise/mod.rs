@@ -13,7 +13,7 @@ pub mod complex;
 mod iter;
 // The C++ glue's dense fill entry (native.rs, "python" feature) is its only caller.
 #[cfg_attr(not(feature = "python"), allow(unused_imports))]
-pub(crate) use iter::fill_dense;
+pub(crate) use iter::{fill_dense, zero_dense};
 pub mod math;
 mod ops;
 pub mod simd;
