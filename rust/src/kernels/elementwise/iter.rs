@@ -707,6 +707,7 @@ pub(crate) unsafe fn fill_dense(
 ///
 /// # Safety
 /// `ptr` holds `n * es` writable bytes.
+#[cfg_attr(not(feature = "python"), allow(dead_code))] // its caller is the C entry (native.rs)
 pub(crate) unsafe fn zero_dense(ptr: *mut u8, n: usize, es: usize) {
     let p = ptr as usize;
     // The closure cannot fail; for_chunks's Result is its callers' errors.
@@ -1316,6 +1317,17 @@ unsafe fn fill_const(dst: *mut u8, bits: u64, es: usize, n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_dense_clears_every_byte_across_chunks() {
+        // Above GRAIN_SIZE elements, so the pool's chunks each clear their part.
+        let n = GRAIN_SIZE * 3 + 5;
+        let mut v = vec![-1.0f64; n + 1];
+        // SAFETY: the first n of the vector's n + 1 elements.
+        unsafe { zero_dense(v.as_mut_ptr() as *mut u8, n, 8) };
+        assert!(v[..n].iter().all(|x| x.to_bits() == 0));
+        assert_eq!(v[n], -1.0);
+    }
 
     fn plan_of(shape: &[usize], strides: &[&[isize]]) -> (Vec<usize>, Vec<Vec<isize>>) {
         let mut ops: Vec<OpPlan> = strides
