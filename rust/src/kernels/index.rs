@@ -899,6 +899,12 @@ pub fn cat(out: &Strided, inputs: &[Strided], dim: usize) -> Result<(), KernelEr
 /// if the views need [`cat_strided`]. Borrowed views: the C entry calls this
 /// before it builds a [`Strided`] per input.
 pub fn cat_views(out: ViewRef, inputs: &[ViewRef], dim: usize) -> Result<bool, KernelError> {
+    if dim >= out.sizes.len() {
+        return Err(KernelError::ShapeMismatch(format!(
+            "foo cat: dim {dim} out of range for output {:?}",
+            out.sizes
+        )));
+    }
     let mut total = 0usize;
     for t in inputs {
         if t.sizes.len() != out.sizes.len() || dim >= out.sizes.len() {

@@ -709,6 +709,9 @@ pub(crate) unsafe fn fill_dense(
 /// `ptr` holds `n * es` writable bytes.
 #[cfg_attr(not(feature = "python"), allow(dead_code))] // its caller is the C entry (native.rs)
 pub(crate) unsafe fn zero_dense(ptr: *mut u8, n: usize, es: usize) {
+    if n == 0 {
+        return; // an empty tensor's pointer may be null, which write_bytes refuses even for 0 bytes
+    }
     let p = ptr as usize;
     // The closure cannot fail; for_chunks's Result is its callers' errors.
     let _ = for_chunks(n, 1, |s, e| {
@@ -1327,6 +1330,8 @@ mod tests {
         unsafe { zero_dense(v.as_mut_ptr() as *mut u8, n, 8) };
         assert!(v[..n].iter().all(|x| x.to_bits() == 0));
         assert_eq!(v[n], -1.0);
+        // No elements: nothing written, a null pointer included.
+        unsafe { zero_dense(std::ptr::null_mut(), 0, 4) };
     }
 
     fn plan_of(shape: &[usize], strides: &[&[isize]]) -> (Vec<usize>, Vec<Vec<isize>>) {
