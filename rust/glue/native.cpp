@@ -623,17 +623,17 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
     for (int k = 0; k < np; ++k)
       if (ps[k].kind == 2) return false;
     if (!Op::dense_ok(ps, np)) return false;
+    // Layout and device (dtype and shape of the inputs are checked above).
     const auto dev = self.device();
-    const auto plain = [&](const at::Tensor& x) {
-      return x.defined() && x.scalar_type() == st && x.device() == dev && x.sizes().equals(sizes) &&
-             x.is_contiguous() && !x.is_neg() && !has_names_of(x, 0);
+    const auto laid_out = [&](const at::Tensor& x) {
+      return x.device() == dev && x.is_contiguous() && !x.is_neg() && !has_names_of(x, 0);
     };
     for (int i = 0; i < in.n; ++i)
-      if (!plain(*in.t[i])) return false;
+      if (!laid_out(*in.t[i])) return false;
     int64_t numel = self.numel();
     if (numel == 0) return false;
     if (out.defined()) {
-      if (!plain(out)) return false;
+      if (out.scalar_type() != st || !out.sizes().equals(sizes) || !laid_out(out)) return false;
       const void* o = out.const_data_ptr();
       for (int i = 0; i < in.n; ++i)
         if (in.t[i]->const_data_ptr() != o && in.t[i]->storage().is_alias_of(out.storage())) return false;

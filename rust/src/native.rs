@@ -17,7 +17,7 @@ use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
 use crate::kernels::reduce::ReduceOp;
-use crate::kernels::{entry, ErrorKind, KernelError, Sizes, Strided, Strides, ViewRef};
+use crate::kernels::{entry, ErrorKind, KernelError, Strided, ViewRef};
 use std::ffi::{c_char, c_void, CStr};
 
 pub const OK: i32 = 0;
@@ -77,13 +77,7 @@ fn invalid(msg: impl Into<String>) -> KernelError {
 /// # Safety
 /// `v` points at a valid [`FooView`] whose arrays hold `ndim` values.
 unsafe fn strided_of(v: *const FooView) -> Result<Strided, KernelError> {
-    let r = view_of(v)?;
-    Ok(Strided::new(
-        r.ptr,
-        r.dtype,
-        Sizes::from_slice(r.sizes),
-        Strides::from_slice(r.strides),
-    ))
+    Ok(view_of(v)?.to_strided())
 }
 
 /// The view `v` describes, borrowing its arrays: `strided_of` without
@@ -464,15 +458,13 @@ pub unsafe extern "C" fn foo_rs_cat(
             .iter()
             .map(|v| view_of(v))
             .collect::<Result<smallvec::SmallVec<[ViewRef; 8]>, _>>()?;
-        if crate::kernels::index::cat_views(view_of(out)?, &views, dim)? {
+        let o = view_of(out)?;
+        if crate::kernels::index::cat_views(o, &views, dim)? {
             return Ok(());
         }
-        let o = strided_of(out)?;
-        let ins = raw
-            .iter()
-            .map(|v| strided_of(v))
-            .collect::<Result<smallvec::SmallVec<[Strided; 4]>, _>>()?;
-        crate::kernels::index::cat_strided(&o, &ins, dim)
+        // The views already read and checked, with dims of their own.
+        let ins: smallvec::SmallVec<[Strided; 4]> = views.iter().map(ViewRef::to_strided).collect();
+        crate::kernels::index::cat_strided(&o.to_strided(), &ins, dim)
     })
 }
 

@@ -78,6 +78,16 @@ impl ViewRef<'_> {
     pub fn numel(&self) -> usize {
         self.sizes.iter().product()
     }
+
+    /// The view with dims of its own.
+    pub fn to_strided(&self) -> Strided {
+        Strided::new(
+            self.ptr,
+            self.dtype,
+            Sizes::from_slice(self.sizes),
+            Strides::from_slice(self.strides),
+        )
+    }
 }
 
 /// A strided view of memory as a kernel sees it.
