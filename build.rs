@@ -1,4 +1,4 @@
-//! Builds the C++ glue (rust/glue/foo_glue.cpp) against the headers of the
+//! Builds the C++ glue (rust/glue/*.cpp) against the headers of the
 //! torch installed in the build's Python, when the `python` feature is on.
 //! Plain `cargo test` / `cargo bench` skip all of this.
 
@@ -53,6 +53,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=rust/glue/foo_glue.cpp");
     println!("cargo:rerun-if-changed=rust/glue/native.cpp");
+    println!("cargo:rerun-if-changed=rust/glue/autocast.cpp");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo:rerun-if-env-changed=FOO_RS_PYTHON");
     if env::var_os("CARGO_FEATURE_PYTHON").is_none() {
@@ -114,6 +115,7 @@ for p in ce.include_paths():
         .cpp(true)
         .file("rust/glue/foo_glue.cpp")
         .file("rust/glue/native.cpp")
+        .file("rust/glue/autocast.cpp")
         .std(std)
         .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi)
         // torch's release builds compile its headers' inline code with NDEBUG

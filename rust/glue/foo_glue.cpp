@@ -958,10 +958,14 @@ FooHooks g_hooks;
 // torch's intra-op thread count (torch.set_num_threads), which foo's kernels follow.
 extern "C" int foo_glue_num_threads() { return at::get_num_threads(); }
 
+// autocast.cpp: torch.autocast("foo")'s kernels (registered when this links).
+extern "C" void foo_glue_autocast_linked();
+
 // Called once from the PyO3 module's init, after torch is loaded.
 extern "C" void foo_glue_init() {
   static std::once_flag once;
   std::call_once(once, [] {
+    foo_glue_autocast_linked();
     at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks);
     torch::profiler::impl::registerPrivateUse1Methods(&foo_rs::g_profiler_stubs);
 #ifdef FOO_KINETO_PLUGIN
