@@ -30,6 +30,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import _ops  # noqa: E402  (registers the kernels)
+
 # torch.autocast("foo")'s kernels (CUDA's policies) are C++, rust/glue/autocast.cpp: _C registers them.
 from . import ops  # noqa: E402,F401  (foo's own operators, torch.ops.foo.*)
 from . import _compile  # noqa: E402

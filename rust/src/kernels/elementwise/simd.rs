@@ -163,7 +163,7 @@ fn overlaps<P, Q>(p: *const P, q: *const Q, n: usize) -> bool {
 /// size), computed in one pass over one slice instead of through a chunk.
 #[inline(always)]
 fn is_self<R, A>(o: *mut R, a: *const A) -> bool {
-    o as usize == a as usize && std::mem::size_of::<R>() == std::mem::size_of::<A>()
+    std::ptr::addr_eq(o, a) && std::mem::size_of::<R>() == std::mem::size_of::<A>()
 }
 
 /// `r`'s bits as an `A` (the element type of an in-place operand that `r`
@@ -340,7 +340,10 @@ macro_rules! map_bodies {
             use std::slice::{from_raw_parts as sl, from_raw_parts_mut as slm};
             if super::is_self(o, a) && !super::overlaps(o, b, n) && !super::overlaps(o, c, n) {
                 i3(slm(o as *mut A, n), sl(b, n), sl(c, n), f)
-            } else if super::overlaps(o, a, n) || super::overlaps(o, b, n) || super::overlaps(o, c, n) {
+            } else if super::overlaps(o, a, n)
+                || super::overlaps(o, b, n)
+                || super::overlaps(o, c, n)
+            {
                 chunked(n, o, |k, t| {
                     s3(
                         t,

@@ -77,7 +77,14 @@ fn pair(lo: u16, hi: u16) -> u32 {
 /// # Safety
 /// `a` must address an `mr x kc` matrix with the given strides; `dst` holds
 /// `kc.div_ceil(2) * MR`.
-unsafe fn pack_a_scalar(a: *const u16, rs: isize, cs: isize, mr: usize, kc: usize, dst: &mut [u32]) {
+unsafe fn pack_a_scalar(
+    a: *const u16,
+    rs: isize,
+    cs: isize,
+    mr: usize,
+    kc: usize,
+    dst: &mut [u32],
+) {
     let kp = kc.div_ceil(2);
     if rs == 1 && cs != 1 {
         // Column-major A (a transposed gradient): pairs come from two runs.
@@ -131,7 +138,14 @@ unsafe fn pack_a_scalar(a: *const u16, rs: isize, cs: isize, mr: usize, kc: usiz
 ///
 /// # Safety
 /// As [`pack_a`], for a `kc x nr` matrix and `kc.div_ceil(2) * NR` u32.
-unsafe fn pack_b_scalar(b: *const u16, rs: isize, cs: isize, nr: usize, kc: usize, dst: &mut [u32]) {
+unsafe fn pack_b_scalar(
+    b: *const u16,
+    rs: isize,
+    cs: isize,
+    nr: usize,
+    kc: usize,
+    dst: &mut [u32],
+) {
     let kp = kc.div_ceil(2);
     let full = kc / 2;
     if rs == 1 {
@@ -283,7 +297,11 @@ mod vpack {
         let full = kc / 2;
         for g in 0..W.div_ceil(16) {
             let lanes = (W - 16 * g).min(16);
-            let store_mask: __mmask16 = if lanes == 16 { 0xffff } else { (1 << lanes) - 1 };
+            let store_mask: __mmask16 = if lanes == 16 {
+                0xffff
+            } else {
+                (1 << lanes) - 1
+            };
             let lines = n.saturating_sub(16 * g).min(16);
             let mut p0 = 0;
             while p0 < full {
@@ -835,7 +853,12 @@ mod tests {
             for n in 1..=NR {
                 // (line stride, k stride): lines of adjacent pairs, lines
                 // adjacent along the line index, with padding
-                for (ls, ks) in [(kc as isize, 1isize), (kc as isize + 3, 1), (1, n as isize), (1, 37)] {
+                for (ls, ks) in [
+                    (kc as isize, 1isize),
+                    (kc as isize + 3, 1),
+                    (1, n as isize),
+                    (1, 37),
+                ] {
                     let (rs_a, cs_a) = (ls, ks);
                     let last = (n as isize - 1) * ls + (kc as isize - 1) * ks;
                     assert!((last as usize) < src.len());
@@ -868,10 +891,21 @@ mod tests {
         assert_eq!(blocks(1024, 256, 2), (264, 256)); // 4 blocks: 528 / 496 rows per thread
         assert_eq!(blocks(256, 256, 2).0 * 2, 264); // split, not one block
         assert_eq!(blocks(1, 1, 8), (MR, NR));
-        for &(m, n) in &[(1usize, 1usize), (7, 1000), (1000, 7), (256, 1024), (1024, 1024), (4096, 300), (13, 33)] {
+        for &(m, n) in &[
+            (1usize, 1usize),
+            (7, 1000),
+            (1000, 7),
+            (256, 1024),
+            (1024, 1024),
+            (4096, 300),
+            (13, 33),
+        ] {
             for threads in 1..=8 {
                 let (mc, nc) = blocks(m, n, threads);
-                assert!(mc % MR == 0 && nc % NR == 0 && mc <= MC && nc <= NC, "{m}x{n}/{threads}");
+                assert!(
+                    mc % MR == 0 && nc % NR == 0 && mc <= MC && nc <= NC,
+                    "{m}x{n}/{threads}"
+                );
                 let tasks = m.div_ceil(mc) * n.div_ceil(nc);
                 if m.div_ceil(MR) * n.div_ceil(NR) >= threads {
                     assert!(tasks >= threads, "{m}x{n}/{threads}: {tasks} blocks");
