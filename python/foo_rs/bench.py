@@ -5,8 +5,13 @@
 Each case runs on torch CPU and on foo alternately (same process, same thread
 count), several repeats each; the report gives medians and the ratio foo/CPU
 (lower is better), prints a markdown table, writes it to OUT/report.md and a
-bar chart of the ratios to OUT/ratios.png. Each timed sample starts after a
-short pause, so the other backend's spinning worker threads are idle.
+bar chart of the ratios to OUT/ratios.png. Each timed sample follows a short
+pause (so the other backend's spinning worker threads are idle) and one untimed
+run of the same step (so the sample is a step that follows a step, as in a
+training loop, not the first work after the pause: on this VM a thread pool's
+first job after 20-50 ms idle takes 0.4-5 ms longer, for torch's OpenMP team
+and foo's pool alike). ``--cold`` drops the untimed run and times that first
+job instead.
 """
 
 from __future__ import annotations
@@ -873,7 +878,7 @@ def _sync(x):
         torch.foo.synchronize()
 
 
-def time_case(case: Case, repeats: int, warmup: int) -> dict[str, list[float]]:
+def time_case(case: Case, repeats: int, warmup: int, cold: bool = False) -> dict[str, list[float]]:
     steps = {dev: case.make(dev) for dev in ("cpu", "foo")}
     for dev in ("cpu", "foo"):
         for _ in range(warmup):
@@ -885,6 +890,8 @@ def time_case(case: Case, repeats: int, warmup: int) -> dict[str, list[float]]:
             # foo's pool, rayon) go idle first, so neither is timed against
             # the other's busy-waiting threads on a 2-core machine.
             time.sleep(SETTLE_S)
+            if not cold:
+                _sync(steps[dev]())  # the lead-in (module docstring)
             t0 = time.perf_counter()
             _sync(steps[dev]())
             samples[dev].append(time.perf_counter() - t0)
@@ -902,6 +909,11 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--out", default="bench-results")
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="time each sample's first step after the pause (no untimed lead-in step): wake-up from idle included",
+    )
     p.add_argument(
         "-k", action="append", default=[], help="only cases whose name contains this (repeat -k for several)"
     )
@@ -925,7 +937,7 @@ def main(argv=None) -> int:
             if (args.k and not any(k in case.name for k in args.k)) or (args.group and args.group != case.group):
                 continue
             before = sum(foo_rs.fallback_stats().values())
-            s = time_case(case, repeats, warmup=2)
+            s = time_case(case, repeats, warmup=2, cold=args.cold)
             fell_back = sum(foo_rs.fallback_stats().values()) - before
             # Per call for cases that loop (`inner`).
             cpu, foo = statistics.median(s["cpu"]) / case.inner, statistics.median(s["foo"]) / case.inner
@@ -938,7 +950,7 @@ def main(argv=None) -> int:
 
     machine = (
         f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, {repeats} repeats"
+        f"{torch.get_num_threads()} threads, {repeats} repeats" + (", cold samples" if args.cold else "")
     )
     lines = [
         f"Machine: {machine}",
