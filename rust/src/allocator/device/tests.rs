@@ -146,7 +146,11 @@ fn large_blocks_split_only_above_1mib_of_rest() {
     let s = d(&a);
     assert_eq!(s.reserved_bytes.large_pool.current, 20 * MIB as i64);
     assert_eq!(s.allocated_bytes.all.current, 5 * MIB as i64);
-    assert_eq!(s.inactive_split_bytes.large_pool.current, 15 * MIB as i64);
+    assert_eq!(
+        s.inactive_split_bytes.large_pool.current,
+        (15 * MIB - COLOR_GAP) as i64,
+        "the rest after the block's colouring gap"
+    );
     release(&a, p);
     check(&a);
 
@@ -163,6 +167,53 @@ fn large_blocks_split_only_above_1mib_of_rest() {
     release(&b, p);
     release(&b, q);
     check(&b);
+}
+
+#[test]
+fn large_blocks_of_aligned_sizes_are_coloured() {
+    // 640x640 float32: a multiple of 64 KiB. Blocks split one after another
+    // must not all sit at the same offset modulo the cache's set period.
+    let a = DeviceAllocator::new(0, 1 << 30);
+    let size = 640 * 640 * 4;
+    let ps: Vec<usize> = (0..6).map(|_| a.allocate(size).unwrap() as usize).collect();
+    check(&a);
+    for w in ps.windows(2) {
+        assert_eq!(
+            w[1] - w[0],
+            size + COLOR_GAP,
+            "each block ends in a 1 KiB gap"
+        );
+    }
+    let offsets: std::collections::BTreeSet<usize> = ps.iter().map(|p| p % (128 * KIB)).collect();
+    assert_eq!(
+        offsets.len(),
+        ps.len(),
+        "distinct offsets in a 128 KiB period"
+    );
+    let s = d(&a);
+    assert_eq!(
+        s.allocated_bytes.all.current,
+        (6 * size) as i64,
+        "gaps are not counted"
+    );
+    assert_eq!(s.requested_bytes.all.current, (6 * size) as i64);
+    assert_eq!(s.reserved_bytes.all.current, 20 * MIB as i64);
+    // Sizes that are not a multiple of 16 KiB are packed as before, and the
+    // pool's small blocks never get a gap.
+    let odd = a.allocate(size + 512).unwrap() as usize;
+    let next = a.allocate(size).unwrap() as usize;
+    assert_eq!(next - odd, size + 512);
+    let small: Vec<usize> = (0..2)
+        .map(|_| a.allocate(256 * KIB).unwrap() as usize)
+        .collect();
+    assert_eq!(small[1] - small[0], 256 * KIB);
+    for p in ps.into_iter().chain([odd, next]).chain(small) {
+        release(&a, p as *mut u8);
+        check(&a);
+    }
+    assert_eq!(a.cached_blocks(), 2, "one free block per segment");
+    a.empty_cache();
+    assert_eq!(a.stats().reserved_bytes_current, 0);
 }
 
 #[test]
@@ -515,7 +566,8 @@ fn stats_map_has_torch_keys_and_values() {
     assert_eq!(get("inactive_split.large_pool.current"), 1);
     assert_eq!(
         get("inactive_split_bytes.large_pool.current"),
-        17 * MIB as i64
+        (17 * MIB - COLOR_GAP) as i64,
+        "the 3 MiB block keeps its colouring gap"
     );
     assert_eq!(get("num_device_alloc"), 2);
     assert_eq!(get("num_sync_all_streams"), 0);
