@@ -718,3 +718,40 @@ def test_printing_reductions_are_native():
         assert x.max().item() == x.cpu().max().item()
         assert x.min().item() == x.cpu().min().item()
         assert x.sum().item() == pytest.approx(x.cpu().sum().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["x @ W.t() + b (Linear)", "g @ W", "g.t() @ h", "300x257 @ 257x301", "700x300 @ 300x64"],
+)
+def test_products_split_over_threads_match_one_thread_bit_for_bit(case):
+    """Mid-size float32 products are split into row or column blocks over
+    foo's pool (linalg.rs, SPLIT_WORK): the same bits at 1 and 2 threads, and
+    CPU's values."""
+    g = torch.Generator().manual_seed(7)
+
+    def r(*s):
+        return torch.randn(*s, generator=g)
+
+    x, w, b, h = r(256, 256), r(256, 256), r(256), r(256, 64)
+    fns = {
+        "x @ W.t() + b (Linear)": (lambda x, w, b, h: torch.addmm(b, x, w.t()), (x, w, b, h)),
+        "g @ W": (lambda x, w, b, h: x @ w, (x, w, b, h)),
+        "g.t() @ h": (lambda x, w, b, h: x.t() @ h, (x, w, b, h)),
+        "300x257 @ 257x301": (lambda x, w, b, h: x @ w, (r(300, 257), r(257, 301), b, h)),
+        "700x300 @ 300x64": (lambda x, w, b, h: x @ w, (r(700, 300), r(300, 64), b, h)),
+    }
+    fn, args = fns[case]
+    dev = [a.to("foo") for a in args]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fn(*dev).cpu()
+        torch.set_num_threads(2)
+        two = fn(*dev).cpu()
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)
+    # Sums of 256-300 products of N(0, 1) values: CPU's BLAS adds in another
+    # order, about 1e-5 apart in absolute terms (float32's default atol).
+    torch.testing.assert_close(one, fn(*args), atol=1e-4, rtol=1e-5)
