@@ -178,9 +178,16 @@ def test_inplace_matches_cpu(data, op):
     }
     # float16 `x - alpha * y`: CPU's scalar loop (tensors shorter than a vector, and tails) rounds
     # alpha * y to float16 before the subtraction, its vector loop does not (one fused rounding),
-    # so CPU's own results differ by up to 2 ulps with the length (sub(a[:2], b[:2], alpha=3) vs
-    # the same elements of a 64-element sub). foo rounds once everywhere; allow CPU's 2 ulps.
-    tol = {"rtol": 2 * 2**-10, "atol": 1e-5} if op == "sub_" and a.dtype == torch.float16 else None
+    # so CPU's own results differ with the length (sub(a[:2], b[:2], alpha=3) vs the same elements
+    # of a 64-element sub). foo rounds once everywhere. The difference is up to half a float16 ulp
+    # of alpha * y, which after cancellation is many ulps of the result (15.41 - 3 * 4.652: CPU
+    # 1.4531, foo and CPU's vector loop 1.4492, found by hypothesis in CI): allow CPU's 2 ulps of
+    # the result and one ulp of |alpha * y|.
+    tol = None
+    if op == "sub_" and a.dtype == torch.float16:
+        fin = b.float().abs()[torch.isfinite(b.float())]
+        atol = max(1e-5, 3 * float(fin.max()) * 2**-10) if fin.numel() else 1e-5
+        tol = {"rtol": 2 * 2**-10, "atol": atol}
     run_both(fns[op], a, b, tol=tol)
 
 
