@@ -658,7 +658,9 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
             return;
         }
     }
-    let parallelism = if par && threads > 1 {
+    // The crate's threading only from par_gemm's work: a product too narrow
+    // to split (both sides under 64) stays on this thread below it.
+    let parallelism = if par && threads > 1 && m * n * k >= par_gemm() {
         gemm::Parallelism::Rayon(threads)
     } else {
         gemm::Parallelism::None
