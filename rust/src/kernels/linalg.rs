@@ -88,6 +88,9 @@ pub fn par_gemm() -> usize {
 /// one, against 1.9x for torch CPU's BLAS, and products under [`par_gemm`]
 /// ran on one thread (an MLP with 256-wide layers trained at 1.5x CPU's
 /// step time). A `FOO_RS_PAR_GEMM` below it starts threading earlier.
+/// bfloat16 products (`bf16_gemm`, blocks on the same pool) thread from
+/// here too: a Linear to 10 classes (256 x 1024 x 10) had run on one thread
+/// against CPU's two.
 pub const SPLIT_WORK: usize = 1 << 20;
 /// Work from which the gemm crate's threading takes over from the split:
 /// it shares one packed right operand between threads, which pays off
@@ -602,6 +605,14 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
         });
         return;
     }
+    // One gemm crate call on `mm x nn` of the product, `d`, `l`, `r` its
+    // output and operands. gemm's convention: dst := alpha * dst + beta * lhs * rhs.
+    let crate_gemm = |mm, nn, d: *mut T, l: *const T, r: *const T, par| {
+        gemm::gemm(
+            mm, nn, k, d, dst_cs, dst_rs, read, l, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs, beta, alpha,
+            false, false, false, par,
+        )
+    };
     let threads = super::parallel::num_threads();
     if par && threads > 1 && m * n * k < RAYON_WORK {
         // Split the output into row (or column) blocks, one gemm call each on
@@ -615,45 +626,33 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
         let pieces = threads.min(len / SPLIT_MIN_LEN);
         if pieces > 1 {
             let step = len.div_ceil(pieces).next_multiple_of(16);
-            struct Args<T>(*mut T, *const T, *const T, T, T);
+            struct Args<F>(F);
             // SAFETY: pieces write disjoint output blocks; the operands
             // outlive the parallel_for below, which returns when all ran.
-            unsafe impl<T> Sync for Args<T> {}
-            let args = Args(dst, lhs, rhs, beta, alpha);
+            unsafe impl<F> Sync for Args<F> {}
+            let call = Args(&crate_gemm);
+            let (dst, lhs, rhs) = (dst as usize, lhs as usize, rhs as usize);
             super::parallel::parallel_for(len.div_ceil(step), |p| {
-                let a = &args;
+                let call = &call; // the Sync wrapper, not its field
                 let (s, e) = (p * step, ((p + 1) * step).min(len));
+                let (off, es) = (s as isize, std::mem::size_of::<T>() as isize);
+                let at = |base: usize, stride: isize| (base as isize + off * stride * es) as usize;
+                let (d, l, r) = if by_rows {
+                    (at(dst, dst_rs), at(lhs, lhs_rs), rhs)
+                } else {
+                    (at(dst, dst_cs), lhs, at(rhs, rhs_cs))
+                };
                 let (mm, nn) = if by_rows { (e - s, n) } else { (m, e - s) };
-                let off = s as isize;
-                // SAFETY: rows (columns) s..e of the caller's matrices.
-                unsafe {
-                    let (d, l, r) = if by_rows {
-                        (a.0.offset(off * dst_rs), a.1.offset(off * lhs_rs), a.2)
-                    } else {
-                        (a.0.offset(off * dst_cs), a.1, a.2.offset(off * rhs_cs))
-                    };
-                    gemm::gemm(
-                        mm,
-                        nn,
-                        k,
-                        d,
-                        dst_cs,
-                        dst_rs,
-                        read,
-                        l,
-                        lhs_cs,
-                        lhs_rs,
-                        r,
-                        rhs_cs,
-                        rhs_rs,
-                        a.3,
-                        a.4,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
-                    )
-                }
+                // Rows (columns) s..e of the caller's matrices (gemm_one's
+                // safety contract, which `crate_gemm`'s unchecked call relies on).
+                (call.0)(
+                    mm,
+                    nn,
+                    d as *mut T,
+                    l as *const T,
+                    r as *const T,
+                    gemm::Parallelism::None,
+                )
             });
             return;
         }
@@ -665,28 +664,7 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
     } else {
         gemm::Parallelism::None
     };
-    // gemm's convention: dst := alpha * dst + beta * lhs * rhs.
-    gemm::gemm(
-        m,
-        n,
-        k,
-        dst,
-        dst_cs,
-        dst_rs,
-        read,
-        lhs,
-        lhs_cs,
-        lhs_rs,
-        rhs,
-        rhs_cs,
-        rhs_rs,
-        beta,
-        alpha,
-        false,
-        false,
-        false,
-        parallelism,
-    );
+    crate_gemm(m, n, dst, lhs, rhs, parallelism);
 }
 
 #[allow(clippy::too_many_arguments)]

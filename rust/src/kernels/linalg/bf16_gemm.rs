@@ -481,10 +481,6 @@ thread_local! {
         const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
-/// Multiply-adds from which one product is split across threads (about
-/// 10 us of this kernel at one thread).
-const PAR_WORK: usize = 1 << 20;
-
 /// Output block sizes (rows, columns) for `threads` threads: at most
 /// `MC x NC`, a whole number of micro-tiles each, as even as that allows,
 /// and, when the product has the micro-tiles for it, a number of blocks
@@ -695,13 +691,9 @@ pub(super) fn bmm(
         SendPtr(a as usize),
         SendPtr(b as usize),
     );
-    // One product is split across threads from PAR_WORK multiply-adds, below
-    // the f32 threshold (`par_gemm`, set by the gemm crate's own threading
-    // cost): this kernel's blocks cost only a pool dispatch. A Linear to 10
-    // classes (256 x 1024 x 10) ran on one thread against CPU's two.
-    let split = s.bn == 1 && s.work() >= PAR_WORK;
+    // `for_batches` threads one product from `SPLIT_WORK` multiply-adds
+    // (about 10 us of this kernel at one thread), as for float32.
     for_batches(s, |i, par| {
-        let par = par || split;
         let i = i as isize;
         // SAFETY: the views were checked against their shapes; each batch's
         // output matrix is written by one call.
