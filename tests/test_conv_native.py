@@ -151,6 +151,9 @@ CASES = [
     # id, function, input shape, weight shape, bias, kwargs
     ("multi_tile_padded", F.conv2d, (2, 64, 20, 19), (32, 64, 3, 3), True, dict(padding=1)),
     ("multi_tile_1x1", F.conv2d, (1, 256, 30, 30), (8, 256, 1, 1), False, {}),
+    # float32 on AVX-512: 75 output columns across 3 samples (tiles span
+    # samples), 512 output channels in row blocks, k = 144 over two k blocks.
+    ("row_blocks_across_samples", F.conv2d, (3, 16, 5, 5), (512, 16, 3, 3), True, dict(padding=1)),
     ("depthwise_multiplier", F.conv2d, (2, 4, 7, 7), (8, 1, 3, 3), True, dict(groups=4, padding=1)),
     (
         "depthwise_stride2_dilation",

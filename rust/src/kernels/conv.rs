@@ -5,6 +5,11 @@
 //!   tiles; one task packs the input windows of one tile (a bounded
 //!   `C/G * KH * KW x T` im2col tile in a per-thread buffer, never the full
 //!   column matrix) and multiplies it with the gemm crate.
+//! - float32 on AVX-512 (igemm.rs): the same implicit GEMM on foo's own
+//!   `12 x 32` register tile, the weight packed once per call, im2col
+//!   micro-panels gathered through per-tap offset tables, columns running
+//!   across samples (a 7 x 7 layer fills whole panels); the input gradient
+//!   likewise (`W^T` packed once, col2im as below).
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
 //! - Depthwise (one input and one output channel per group): direct SIMD
 //!   loops over zero-padded, phase-split copies of each plane (depthwise.rs).
@@ -16,14 +21,16 @@
 //! the im2col tile) accumulating over samples and tiles in a fixed order;
 //! w.r.t. the bias, a sum per output channel.
 //!
-//! Determinism: the task partition and every accumulation order depend on
-//! the shapes only, never on the thread count.
+//! Determinism: every accumulation order depends on the shapes only, never
+//! on the thread count (the AVX-512 forward sizes its task grid by the
+//! thread count, but each output sums `k` in the same blocks in any task).
 
 // Loops over rows and lanes index on purpose.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
 mod depthwise;
 pub mod fold;
+mod igemm;
 
 use super::parallel;
 use super::{KernelError, Strided};
@@ -223,7 +230,7 @@ unsafe fn gemm<T: Real>(
 
 /// Packs rows `r0..r1` (row = (c, kh, kw) within the group) of the im2col
 /// tile of positions `p0..p0+t` of one sample-group's input planes `x`
-/// (`cg` planes of H x W) into `dst` (`(r1-r0) x t`, row-major).
+/// (`cg` planes of H x W) into `dst` (`r1-r0` rows of `t` at stride `ld`).
 unsafe fn pack<T: Real>(
     g: &Conv2d,
     x: *const T,
@@ -231,6 +238,7 @@ unsafe fn pack<T: Real>(
     r1: usize,
     p0: usize,
     t: usize,
+    ld: usize,
     dst: &mut [T],
 ) {
     let kp = g.kp();
@@ -239,7 +247,7 @@ unsafe fn pack<T: Real>(
         let (c, k) = (r / kp, r % kp);
         let (ki, kj) = (k / g.kw, k % g.kw);
         let plane = x.add(c * g.hw());
-        let row_dst = &mut dst[(r - r0) * t..(r - r0 + 1) * t];
+        let row_dst = &mut dst[(r - r0) * ld..(r - r0) * ld + t];
         let hoff = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
         let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
         let (lo, hi) = g.valid_cols(woff);
@@ -453,6 +461,18 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
         depthwise::forward(g, out, x, w, bias);
         return;
     }
+    if is_f32::<T>()
+        && !g.pointwise()
+        && ck > 0
+        && g.n * g.c * hw < i32::MAX as usize
+        && igemm::available()
+    {
+        forward_igemm(g, out.0 as *mut f32, x.0 as *const f32, w.0 as *const f32);
+        if let Some(b) = bias {
+            add_bias(g, out, b);
+        }
+        return;
+    }
     let t = g.tile(ck);
     let ntiles = p.div_ceil(t);
     let ntasks = g.n * g.groups * ntiles;
@@ -492,7 +512,7 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
                 );
             } else {
                 with_scratch::<T, _>(ck * tt, |buf| {
-                    pack(g, xg, 0, ck, p0, tt, buf);
+                    pack(g, xg, 0, ck, p0, tt, tt, buf);
                     gemm(
                         ocg,
                         tt,
@@ -518,6 +538,205 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
                         *v += bv;
                     }
                 }
+            }
+        }
+    });
+}
+
+fn is_f32<T: 'static>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+}
+
+/// The AVX-512 forward's task grid for one group: `(columns per tile,
+/// tiles, rows per block, row blocks)`. Columns are the group's output
+/// positions of all samples in order (`n * P`), so small images still fill
+/// whole micro-panels. A tile is whole micro-panels, at most
+/// [`IGEMM_TILE`] columns (its packed B block, `KC x IGEMM_TILE` floats,
+/// stays within L2), sized for about four tasks per thread (a short last
+/// tile evens the pool out). Too few tiles split the output channels into
+/// blocks of at least 128: each block packs the same B again, and packing
+/// costs about one FMA cycle per element against `rows / 16` for the product.
+fn igemm_grid(g: &Conv2d) -> (usize, usize, usize, usize) {
+    use igemm::NR;
+    let cols = g.n * g.p();
+    let want = (4 * parallel::num_threads()).div_ceil(g.groups);
+    let panels = cols.div_ceil(NR);
+    let per_tile = (panels / want).clamp(2.min(panels), IGEMM_TILE / NR);
+    let t = per_tile * NR;
+    let tiles = cols.div_ceil(t);
+    let ocg = g.ocg();
+    let blocks = if tiles >= want {
+        1
+    } else {
+        want.div_ceil(tiles).min(ocg / 128).max(1)
+    };
+    let rb = ocg.div_ceil(blocks).div_ceil(igemm::MR) * igemm::MR;
+    (t, tiles, rb, ocg.div_ceil(rb))
+}
+
+/// Most columns in one task of the AVX-512 path.
+const IGEMM_TILE: usize = 256;
+
+/// The forward product through [`igemm`]: tasks over (group, row block,
+/// column tile) of [`igemm_grid`]; each packs its im2col block `KC` rows at
+/// a time straight into micro-panels and multiplies it with its rows of the
+/// group's packed weight. A tile inside one sample writes the output
+/// directly; one across samples goes through a scratch tile.
+fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
+    let (out, x, w) = (P(out), P(x as *mut f32), P(w as *mut f32));
+    let (p, hw, cg, ocg, ck) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck());
+    let (t, tiles, rb, blocks) = igemm_grid(g);
+    let cols = g.n * p;
+    let per_group = igemm::packed_len(ocg, ck);
+    WEIGHTS.with(|wp| {
+        let mut wp = wp.borrow_mut();
+        if wp.len() < g.groups * per_group {
+            wp.resize(g.groups * per_group, 0.0);
+        }
+        for grp in 0..g.groups {
+            // SAFETY: the group's weight rows are ocg x ck, row-major.
+            unsafe {
+                igemm::pack_a_all(
+                    w.at(grp * ocg * ck),
+                    ck as isize,
+                    1,
+                    ocg,
+                    ck,
+                    &mut wp[grp * per_group..],
+                )
+            };
+        }
+        let wp = P(wp.as_mut_ptr());
+        parallel::parallel_for(g.groups * blocks * tiles, |task| {
+            let (grp, rest) = (task / (blocks * tiles), task % (blocks * tiles));
+            let (blk, tile) = (rest / tiles, rest % tiles);
+            let (r0, q0) = (blk * rb, tile * t);
+            let (rows, tt) = (rb.min(ocg - r0), t.min(cols - q0));
+            let a = igemm::A {
+                ptr: wp.at(grp * per_group),
+                rows: ocg,
+                first: r0,
+            };
+            let xg = x.at(grp * cg * hw) as *const f32;
+            // SAFETY: the group's input planes of every sample.
+            let pack_b = |k0: usize, kc: usize, j0: usize, nr: usize, dst: &mut [f32]| unsafe {
+                pack_cols(g, xg, k0, kc, q0 + j0, nr, dst)
+            };
+            let (n0, pos0) = (q0 / p, q0 % p);
+            // SAFETY: each task writes the output rows r0..r0+rows of its
+            // group at its columns only.
+            unsafe {
+                if pos0 + tt <= p {
+                    let c = out.at((n0 * g.oc + grp * ocg + r0) * p + pos0);
+                    igemm::gemm(rows, tt, ck, a, pack_b, c, p, false);
+                } else {
+                    with_scratch::<f32, _>(rows * tt, |buf| {
+                        igemm::gemm(rows, tt, ck, a, pack_b, buf.as_mut_ptr(), tt, false);
+                        let mut j = 0;
+                        while j < tt {
+                            let (n, pos) = ((q0 + j) / p, (q0 + j) % p);
+                            let len = (p - pos).min(tt - j);
+                            for i in 0..rows {
+                                let dst = out.at((n * g.oc + grp * ocg + r0 + i) * p + pos);
+                                std::ptr::copy_nonoverlapping(
+                                    buf.as_ptr().add(i * tt + j),
+                                    dst,
+                                    len,
+                                );
+                            }
+                            j += len;
+                        }
+                    });
+                }
+            }
+        });
+    });
+}
+
+/// Packs rows `k0..k0+kc` and columns `q0..q0+nr` (`nr <= NR`) of one
+/// group's im2col matrix into `kc` rows of [`igemm::NR`] floats (columns
+/// past `nr` zero). Columns are (sample, output position) in order, so a
+/// micro-panel may span samples; `xg` is sample 0's first plane of the group.
+///
+/// Every row `(c, kh, kw)` reads the same positions of its channel's plane,
+/// so each call first tabulates, per kernel tap and column, the offset it
+/// reads (or -1 for padding), and then copies each row through its tap's
+/// table: no index arithmetic per element, whatever the stride, padding or
+/// dilation, and no per-row segments (a 7-wide output row had made the
+/// segment loop of [`pack`] cost a third of the product's time).
+unsafe fn pack_cols(
+    g: &Conv2d,
+    xg: *const f32,
+    k0: usize,
+    kc: usize,
+    q0: usize,
+    nr: usize,
+    dst: &mut [f32],
+) {
+    use igemm::NR;
+    let (p, kp) = (g.p(), g.kp());
+    let sample = (g.c * g.hw()) as isize;
+    // Per column: the sample's offset and the window's top-left input row/col.
+    let mut base = [0isize; NR];
+    let mut top = [0isize; NR];
+    let mut left = [0isize; NR];
+    for j in 0..nr {
+        let q = q0 + j;
+        let (n, pos) = (q / p, q % p);
+        base[j] = n as isize * sample;
+        top[j] = (pos / g.ow * g.stride[0]) as isize - g.padding[0] as isize;
+        left[j] = (pos % g.ow * g.stride[1]) as isize - g.padding[1] as isize;
+    }
+    TAPS.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() < kp * NR {
+            t.resize(kp * NR, -1);
+        }
+        let first = k0 % kp;
+        for i in 0..kc.min(kp) {
+            let tap = (first + i) % kp;
+            let (ki, kj) = (tap / g.kw, tap % g.kw);
+            let row = &mut t[tap * NR..(tap + 1) * NR];
+            for j in 0..NR {
+                let ih = top[j] + (ki * g.dilation[0]) as isize;
+                let iw = left[j] + (kj * g.dilation[1]) as isize;
+                let inside = j < nr && ih >= 0 && ih < g.h as isize && iw >= 0 && iw < g.w as isize;
+                // i32: the AVX-512 path takes inputs of fewer than 2^31 elements.
+                row[j] = if inside {
+                    (base[j] + ih * g.w as isize + iw) as i32
+                } else {
+                    -1
+                };
+            }
+        }
+        for r in k0..k0 + kc {
+            let plane = xg.add(r / kp * g.hw());
+            let tab = &t[r % kp * NR..(r % kp + 1) * NR];
+            igemm::gather_row(plane, tab, &mut dst[(r - k0) * NR..(r - k0 + 1) * NR]);
+        }
+    })
+}
+
+thread_local! {
+    /// [`pack_cols`]' per-tap offset tables.
+    static TAPS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+}
+
+thread_local! {
+    /// The calling thread's packed weights of the AVX-512 path (reused
+    /// across calls: a fresh buffer would fault its pages in every call).
+    static WEIGHTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `out[n, o, :] += bias[o]`.
+fn add_bias<T: Real>(g: &Conv2d, out: P<T>, bias: P<T>) {
+    let p = g.p();
+    parallel::parallel_for(g.n, |n| {
+        for o in 0..g.oc {
+            let bv = unsafe { *bias.at(o) };
+            // SAFETY: task n writes sample n's planes only.
+            for v in unsafe { std::slice::from_raw_parts_mut(out.at((n * g.oc + o) * p), p) } {
+                *v += bv;
             }
         }
     });
@@ -592,12 +811,19 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
         depthwise::grad_input(g, gi, grad, w);
         return;
     }
-    // Channel blocks per (sample, group): enough tasks for a small batch.
-    let ng = g.n * g.groups;
-    let ncb = if ng >= 8 { 1 } else { (8 / ng).min(cg).max(1) };
-    let cb = cg.div_ceil(ncb);
-    let ncb = cg.div_ceil(cb);
-    let ntasks = ng * ncb;
+    let (cb, ncb) = channel_blocks(g);
+    if is_f32::<T>() && !g.pointwise() && igemm::available() {
+        grad_input_igemm(
+            g,
+            gi.0 as *mut f32,
+            grad.0 as *const f32,
+            w.0 as *const f32,
+            cb,
+            ncb,
+        );
+        return;
+    }
+    let ntasks = g.n * g.groups * ncb;
     let par = ntasks < parallel::num_threads() && ocg * ck * p >= (1 << 22);
     parallel::parallel_for(ntasks, |task| {
         let (ngi, blk) = (task / ncb, task % ncb);
@@ -658,6 +884,94 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
                 }
             });
         }
+    });
+}
+
+/// Channel blocks of the input gradient per (sample, group), enough tasks
+/// for a small batch: (channels per block, blocks).
+fn channel_blocks(g: &Conv2d) -> (usize, usize) {
+    let (ng, cg) = (g.n * g.groups, g.cg());
+    let ncb = if ng >= 8 { 1 } else { (8 / ng).min(cg).max(1) };
+    let cb = cg.div_ceil(ncb);
+    (cb, cg.div_ceil(cb))
+}
+
+/// The input gradient through [`igemm`]: tasks over (sample, group,
+/// channel block); each computes its column-gradient tiles
+/// `W[:, rows]^T @ grad[:, tile]` and adds them into its planes (col2im).
+/// `W^T` is packed once per call, one block of rows per channel block.
+fn grad_input_igemm(
+    g: &Conv2d,
+    gi: *mut f32,
+    grad: *const f32,
+    w: *const f32,
+    cb: usize,
+    ncb: usize,
+) {
+    let (gi, grad, w) = (P(gi), P(grad as *mut f32), P(w as *mut f32));
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let per_block = igemm::packed_len(cb * kp, ocg);
+    WEIGHTS.with(|wp| {
+        let mut wp = wp.borrow_mut();
+        let need = g.groups * ncb * per_block;
+        if wp.len() < need {
+            wp.resize(need, 0.0);
+        }
+        for grp in 0..g.groups {
+            for blk in 0..ncb {
+                let (c0, c1) = (blk * cb, ((blk + 1) * cb).min(cg));
+                let dst = &mut wp[(grp * ncb + blk) * per_block..];
+                // SAFETY: W^T's rows c0*kp..c1*kp: element (r, o) at w[o*ck + r].
+                unsafe {
+                    igemm::pack_a_all(
+                        w.at(grp * ocg * ck + c0 * kp),
+                        1,
+                        ck as isize,
+                        (c1 - c0) * kp,
+                        ocg,
+                        dst,
+                    )
+                };
+            }
+        }
+        let wp = P(wp.as_mut_ptr());
+        parallel::parallel_for(g.n * g.groups * ncb, |task| {
+            let (ngi, blk) = (task / ncb, task % ncb);
+            let (n, grp) = (ngi / g.groups, ngi % g.groups);
+            let (c0, c1) = (blk * cb, ((blk + 1) * cb).min(cg));
+            let rows = (c1 - c0) * kp;
+            let gig = gi.at((n * g.c + grp * cg) * hw);
+            let gg = grad.at((n * g.oc + grp * ocg) * p) as *const f32;
+            let a = igemm::A {
+                ptr: wp.at((grp * ncb + blk) * per_block),
+                rows,
+                first: 0,
+            };
+            let t = g.tile(rows).div_ceil(igemm::NR) * igemm::NR;
+            // SAFETY: each task writes the planes c0..c1 of its (sample, group).
+            unsafe {
+                std::slice::from_raw_parts_mut(gig.add(c0 * hw), (c1 - c0) * hw).fill(0.0);
+                with_scratch::<f32, _>(rows * t, |buf| {
+                    let mut p0 = 0;
+                    while p0 < p {
+                        let tt = t.min(p - p0);
+                        let pack_grad =
+                            |k0: usize, kc: usize, j0: usize, nr: usize, dst: &mut [f32]| {
+                                for kk in 0..kc {
+                                    let src = std::slice::from_raw_parts(
+                                        gg.add((k0 + kk) * p + p0 + j0),
+                                        nr,
+                                    );
+                                    dst[kk * igemm::NR..kk * igemm::NR + nr].copy_from_slice(src);
+                                }
+                            };
+                        igemm::gemm(rows, tt, ocg, a, pack_grad, buf.as_mut_ptr(), tt, false);
+                        unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, &buf[..rows * tt]);
+                        p0 += tt;
+                    }
+                });
+            }
+        });
     });
 }
 
@@ -727,7 +1041,7 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
                     let mut p0 = 0;
                     while p0 < p {
                         let tt = t.min(p - p0);
-                        pack(g, xg, r0, r1, p0, tt, buf);
+                        pack(g, xg, r0, r1, p0, tt, tt, buf);
                         gemm(
                             ocg,
                             rows,

@@ -243,15 +243,16 @@ unsafe fn pack_b(b: *const u16, rs: isize, cs: isize, nr: usize, kc: usize, dst:
 /// Hand-written: no crate packs pair-interleaved bfloat16 panels (the gemm
 /// crate has no bfloat16 kernel at all, see the module note).
 #[cfg(target_arch = "x86_64")]
-mod vpack {
+pub(crate) mod vpack {
     use std::arch::x86_64::*;
 
     /// In-place transpose of a 16 x 16 matrix of u32 (`r[i]` lane `j` ->
     /// `r[j]` lane `i`): 32-bit and 64-bit unpacks within 128-bit lanes,
-    /// then a 4 x 4 transpose of the 128-bit lanes.
+    /// then a 4 x 4 transpose of the 128-bit lanes. Also packs float32
+    /// convolution weights (`conv/igemm.rs`).
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn transpose16(r: &mut [__m512i; 16]) {
+    pub(crate) unsafe fn transpose16(r: &mut [__m512i; 16]) {
         let mut t = [_mm512_setzero_si512(); 16];
         for k in 0..8 {
             t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
