@@ -991,6 +991,10 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         depthwise::grad_weight(g, gw, grad, x);
         return;
     }
+    if is_f32::<T>() && !g.pointwise() && g.n * g.c * hw < i32::MAX as usize && igemm::available() {
+        grad_weight_igemm(g, gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
+        return;
+    }
     // Blocks of the C/G*KH*KW columns of each group's weight gradient.
     let nrb = if g.groups >= 8 {
         1
@@ -1063,6 +1067,84 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
                 }
             });
         }
+    });
+}
+
+/// The weight gradient through [`igemm`]: `gw[:, cols] += grad @ im2col^T`
+/// over every sample's positions in blocks of at most `KC`, tasks over
+/// (group, block of gw's columns). A task packs the output gradient's rows
+/// (A, `ocg x kc`, 16 x 16 transposes) and gathers its im2col columns
+/// transposed (B: position-major micro-panels of 32 `(c, kh, kw)` rows).
+/// Each element of gw adds its blocks in sample and position order, so the
+/// result does not depend on the task grid or thread count.
+fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32) {
+    use igemm::{KC, NR};
+    let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let panels = ck.div_ceil(NR);
+    let want = (4 * parallel::num_threads()).div_ceil(g.groups);
+    let per_task = (panels / want).clamp(1, IGEMM_TILE / NR);
+    let blocks = panels.div_ceil(per_task);
+    let (s0, s1) = (g.stride[0] as i32, g.stride[1] as i32);
+    parallel::parallel_for(g.groups * blocks, |task| {
+        let (grp, blk) = (task / blocks, task % blocks);
+        let c0 = blk * per_task * NR;
+        let cols = (per_task * NR).min(ck - c0);
+        with_scratch::<f32, _>(igemm::packed_len(ocg, KC), |abuf| {
+            for n in 0..g.n {
+                let gg = grad.at((n * g.oc + grp * ocg) * p) as *const f32;
+                let xs = x.at((n * g.c + grp * cg) * hw) as *const f32;
+                let mut p0 = 0;
+                while p0 < p {
+                    let kc = KC.min(p - p0);
+                    // SAFETY: the task reads its sample's grad rows and input
+                    // planes and writes gw's columns c0..c0+cols of its group.
+                    unsafe {
+                        igemm::pack_a_all(gg.add(p0), p as isize, 1, ocg, kc, abuf);
+                        let a = igemm::A {
+                            ptr: abuf.as_ptr(),
+                            rows: ocg,
+                            first: 0,
+                        };
+                        // B(k = position p0 + k0 + kk, j = row c0 + j0 + jj).
+                        let pack_b = |k0: usize,
+                                      kc: usize,
+                                      j0: usize,
+                                      nr: usize,
+                                      dst: &mut [f32]| {
+                            let mut taps = igemm::Taps::default();
+                            for jj in 0..NR {
+                                let r = c0 + j0 + jj;
+                                if jj < nr {
+                                    let (c, tap) = (r / kp, r % kp);
+                                    let (ki, kj) = (tap / g.kw, tap % g.kw);
+                                    let dh = (ki * g.dilation[0]) as i32 - g.padding[0] as i32;
+                                    let dw = (kj * g.dilation[1]) as i32 - g.padding[1] as i32;
+                                    taps.set(jj, (c * hw) as i32 + dh * g.w as i32 + dw, dh, dw);
+                                }
+                            }
+                            for kk in 0..kc {
+                                let pos = p0 + k0 + kk;
+                                let (oh, ow) = ((pos / g.ow) as i32, (pos % g.ow) as i32);
+                                let d = &mut dst[kk * NR..(kk + 1) * NR];
+                                taps.gather(xs, oh * s0, ow * s1, g.h as i32, g.w as i32, d);
+                            }
+                        };
+                        igemm::gemm(
+                            ocg,
+                            cols,
+                            kc,
+                            a,
+                            pack_b,
+                            gw.at(grp * ocg * ck + c0),
+                            ck,
+                            true,
+                        );
+                    }
+                    p0 += kc;
+                }
+            }
+        });
     });
 }
 

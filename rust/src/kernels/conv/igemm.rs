@@ -265,6 +265,91 @@ unsafe fn gather_row_avx512(src: *const f32, tab: *const i32, dst: *mut f32) {
     }
 }
 
+/// Where the `NR` rows `(c, kh, kw)` of one micro-panel read, for
+/// gathering im2col transposed (a weight gradient's B): row `j` of the
+/// window at input row `ih0` and column `iw0` reads
+/// `src[base[j] + ih0 * w + iw0]` when `ih0 + dh[j]` and `iw0 + dw[j]`
+/// fall inside the plane. Rows never set read nothing (0).
+pub struct Taps {
+    base: [i32; NR],
+    dh: [i32; NR],
+    dw: [i32; NR],
+}
+
+/// A row offset no window reaches (`ih0 + OUTSIDE` stays negative).
+const OUTSIDE: i32 = i32::MIN / 2;
+
+impl Default for Taps {
+    fn default() -> Self {
+        Taps {
+            base: [0; NR],
+            dh: [OUTSIDE; NR],
+            dw: [OUTSIDE; NR],
+        }
+    }
+}
+
+impl Taps {
+    /// Row `j` reads plane offset `base` (channel plane plus the tap's
+    /// `dh * w + dw`); `dh`/`dw` are the tap's row/column offsets from the
+    /// window's corner (dilation and padding included).
+    pub fn set(&mut self, j: usize, base: i32, dh: i32, dw: i32) {
+        self.base[j] = base;
+        self.dh[j] = dh;
+        self.dw[j] = dw;
+    }
+
+    /// `dst[j]` = row `j` at the window whose corner is `(ih0, iw0)` of an
+    /// `h x w` plane.
+    ///
+    /// # Safety
+    /// [`available`] holds; every offset inside the plane is inside the
+    /// allocation `src` points into.
+    #[inline]
+    pub unsafe fn gather(
+        &self,
+        src: *const f32,
+        ih0: i32,
+        iw0: i32,
+        h: i32,
+        w: i32,
+        dst: &mut [f32],
+    ) {
+        assert!(dst.len() >= NR);
+        #[cfg(target_arch = "x86_64")]
+        taps_avx512(self, src, ih0, iw0, h, w, dst.as_mut_ptr());
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("the AVX-512 convolution kernel runs on x86_64 only")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn taps_avx512(
+    t: &Taps,
+    src: *const f32,
+    ih0: i32,
+    iw0: i32,
+    h: i32,
+    w: i32,
+    dst: *mut f32,
+) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    for v in 0..NR / 16 {
+        let ld = |a: &[i32; NR]| _mm512_loadu_si512(a.as_ptr().add(v * 16) as *const _);
+        let ih = _mm512_add_epi32(ld(&t.dh), _mm512_set1_epi32(ih0));
+        let iw = _mm512_add_epi32(ld(&t.dw), _mm512_set1_epi32(iw0));
+        let inside = _mm512_cmpge_epi32_mask(ih, zero)
+            & _mm512_cmplt_epi32_mask(ih, _mm512_set1_epi32(h))
+            & _mm512_cmpge_epi32_mask(iw, zero)
+            & _mm512_cmplt_epi32_mask(iw, _mm512_set1_epi32(w));
+        let idx = _mm512_add_epi32(ld(&t.base), _mm512_set1_epi32(ih0 * w + iw0));
+        let x = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), inside, idx, src as *const _);
+        _mm512_storeu_ps(dst.add(v * 16), x);
+    }
+}
+
 /// `C[0..M][0..nr] = (load ? C : 0) + A_panel @ B_panel` over `kc` steps,
 /// `NV` 16-lane vectors of columns.
 ///
