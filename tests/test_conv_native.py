@@ -154,6 +154,17 @@ CASES = [
     # float32 on AVX-512: 75 output columns across 3 samples (tiles span
     # samples), 512 output channels in row blocks, k = 144 over two k blocks.
     ("row_blocks_across_samples", F.conv2d, (3, 16, 5, 5), (512, 16, 3, 3), True, dict(padding=1)),
+    # Stride 1 over wide rows: the forward runs on padded copies of the planes
+    # (conv.rs, forward_padded), with dilation, uneven padding and groups.
+    (
+        "padded_rows_dilated_groups",
+        F.conv2d,
+        (2, 8, 10, 40),
+        (6, 4, 3, 3),
+        True,
+        dict(padding=(1, 2), dilation=(1, 2), groups=2),
+    ),
+    ("padded_rows_1d", F.conv1d, (2, 4, 64), (5, 4, 3), True, dict(padding=1)),
     ("depthwise_multiplier", F.conv2d, (2, 4, 7, 7), (8, 1, 3, 3), True, dict(groups=4, padding=1)),
     (
         "depthwise_stride2_dilation",
@@ -251,7 +262,11 @@ def test_same_bits_for_any_thread_count():
         for n in (1, 2, 3):
             torch.set_num_threads(n)
             with foo_rs.fallback_disabled():
-                y = F.conv2d(x, w, padding=1, stride=2).sum() + F.conv2d(x, dw, padding=2, groups=64).square().sum()
+                y = (
+                    F.conv2d(x, w, padding=1, stride=2).sum()
+                    + F.conv2d(x, w, padding=1).square().sum()
+                    + F.conv2d(x, dw, padding=2, groups=64).square().sum()
+                )
                 gx, gw, gdw = torch.autograd.grad(y, [x, w, dw])
             results.append([t.cpu() for t in (y, gx, gw, gdw)])
     finally:

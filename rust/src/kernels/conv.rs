@@ -8,8 +8,12 @@
 //! - float32 on AVX-512 (igemm.rs): the same implicit GEMM on foo's own
 //!   `12 x 32` register tile, the weight packed once per call, im2col
 //!   micro-panels gathered through per-tap offset tables, columns running
-//!   across samples (a 7 x 7 layer fills whole panels); the input gradient
-//!   likewise (`W^T` packed once, col2im as below).
+//!   across samples (a 7 x 7 layer fills whole panels); stride 1 over wide
+//!   rows reads im2col rows as runs of zero-padded plane copies instead
+//!   (`forward_padded`); the input gradient likewise (`W^T` packed once,
+//!   col2im as below). The weight gradient stays on the gemm crate: through
+//!   this kernel it measured no faster and needed shorter k blocks to stay
+//!   as accurate as CPU.
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
 //! - Depthwise (one input and one output channel per group): direct SIMD
 //!   loops over zero-padded, phase-split copies of each plane (depthwise.rs).
@@ -607,6 +611,10 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
             };
         }
         let wp = P(wp.as_mut_ptr());
+        if padded_rows(g) {
+            forward_padded(g, out, x, wp, per_group);
+            return;
+        }
         parallel::parallel_for(g.groups * blocks * tiles, |task| {
             let (grp, rest) = (task / (blocks * tiles), task % (blocks * tiles));
             let (blk, tile) = (rest / tiles, rest % tiles);
@@ -651,6 +659,100 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
             }
         });
     });
+}
+
+/// Whether the forward takes [`forward_padded`]: stride 1 and at most one
+/// column in nine of the padded rows wasted (resnet's 3x3 layers at 56 and
+/// 28, not at 14 or 7, where gathering costs less than the waste).
+fn padded_rows(g: &Conv2d) -> bool {
+    let wp = g.w + 2 * g.padding[1];
+    g.stride == [1, 1] && wp >= g.ow && (wp - g.ow) * 8 <= g.ow
+}
+
+/// The stride-1 forward without im2col gathers: each input plane is copied
+/// once with its zero padding, so that for output position `(oh, ow)`
+/// numbered `q = oh * Wp + ow` over the padded width `Wp`, tap `(kh, kw)`
+/// reads padded element `q + kh * Wp + kw` of its channel. An im2col row is
+/// then a contiguous run of the padded plane, and a micro-panel's row one
+/// copy. The columns `ow >= OW` of each padded row are computed and
+/// dropped (`(Wp - OW) / Wp` of the work); the tile goes through a scratch
+/// tile and its valid columns to the output. Gathering had cost 60% of the
+/// product's time on a 64-channel 3x3 layer at 56 x 56 (perf).
+fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usize) {
+    use igemm::NR;
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let (hp, wpad) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
+    // Reads reach past the last padded row by up to a panel and a kernel row.
+    let plane = hp * wpad + NR + (g.kw - 1) * g.dilation[1];
+    let cols = g.oh * wpad;
+    let t = cols.div_ceil(NR).clamp(1, IGEMM_TILE / NR) * NR;
+    let tiles = cols.div_ceil(t);
+    PADDED.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        if buf.len() < g.n * g.c * plane {
+            buf.resize(g.n * g.c * plane, 0.0);
+        }
+        let xp = P(buf.as_mut_ptr());
+        parallel::parallel_for(g.n * g.c, |pl| {
+            // SAFETY: task pl writes padded plane pl only.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(xp.at(pl * plane), plane);
+                dst.fill(0.0);
+                for ih in 0..g.h {
+                    let src = std::slice::from_raw_parts(x.at(pl * hw + ih * g.w), g.w);
+                    let at = (ih + g.padding[0]) * wpad + g.padding[1];
+                    dst[at..at + g.w].copy_from_slice(src);
+                }
+            }
+        });
+        parallel::parallel_for(g.groups * g.n * tiles, |task| {
+            let (grp, rest) = (task / (g.n * tiles), task % (g.n * tiles));
+            let (n, tile) = (rest / tiles, rest % tiles);
+            let q0 = tile * t;
+            let tt = t.min(cols - q0);
+            let xg = xp.at((n * g.c + grp * cg) * plane) as *const f32;
+            let a = igemm::A {
+                ptr: wp.at(grp * per_group),
+                rows: ocg,
+                first: 0,
+            };
+            // SAFETY: reads stay inside the sample-group's padded planes
+            // (see `plane`); the task writes its own output positions.
+            let pack_b = |k0: usize, kc: usize, j0: usize, nr: usize, dst: &mut [f32]| unsafe {
+                for kk in 0..kc {
+                    let r = k0 + kk;
+                    let (c, tap) = (r / kp, r % kp);
+                    let off = c * plane
+                        + (tap / g.kw) * g.dilation[0] * wpad
+                        + (tap % g.kw) * g.dilation[1];
+                    let src = std::slice::from_raw_parts(xg.add(off + q0 + j0), nr);
+                    dst[kk * NR..kk * NR + nr].copy_from_slice(src);
+                }
+            };
+            with_scratch::<f32, _>(ocg * tt, |c| unsafe {
+                igemm::gemm(ocg, tt, ck, a, pack_b, c.as_mut_ptr(), tt, false);
+                let mut j = 0;
+                while j < tt {
+                    let (oh, ow) = ((q0 + j) / wpad, (q0 + j) % wpad);
+                    let len = (wpad - ow).min(tt - j);
+                    if ow < g.ow {
+                        let keep = len.min(g.ow - ow);
+                        for o in 0..ocg {
+                            let dst = out.at((n * g.oc + grp * ocg + o) * p + oh * g.ow + ow);
+                            std::ptr::copy_nonoverlapping(c.as_ptr().add(o * tt + j), dst, keep);
+                        }
+                    }
+                    j += len;
+                }
+            });
+        });
+    });
+}
+
+thread_local! {
+    /// [`forward_padded`]'s padded copy of the input (the calling thread's,
+    /// reused across calls).
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Packs rows `k0..k0+kc` and columns `q0..q0+nr` (`nr <= NR`) of one
@@ -991,10 +1093,6 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         depthwise::grad_weight(g, gw, grad, x);
         return;
     }
-    if is_f32::<T>() && !g.pointwise() && g.n * g.c * hw < i32::MAX as usize && igemm::available() {
-        grad_weight_igemm(g, gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
-        return;
-    }
     // Blocks of the C/G*KH*KW columns of each group's weight gradient.
     let nrb = if g.groups >= 8 {
         1
@@ -1067,84 +1165,6 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
                 }
             });
         }
-    });
-}
-
-/// The weight gradient through [`igemm`]: `gw[:, cols] += grad @ im2col^T`
-/// over every sample's positions in blocks of at most `KC`, tasks over
-/// (group, block of gw's columns). A task packs the output gradient's rows
-/// (A, `ocg x kc`, 16 x 16 transposes) and gathers its im2col columns
-/// transposed (B: position-major micro-panels of 32 `(c, kh, kw)` rows).
-/// Each element of gw adds its blocks in sample and position order, so the
-/// result does not depend on the task grid or thread count.
-fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32) {
-    use igemm::{KC, NR};
-    let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
-    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
-    let panels = ck.div_ceil(NR);
-    let want = (4 * parallel::num_threads()).div_ceil(g.groups);
-    let per_task = (panels / want).clamp(1, IGEMM_TILE / NR);
-    let blocks = panels.div_ceil(per_task);
-    let (s0, s1) = (g.stride[0] as i32, g.stride[1] as i32);
-    parallel::parallel_for(g.groups * blocks, |task| {
-        let (grp, blk) = (task / blocks, task % blocks);
-        let c0 = blk * per_task * NR;
-        let cols = (per_task * NR).min(ck - c0);
-        with_scratch::<f32, _>(igemm::packed_len(ocg, KC), |abuf| {
-            for n in 0..g.n {
-                let gg = grad.at((n * g.oc + grp * ocg) * p) as *const f32;
-                let xs = x.at((n * g.c + grp * cg) * hw) as *const f32;
-                let mut p0 = 0;
-                while p0 < p {
-                    let kc = KC.min(p - p0);
-                    // SAFETY: the task reads its sample's grad rows and input
-                    // planes and writes gw's columns c0..c0+cols of its group.
-                    unsafe {
-                        igemm::pack_a_all(gg.add(p0), p as isize, 1, ocg, kc, abuf);
-                        let a = igemm::A {
-                            ptr: abuf.as_ptr(),
-                            rows: ocg,
-                            first: 0,
-                        };
-                        // B(k = position p0 + k0 + kk, j = row c0 + j0 + jj).
-                        let pack_b = |k0: usize,
-                                      kc: usize,
-                                      j0: usize,
-                                      nr: usize,
-                                      dst: &mut [f32]| {
-                            let mut taps = igemm::Taps::default();
-                            for jj in 0..NR {
-                                let r = c0 + j0 + jj;
-                                if jj < nr {
-                                    let (c, tap) = (r / kp, r % kp);
-                                    let (ki, kj) = (tap / g.kw, tap % g.kw);
-                                    let dh = (ki * g.dilation[0]) as i32 - g.padding[0] as i32;
-                                    let dw = (kj * g.dilation[1]) as i32 - g.padding[1] as i32;
-                                    taps.set(jj, (c * hw) as i32 + dh * g.w as i32 + dw, dh, dw);
-                                }
-                            }
-                            for kk in 0..kc {
-                                let pos = p0 + k0 + kk;
-                                let (oh, ow) = ((pos / g.ow) as i32, (pos % g.ow) as i32);
-                                let d = &mut dst[kk * NR..(kk + 1) * NR];
-                                taps.gather(xs, oh * s0, ow * s1, g.h as i32, g.w as i32, d);
-                            }
-                        };
-                        igemm::gemm(
-                            ocg,
-                            cols,
-                            kc,
-                            a,
-                            pack_b,
-                            gw.at(grp * ocg * ck + c0),
-                            ck,
-                            true,
-                        );
-                    }
-                    p0 += kc;
-                }
-            }
-        });
     });
 }
 
