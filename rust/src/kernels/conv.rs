@@ -234,7 +234,7 @@ unsafe fn gemm<T: Real>(
 
 /// Packs rows `r0..r1` (row = (c, kh, kw) within the group) of the im2col
 /// tile of positions `p0..p0+t` of one sample-group's input planes `x`
-/// (`cg` planes of H x W) into `dst` (`r1-r0` rows of `t` at stride `ld`).
+/// (`cg` planes of H x W) into `dst` (`(r1-r0) x t`, row-major).
 unsafe fn pack<T: Real>(
     g: &Conv2d,
     x: *const T,
@@ -242,7 +242,6 @@ unsafe fn pack<T: Real>(
     r1: usize,
     p0: usize,
     t: usize,
-    ld: usize,
     dst: &mut [T],
 ) {
     let kp = g.kp();
@@ -251,7 +250,7 @@ unsafe fn pack<T: Real>(
         let (c, k) = (r / kp, r % kp);
         let (ki, kj) = (k / g.kw, k % g.kw);
         let plane = x.add(c * g.hw());
-        let row_dst = &mut dst[(r - r0) * ld..(r - r0) * ld + t];
+        let row_dst = &mut dst[(r - r0) * t..(r - r0 + 1) * t];
         let hoff = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
         let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
         let (lo, hi) = g.valid_cols(woff);
@@ -516,7 +515,7 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
                 );
             } else {
                 with_scratch::<T, _>(ck * tt, |buf| {
-                    pack(g, xg, 0, ck, p0, tt, tt, buf);
+                    pack(g, xg, 0, ck, p0, tt, buf);
                     gemm(
                         ocg,
                         tt,
@@ -1143,7 +1142,7 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
                     let mut p0 = 0;
                     while p0 < p {
                         let tt = t.min(p - p0);
-                        pack(g, xg, r0, r1, p0, tt, tt, buf);
+                        pack(g, xg, r0, r1, p0, tt, buf);
                         gemm(
                             ocg,
                             rows,

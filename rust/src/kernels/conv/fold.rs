@@ -94,16 +94,7 @@ pub fn im2col(f: &Fold, cols: &Strided, x: &Strided) -> Result<(), KernelError> 
             // only, and reads sample n's planes.
             unsafe {
                 let dst = std::slice::from_raw_parts_mut(po.at((n * g.c + c) * kp * l), kp * l);
-                pack(
-                    g,
-                    px.at(n * g.c * g.hw()),
-                    c * kp,
-                    (c + 1) * kp,
-                    0,
-                    l,
-                    l,
-                    dst,
-                );
+                pack(g, px.at(n * g.c * g.hw()), c * kp, (c + 1) * kp, 0, l, dst);
             }
         });
     }
