@@ -165,6 +165,21 @@ CASES = [
         dict(padding=(1, 2), dilation=(1, 2), groups=2),
     ),
     ("padded_rows_1d", F.conv1d, (2, 4, 64), (5, 4, 3), True, dict(padding=1)),
+    # Strided convolutions over wide rows run on phase-split padded planes
+    # (conv.rs, phase_dims): resnet's stem, strides and dilations that land
+    # taps on different phases, a 1x1 stride-2 layer (one phase of four
+    # read), a last phase one column short, odd heights.
+    ("phase_planes_stem", F.conv2d, (2, 3, 21, 70), (8, 3, 7, 7), True, dict(stride=2, padding=3)),
+    (
+        "phase_planes_stride3_dilated_groups",
+        F.conv2d,
+        (2, 6, 13, 60),
+        (9, 2, 3, 2),
+        True,
+        dict(groups=3, stride=(2, 3), padding=(2, 1), dilation=(2, 3)),
+    ),
+    ("phase_planes_1x1_stride2", F.conv2d, (2, 5, 7, 40), (7, 5, 1, 1), False, dict(stride=2)),
+    ("phase_planes_1d_stride2", F.conv1d, (2, 4, 65), (5, 4, 3), True, dict(stride=2, padding=1)),
     ("depthwise_multiplier", F.conv2d, (2, 4, 7, 7), (8, 1, 3, 3), True, dict(groups=4, padding=1)),
     (
         "depthwise_stride2_dilation",
@@ -265,6 +280,8 @@ def test_same_bits_for_any_thread_count():
                 y = (
                     F.conv2d(x, w, padding=1, stride=2).sum()
                     + F.conv2d(x, w, padding=1).square().sum()
+                    # Narrow rows: gathered im2col panels, not padded planes.
+                    + F.conv2d(x[..., :7, :3], w, padding=1).square().sum()
                     + F.conv2d(x, dw, padding=2, groups=64).square().sum()
                 )
                 gx, gw, gdw = torch.autograd.grad(y, [x, w, dw])

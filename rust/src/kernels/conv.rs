@@ -8,8 +8,9 @@
 //! - float32 on AVX-512 (igemm.rs): the same implicit GEMM on foo's own
 //!   `12 x 32` register tile, the weight packed once per call, im2col
 //!   micro-panels gathered through per-tap offset tables, columns running
-//!   across samples (a 7 x 7 layer fills whole panels); stride 1 over wide
-//!   rows reads im2col rows as runs of zero-padded plane copies instead
+//!   across samples (a 7 x 7 layer fills whole panels); over wide rows, any
+//!   stride, the product reads im2col rows in place as runs of zero-padded,
+//!   phase-split plane copies instead, with no B packing
 //!   (`forward_padded`); the input gradient likewise (`W^T` packed once,
 //!   col2im as below). The weight gradient stays on the gemm crate: through
 //!   this kernel it measured no faster and needed shorter k blocks to stay
@@ -580,16 +581,11 @@ fn igemm_grid(g: &Conv2d) -> (usize, usize, usize, usize) {
 /// Most columns in one task of the AVX-512 path.
 const IGEMM_TILE: usize = 256;
 
-/// The forward product through [`igemm`]: tasks over (group, row block,
-/// column tile) of [`igemm_grid`]; each packs its im2col block `KC` rows at
-/// a time straight into micro-panels and multiplies it with its rows of the
-/// group's packed weight. A tile inside one sample writes the output
-/// directly; one across samples goes through a scratch tile.
+/// The forward product through [`igemm`]: the weight packed once, then
+/// [`forward_padded`] (stride 1 over wide rows) or [`forward_gathered`].
 fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
     let (out, x, w) = (P(out), P(x as *mut f32), P(w as *mut f32));
-    let (p, hw, cg, ocg, ck) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck());
-    let (t, tiles, rb, blocks) = igemm_grid(g);
-    let cols = g.n * p;
+    let (ocg, ck) = (g.ocg(), g.ck());
     let per_group = igemm::packed_len(ocg, ck);
     WEIGHTS.with(|wp| {
         let mut wp = wp.borrow_mut();
@@ -609,83 +605,140 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
                 )
             };
         }
-        let wp = P(wp.as_mut_ptr());
+        let wpp = P(wp.as_mut_ptr());
         if padded_rows(g) {
-            forward_padded(g, out, x, wp, per_group);
-            return;
+            forward_padded(g, out, x, wpp, per_group);
+        } else {
+            forward_gathered(g, out, x, wpp, per_group);
         }
-        parallel::parallel_for(g.groups * blocks * tiles, |task| {
-            let (grp, rest) = (task / (blocks * tiles), task % (blocks * tiles));
-            let (blk, tile) = (rest / tiles, rest % tiles);
-            let (r0, q0) = (blk * rb, tile * t);
-            let (rows, tt) = (rb.min(ocg - r0), t.min(cols - q0));
-            let a = igemm::A {
-                ptr: wp.at(grp * per_group),
-                rows: ocg,
-                first: r0,
-            };
-            let xg = x.at(grp * cg * hw) as *const f32;
-            // SAFETY: the group's input planes of every sample.
-            let pack_b = |k0: usize, kc: usize, j0: usize, nr: usize, dst: &mut [f32]| unsafe {
-                pack_cols(g, xg, k0, kc, q0 + j0, nr, dst)
-            };
-            let (n0, pos0) = (q0 / p, q0 % p);
-            // SAFETY: each task writes the output rows r0..r0+rows of its
-            // group at its columns only.
-            unsafe {
-                if pos0 + tt <= p {
-                    let c = out.at((n0 * g.oc + grp * ocg + r0) * p + pos0);
-                    igemm::gemm(rows, tt, ck, a, pack_b, c, p, false);
-                } else {
-                    with_scratch::<f32, _>(rows * tt, |buf| {
-                        igemm::gemm(rows, tt, ck, a, pack_b, buf.as_mut_ptr(), tt, false);
-                        let mut j = 0;
-                        while j < tt {
-                            let (n, pos) = ((q0 + j) / p, (q0 + j) % p);
-                            let len = (p - pos).min(tt - j);
-                            for i in 0..rows {
-                                let dst = out.at((n * g.oc + grp * ocg + r0 + i) * p + pos);
-                                std::ptr::copy_nonoverlapping(
-                                    buf.as_ptr().add(i * tt + j),
-                                    dst,
-                                    len,
-                                );
-                            }
-                            j += len;
-                        }
-                    });
-                }
-            }
-        });
+        release_if_large(&mut wp);
     });
 }
 
-/// Whether the forward takes [`forward_padded`]: stride 1 and at most one
-/// column in nine of the padded rows wasted (resnet's 3x3 layers at 56 and
-/// 28, not at 14 or 7, where gathering costs less than the waste).
-fn padded_rows(g: &Conv2d) -> bool {
-    let wp = g.w + 2 * g.padding[1];
-    g.stride == [1, 1] && wp >= g.ow && (wp - g.ow) * 8 <= g.ow
+/// [`forward_igemm`]'s general case: tasks over (group, row block, column
+/// tile) of [`igemm_grid`]; each gathers its im2col block `KC` rows at a
+/// time into micro-panels ([`pack_cols`]) and multiplies it with its rows
+/// of the group's packed weight. A tile inside one sample writes the output
+/// directly; one across samples goes through a scratch tile.
+fn forward_gathered(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usize) {
+    let (p, hw, cg, ocg, ck) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck());
+    let (t, tiles, rb, blocks) = igemm_grid(g);
+    let cols = g.n * p;
+    parallel::parallel_for(g.groups * blocks * tiles, |task| {
+        let (grp, rest) = (task / (blocks * tiles), task % (blocks * tiles));
+        let (blk, tile) = (rest / tiles, rest % tiles);
+        let (r0, q0) = (blk * rb, tile * t);
+        let (rows, tt) = (rb.min(ocg - r0), t.min(cols - q0));
+        let a = igemm::A {
+            ptr: wp.at(grp * per_group),
+            rows: ocg,
+            first: r0,
+        };
+        let xg = x.at(grp * cg * hw) as *const f32;
+        // SAFETY: the group's input planes of every sample.
+        let pack_b = |k0: usize, kc: usize, j0: usize, nr: usize, dst: &mut [f32]| unsafe {
+            pack_cols(g, xg, k0, kc, q0 + j0, nr, dst)
+        };
+        let (n0, pos0) = (q0 / p, q0 % p);
+        // SAFETY: each task writes the output rows r0..r0+rows of its
+        // group at its columns only.
+        unsafe {
+            if pos0 + tt <= p {
+                let c = out.at((n0 * g.oc + grp * ocg + r0) * p + pos0);
+                igemm::gemm(rows, tt, ck, a, igemm::Packed(pack_b), c, p, false);
+            } else {
+                with_scratch::<f32, _>(rows * tt, |buf| {
+                    igemm::gemm(
+                        rows,
+                        tt,
+                        ck,
+                        a,
+                        igemm::Packed(&pack_b),
+                        buf.as_mut_ptr(),
+                        tt,
+                        false,
+                    );
+                    let mut j = 0;
+                    while j < tt {
+                        let (n, pos) = ((q0 + j) / p, (q0 + j) % p);
+                        let len = (p - pos).min(tt - j);
+                        for i in 0..rows {
+                            let dst = out.at((n * g.oc + grp * ocg + r0 + i) * p + pos);
+                            std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * tt + j), dst, len);
+                        }
+                        j += len;
+                    }
+                });
+            }
+        }
+    });
 }
 
-/// The stride-1 forward without im2col gathers: each input plane is copied
-/// once with its zero padding, so that for output position `(oh, ow)`
-/// numbered `q = oh * Wp + ow` over the padded width `Wp`, tap `(kh, kw)`
-/// reads padded element `q + kh * Wp + kw` of its channel. An im2col row is
-/// then a contiguous run of the padded plane, and a micro-panel's row one
-/// copy. The columns `ow >= OW` of each padded row are computed and
-/// dropped (`(Wp - OW) / Wp` of the work); the tile goes through a scratch
-/// tile and its valid columns to the output. Gathering had cost 60% of the
-/// product's time on a 64-channel 3x3 layer at 56 x 56 (perf).
+/// The phase-split planes of [`forward_padded`]: a stride-`s` convolution
+/// reads, for tap offset `r = k * dilation`, padded row `oh * s + r`, which
+/// is row `oh + r / s` of phase `r % s` (the padded rows `r % s, r % s + s,
+/// ...`). Split into `s_h * s_w` phase planes, each tap reads one phase
+/// plane at a fixed offset, as a stride-1 convolution does: `(rows, cols)`
+/// of a phase plane, `ceil(padded / stride)`.
+fn phase_dims(g: &Conv2d) -> (usize, usize) {
+    let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
+    (hp.div_ceil(g.stride[0]), wp.div_ceil(g.stride[1]))
+}
+
+/// Whether the forward takes [`forward_padded`]: when the columns it
+/// computes and drops (`(Wq - OW) / Wq` of the work, at most a third) cost
+/// less than gathering. A gathered im2col row costs about the same
+/// whatever the layer, the product `OC / G` multiply-adds per element, so
+/// the waste may be larger for fewer output channels: at 1 thread a
+/// 256-channel 3x3 layer at 14 x 14 ran as fast either way (an eighth
+/// wasted, gathers a sixth of the product's time under perf), a
+/// 128-channel one at 28 x 28 17% faster padded and a 64 -> 128 stride-2
+/// one 15% faster on phase planes. Resnet's 3x3 layers at 56, 28 and 14,
+/// its stride-2 layers and its stem take it; the 512-channel layers at 7 x
+/// 7 (two columns in nine wasted) gather.
+fn padded_rows(g: &Conv2d) -> bool {
+    let wq = phase_dims(g).1;
+    wq >= g.ow && (wq - g.ow) * g.ocg() <= 48 * wq && (wq - g.ow) * 3 <= wq
+}
+
+/// The forward without im2col gathers: each input plane is copied once
+/// with its zero padding, split into its stride's phase planes (see
+/// [`phase_dims`]; one plane for stride 1), so that for output position
+/// `(oh, ow)` numbered `q = oh * Wq + ow` over the phase planes' width
+/// `Wq`, tap `(kh, kw)` reads element `q + (kh * dh / sh) * Wq + kw * dw /
+/// sw` of its channel's phase plane `(kh * dh % sh, kw * dw % sw)`. An
+/// im2col row is then a contiguous run, and a micro-panel's row one copy.
+/// The columns `ow >= OW` of each row are computed and dropped (`(Wq - OW)
+/// / Wq` of the work); the tile goes through a scratch tile and its valid
+/// columns to the output. Gathering had cost 60% of the product's time on a
+/// 64-channel 3x3 layer at 56 x 56 (perf), and the gathers of the 7x7
+/// stride-2 stem (147 rows of 3 channels) more than the product.
 fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usize) {
     use igemm::NR;
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
-    let (hp, wpad) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
-    // Reads reach past the last padded row by up to a panel and a kernel row.
-    let plane = hp * wpad + NR + (g.kw - 1) * g.dilation[1];
-    let cols = g.oh * wpad;
+    let ([sh, sw], [dh, dw]) = (g.stride, g.dilation);
+    let (hq, wq) = phase_dims(g);
+    let phase = hq * wq;
+    // A channel's phase planes, then slack: reads reach past the last
+    // phase row by up to a kernel column's offset and a micro-panel
+    // (dropped columns only). An odd number of cache lines per channel
+    // spreads the micro-kernel's rows over L1's sets.
+    let plane = (sh * sw * phase + NR + (g.kw - 1) * dw / sw).div_ceil(32) * 32 + 16;
+    // Which phases any tap reads (a 1x1 stride-2 layer reads one of four).
+    let used = |r: usize, k: usize, d: usize, s: usize| (0..k).any(|t| t * d % s == r);
+    // Where im2col row `r` (channel, tap) starts in the sample-group's planes.
+    let offs: Vec<isize> = (0..ck)
+        .map(|r| {
+            let (c, tap) = (r / kp, r % kp);
+            let (rh, rw) = ((tap / g.kw) * dh, (tap % g.kw) * dw);
+            (c * plane + ((rh % sh) * sw + rw % sw) * phase + (rh / sh) * wq + rw / sw) as isize
+        })
+        .collect();
+    let cols = g.oh * wq;
     let t = cols.div_ceil(NR).clamp(1, IGEMM_TILE / NR) * NR;
     let tiles = cols.div_ceil(t);
+    // No dropped columns: the product writes the output directly.
+    let direct = wq == g.ow;
     PADDED.with(|buf| {
         let mut buf = buf.borrow_mut();
         if buf.len() < g.n * g.c * plane {
@@ -693,14 +746,15 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
         }
         let xp = P(buf.as_mut_ptr());
         parallel::parallel_for(g.n * g.c, |pl| {
-            // SAFETY: task pl writes padded plane pl only.
+            // SAFETY: task pl writes its own channel's phase planes only.
             unsafe {
                 let dst = std::slice::from_raw_parts_mut(xp.at(pl * plane), plane);
-                dst.fill(0.0);
-                for ih in 0..g.h {
-                    let src = std::slice::from_raw_parts(x.at(pl * hw + ih * g.w), g.w);
-                    let at = (ih + g.padding[0]) * wpad + g.padding[1];
-                    dst[at..at + g.w].copy_from_slice(src);
+                let src = std::slice::from_raw_parts(x.at(pl * hw) as *const f32, hw);
+                for (ph, dst) in dst.chunks_exact_mut(phase).take(sh * sw).enumerate() {
+                    let (a, b) = (ph / sw, ph % sw);
+                    if used(a, g.kh, dh, sh) && used(b, g.kw, dw, sw) {
+                        split_phase(g, src, a, b, wq, dst);
+                    }
                 }
             }
         });
@@ -709,35 +763,33 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
             let (n, tile) = (rest / tiles, rest % tiles);
             let q0 = tile * t;
             let tt = t.min(cols - q0);
-            let xg = xp.at((n * g.c + grp * cg) * plane) as *const f32;
             let a = igemm::A {
                 ptr: wp.at(grp * per_group),
                 rows: ocg,
                 first: 0,
             };
-            // SAFETY: reads stay inside the sample-group's padded planes
-            // (see `plane`); the task writes its own output positions.
-            let pack_b = |k0: usize, kc: usize, j0: usize, nr: usize, dst: &mut [f32]| unsafe {
-                for kk in 0..kc {
-                    let r = k0 + kk;
-                    let (c, tap) = (r / kp, r % kp);
-                    let off = c * plane
-                        + (tap / g.kw) * g.dilation[0] * wpad
-                        + (tap % g.kw) * g.dilation[1];
-                    let src = std::slice::from_raw_parts(xg.add(off + q0 + j0), nr);
-                    dst[kk * NR..kk * NR + nr].copy_from_slice(src);
-                }
+            // Reads stay inside the sample-group's phase planes and their
+            // slack (see `plane`); the task writes its own output positions.
+            let b = igemm::Rows {
+                base: xp.at((n * g.c + grp * cg) * plane + q0),
+                offs: &offs,
             };
+            let first = out.at((n * g.oc + grp * ocg) * p);
+            if direct {
+                // SAFETY: as above, at output positions q0..q0+tt.
+                unsafe { igemm::gemm(ocg, tt, ck, a, b, first.add(q0), p, false) };
+                return;
+            }
             with_scratch::<f32, _>(ocg * tt, |c| unsafe {
-                igemm::gemm(ocg, tt, ck, a, pack_b, c.as_mut_ptr(), tt, false);
+                igemm::gemm(ocg, tt, ck, a, b, c.as_mut_ptr(), tt, false);
                 let mut j = 0;
                 while j < tt {
-                    let (oh, ow) = ((q0 + j) / wpad, (q0 + j) % wpad);
-                    let len = (wpad - ow).min(tt - j);
+                    let (oh, ow) = ((q0 + j) / wq, (q0 + j) % wq);
+                    let len = (wq - ow).min(tt - j);
                     if ow < g.ow {
                         let keep = len.min(g.ow - ow);
                         for o in 0..ocg {
-                            let dst = out.at((n * g.oc + grp * ocg + o) * p + oh * g.ow + ow);
+                            let dst = first.add(o * p + oh * g.ow + ow);
                             std::ptr::copy_nonoverlapping(c.as_ptr().add(o * tt + j), dst, keep);
                         }
                     }
@@ -745,7 +797,50 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
                 }
             });
         });
+        release_if_large(&mut buf);
     });
+}
+
+/// Writes phase plane `(a, b)` of one input plane `src` (see
+/// [`phase_dims`]): element `(i, j)` is padded element `(a + i * sh, b + j *
+/// sw)`, zero in the padding.
+fn split_phase(g: &Conv2d, src: &[f32], a: usize, b: usize, wq: usize, dst: &mut [f32]) {
+    let ([sh, sw], [ph, pw]) = (g.stride, g.padding);
+    // Phase column j reads input column b + j * sw - pw: from j0 on, len of them.
+    let j0 = pw.saturating_sub(b).div_ceil(sw).min(wq);
+    let iw0 = (j0 * sw + b).saturating_sub(pw).min(g.w);
+    let len = if iw0 < g.w {
+        (g.w - iw0).div_ceil(sw).min(wq - j0)
+    } else {
+        0
+    };
+    for (i, drow) in dst.chunks_exact_mut(wq).enumerate() {
+        let ih = (a + i * sh).wrapping_sub(ph);
+        if ih >= g.h {
+            drow.fill(0.0);
+            continue;
+        }
+        let row = &src[ih * g.w + iw0..(ih + 1) * g.w];
+        drow[..j0].fill(0.0);
+        drow[j0 + len..].fill(0.0);
+        let drow = &mut drow[j0..j0 + len];
+        if sw == 1 {
+            drow.copy_from_slice(&row[..len]);
+        } else {
+            igemm::copy_strided(row, sw, drow);
+        }
+    }
+}
+
+/// Floats a per-thread buffer of the AVX-512 path keeps between calls: a
+/// larger one (the padded copy of a large batch, the weight of a very wide
+/// layer) is freed after its call instead of held for the thread's life.
+const KEEP_FLOATS: usize = 1 << 24;
+
+fn release_if_large(buf: &mut Vec<f32>) {
+    if buf.len() > KEEP_FLOATS {
+        *buf = Vec::new();
+    }
 }
 
 thread_local! {
@@ -1066,7 +1161,16 @@ fn grad_input_igemm(
                                     dst[kk * igemm::NR..kk * igemm::NR + nr].copy_from_slice(src);
                                 }
                             };
-                        igemm::gemm(rows, tt, ocg, a, pack_grad, buf.as_mut_ptr(), tt, false);
+                        igemm::gemm(
+                            rows,
+                            tt,
+                            ocg,
+                            a,
+                            igemm::Packed(&pack_grad),
+                            buf.as_mut_ptr(),
+                            tt,
+                            false,
+                        );
                         unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, &buf[..rows * tt]);
                         p0 += tt;
                     }

@@ -10,7 +10,9 @@
 //! Here A (a weight) is packed once per call for every task ([`pack_a_all`],
 //! 16 x 16 transposes), and each task packs its B block (im2col columns, by
 //! the caller's packer straight from the input) `KC` rows at a time into
-//! `NR`-wide micro-panels; BLIS's loop order keeps one B micro-panel in L1
+//! `NR`-wide micro-panels, or the micro-kernel reads B's rows in place
+//! through a table of row offsets ([`Rows`]: contiguous runs of a padded
+//! input plane need no packing); BLIS's loop order keeps one B micro-panel in L1
 //! while A's panels stream past it from L2. In isolation the `12 x 32`
 //! micro-kernel runs at this machine's FMA rate (116 GFLOP/s on one core,
 //! the same as 24 register-only FMA chains). Each output sums `k` in blocks
@@ -96,27 +98,97 @@ pub unsafe fn pack_a_all(a: *const f32, rs: isize, cs: isize, m: usize, k: usize
 }
 
 thread_local! {
-    /// Per-thread packed B block.
-    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Per-thread packed B micro-panel ([`Packed`]).
+    static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Where [`gemm`] reads B from, one micro-panel (`kc` rows, `NR` columns)
+/// at a time: row `kk` of the panel starts at `base + offs[kk]`, and
+/// `NR` floats are readable there (columns past the panel's `nr` may hold
+/// anything: they never reach C).
+pub trait B {
+    /// Rows `k0..k0+kc`, columns `j0..j0+nr` (`nr <= NR`) of B as `(base,
+    /// offs)`, `buf` holding `KC * NR` floats the source may pack into.
+    ///
+    /// # Safety
+    /// As the implementation's.
+    unsafe fn panel(
+        &self,
+        k0: usize,
+        kc: usize,
+        j0: usize,
+        nr: usize,
+        buf: &mut [f32],
+    ) -> (*const f32, *const isize);
+}
+
+/// B packed by a closure: `pack(k0, kc, j0, nr, dst)` writes rows
+/// `k0..k0+kc` and columns `j0..j0+nr` of B into `dst` as `kc` rows of
+/// `NR` floats.
+pub struct Packed<F>(pub F);
+
+/// Row offsets of a packed micro-panel.
+static PANEL_ROWS: [isize; KC] = {
+    let mut offs = [0; KC];
+    let mut kk = 0;
+    while kk < KC {
+        offs[kk] = (kk * NR) as isize;
+        kk += 1;
+    }
+    offs
+};
+
+impl<F: Fn(usize, usize, usize, usize, &mut [f32])> B for Packed<F> {
+    unsafe fn panel(
+        &self,
+        k0: usize,
+        kc: usize,
+        j0: usize,
+        nr: usize,
+        buf: &mut [f32],
+    ) -> (*const f32, *const isize) {
+        (self.0)(k0, kc, j0, nr, &mut buf[..kc * NR]);
+        (buf.as_ptr(), PANEL_ROWS.as_ptr())
+    }
+}
+
+/// B read in place, no packing: row `k` is `base + offs[k]`, its columns
+/// contiguous (the runs of [`super::forward_padded`]'s phase planes).
+/// Every row must have `NR - 1` readable floats past B's last column.
+pub struct Rows<'a> {
+    pub base: *const f32,
+    pub offs: &'a [isize],
+}
+
+impl B for Rows<'_> {
+    unsafe fn panel(
+        &self,
+        k0: usize,
+        _: usize,
+        j0: usize,
+        _: usize,
+        _: &mut [f32],
+    ) -> (*const f32, *const isize) {
+        (self.base.add(j0), self.offs.as_ptr().add(k0))
+    }
 }
 
 /// `C[m x n] = (acc ? C : 0) + A @ B` in float32.
 ///
 /// - A: see [`A`];
-/// - B: `pack_b(k0, kc, j0, nr, dst)` writes rows `k0..k0+kc` and columns
-///   `j0..j0+nr` (`nr <= NR`) of B into `dst` as `kc` rows of `NR` floats
-///   (columns past `nr` are never stored to C, whatever they hold);
+/// - B: see [`B`] ([`Packed`] or [`Rows`]);
 /// - C: element `(i, j)` at `c[i * ldc + j]`.
 ///
 /// # Safety
 /// [`available`] holds; A and C address `m x k` and `m x n` matrices with
-/// those strides; nothing else writes C's elements meanwhile.
+/// those strides, B as its [`B::panel`] requires; nothing else writes C's
+/// elements meanwhile.
 pub unsafe fn gemm(
     m: usize,
     n: usize,
     k: usize,
     a: A,
-    pack_b: impl Fn(usize, usize, usize, usize, &mut [f32]),
+    b: impl B,
     c: *mut f32,
     ldc: usize,
     acc: bool,
@@ -133,25 +205,14 @@ pub unsafe fn gemm(
         return;
     }
     let npanels = n.div_ceil(NR);
-    PANELS.with(|s| {
-        let mut bp = s.borrow_mut();
-        let need_b = npanels * KC * NR;
-        if bp.len() < need_b {
-            bp.resize(need_b, 0.0);
+    PANEL.with(|s| {
+        let mut buf = s.borrow_mut();
+        if buf.len() < KC * NR {
+            buf.resize(KC * NR, 0.0);
         }
         let mut k0 = 0;
         while k0 < k {
             let kc = KC.min(k - k0);
-            for jp in 0..npanels {
-                let j0 = jp * NR;
-                pack_b(
-                    k0,
-                    kc,
-                    j0,
-                    NR.min(n - j0),
-                    &mut bp[jp * kc * NR..(jp + 1) * kc * NR],
-                );
-            }
             let load = acc || k0 > 0;
             let mpanels = m.div_ceil(MR);
             // BLIS's order: one B micro-panel stays in L1 while A's panels
@@ -159,7 +220,7 @@ pub unsafe fn gemm(
             for jp in 0..npanels {
                 let j0 = jp * NR;
                 let nr = NR.min(n - j0);
-                let bpanel = bp.as_ptr().add(jp * kc * NR);
+                let (bp, offs) = b.panel(k0, kc, j0, nr, &mut buf);
                 for ip in 0..mpanels {
                     let i0 = ip * MR;
                     let panel = a.ptr.add(packed_offset(a.rows, k0, kc, a.first + i0));
@@ -168,7 +229,8 @@ pub unsafe fn gemm(
                         nr,
                         kc,
                         panel,
-                        bpanel,
+                        bp,
+                        offs,
                         c.add(i0 * ldc + j0),
                         ldc,
                         load,
@@ -242,6 +304,40 @@ unsafe fn pack_rows_avx512(a: *const f32, rs: isize, mr: usize, kc: usize, dst: 
     }
 }
 
+/// `dst[j] = src[j * step]` for every `j < dst.len()` (a row of a
+/// stride-`step` phase plane). Stride 2, the common one, deinterleaves 32
+/// floats per two loads on AVX-512 (the scalar loop had cost a tenth of a
+/// stride-2 3x3 layer's product).
+pub fn copy_strided(src: &[f32], step: usize, dst: &mut [f32]) {
+    assert!(dst.is_empty() || (dst.len() - 1) * step < src.len());
+    #[cfg(target_arch = "x86_64")]
+    if step == 2 && available() {
+        // SAFETY: AVX-512F; reads below src.len() (masked), writes below dst.len().
+        unsafe { copy_even_avx512(src.as_ptr(), src.len(), dst.as_mut_ptr(), dst.len()) };
+        return;
+    }
+    for (j, d) in dst.iter_mut().enumerate() {
+        *d = src[j * step];
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_even_avx512(src: *const f32, n: usize, dst: *mut f32, len: usize) {
+    use std::arch::x86_64::*;
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let mask = |left: usize| -> __mmask16 { ((1u32 << left.min(16)) - 1) as __mmask16 };
+    let mut j = 0;
+    while j < len {
+        let at = 2 * j;
+        let lo = _mm512_maskz_loadu_ps(mask(n - at), src.add(at));
+        let hi = _mm512_maskz_loadu_ps(mask(n.saturating_sub(at + 16)), src.add(at + 16));
+        let v = _mm512_permutex2var_ps(lo, even, hi);
+        _mm512_mask_storeu_ps(dst.add(j), mask(len - j), v);
+        j += 16;
+    }
+}
+
 /// `dst[j] = src[tab[j]]` for the `NR` entries of `tab`, 0 where `tab[j]`
 /// is negative (an im2col row read through its tap's offset table).
 ///
@@ -270,17 +366,19 @@ unsafe fn gather_row_avx512(src: *const f32, tab: *const i32, dst: *mut f32) {
 }
 
 /// `C[0..M][0..nr] = (load ? C : 0) + A_panel @ B_panel` over `kc` steps,
-/// `NV` 16-lane vectors of columns.
+/// `NV` 16-lane vectors of columns; B's row `kk` at `b + boff[kk]`.
 ///
 /// # Safety
-/// AVX-512F; `a` holds `kc * MR` and `b` `kc * NR` floats; C has `M` rows
-/// of `nr` floats at stride `ldc`.
+/// AVX-512F; `a` holds `kc * MR` floats, `boff` `kc` offsets, each with
+/// `NV * 16` floats readable at `b` plus it; C has `M` rows of `nr` floats
+/// at stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn micro<const M: usize, const NV: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
+    boff: *const isize,
     c: *mut f32,
     ldc: usize,
     nr: usize,
@@ -292,11 +390,12 @@ unsafe fn micro<const M: usize, const NV: usize>(
         ((1u32 << left) - 1) as __mmask16
     };
     let mut acc = [[_mm512_setzero_ps(); NV]; M];
-    let (mut a, mut b) = (a, b);
-    for _ in 0..kc {
+    let mut a = a;
+    for kk in 0..kc {
+        let row = b.offset(*boff.add(kk));
         let mut bv = [_mm512_setzero_ps(); NV];
         for v in 0..NV {
-            bv[v] = _mm512_loadu_ps(b.add(v * 16));
+            bv[v] = _mm512_loadu_ps(row.add(v * 16));
         }
         for i in 0..M {
             let av = _mm512_set1_ps(*a.add(i));
@@ -305,7 +404,6 @@ unsafe fn micro<const M: usize, const NV: usize>(
             }
         }
         a = a.add(MR);
-        b = b.add(NR);
     }
     // The block's sum is added to C's running total, not accumulated onto
     // it: one chain over all of `k` drifts further from the exact sum.
@@ -335,6 +433,7 @@ unsafe fn micro_dyn(
     kc: usize,
     a: *const f32,
     b: *const f32,
+    boff: *const isize,
     c: *mut f32,
     ldc: usize,
     load: bool,
@@ -342,8 +441,8 @@ unsafe fn micro_dyn(
     macro_rules! go {
         ($($m:literal)*) => {
             match (mr, nr > 16) {
-                $(($m, false) => micro::<$m, 1>(kc, a, b, c, ldc, nr, load),
-                  ($m, true) => micro::<$m, 2>(kc, a, b, c, ldc, nr, load),)*
+                $(($m, false) => micro::<$m, 1>(kc, a, b, boff, c, ldc, nr, load),
+                  ($m, true) => micro::<$m, 2>(kc, a, b, boff, c, ldc, nr, load),)*
                 _ => unreachable!(),
             }
         };
@@ -358,6 +457,7 @@ unsafe fn micro_dyn(
     _: usize,
     _: *const f32,
     _: *const f32,
+    _: *const isize,
     _: *mut f32,
     _: usize,
     _: bool,
@@ -371,7 +471,32 @@ mod tests {
 
     /// Against a plain triple loop in float64, for edge rows/columns,
     /// several k blocks, A packed from rows or from columns (the vector and
-    /// the scalar packing), accumulation into C, and a block of rows alone.
+    /// the scalar packing), accumulation into C, a block of rows alone, and
+    /// B read in place ([`Rows`]) bit for bit as B packed.
+    #[test]
+    fn copy_strided_matches_scalar() {
+        let src: Vec<f32> = (0..71).map(|i| i as f32).collect();
+        for step in 1..4 {
+            for len in 0..=(71 - 1) / step + 1 {
+                let (mut got, want): (Vec<f32>, Vec<f32>) = (
+                    vec![-1.0; len],
+                    (0..len).map(|j| (j * step) as f32).collect(),
+                );
+                if len > 0 && (len - 1) * step >= src.len() {
+                    continue;
+                }
+                copy_strided(&src[..], step, &mut got);
+                assert_eq!(got, want, "step {step} len {len}");
+                // The source cut just past the last element read.
+                if len > 0 {
+                    let mut got2 = vec![-1.0; len];
+                    copy_strided(&src[..(len - 1) * step + 1], step, &mut got2);
+                    assert_eq!(got2, want, "step {step} len {len}, tight source");
+                }
+            }
+        }
+    }
+
     #[test]
     fn matches_reference() {
         if !available() {
@@ -434,7 +559,25 @@ mod tests {
                         rows: m,
                         first: 0,
                     };
-                    unsafe { gemm(m, n, k, pa, pack, c.as_mut_ptr(), ldc, acc) };
+                    unsafe { gemm(m, n, k, pa, Packed(pack), c.as_mut_ptr(), ldc, acc) };
+                    // B read in place through row offsets (rows out of
+                    // order, NaN past each row's columns): the same sums.
+                    let ld = n + NR + 3;
+                    let offs: Vec<isize> = (0..k).map(|r| ((k - 1 - r) * ld) as isize).collect();
+                    let mut rows = vec![f32::NAN; k * ld];
+                    for (r, &o) in offs.iter().enumerate() {
+                        rows[o as usize..o as usize + n].copy_from_slice(&b[r * n..(r + 1) * n]);
+                    }
+                    let mut c2 = c0.clone();
+                    let rb = Rows {
+                        base: rows.as_ptr(),
+                        offs: &offs,
+                    };
+                    unsafe { gemm(m, n, k, pa, rb, c2.as_mut_ptr(), ldc, acc) };
+                    assert!(
+                        c.iter().zip(&c2).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "B in place differs from B packed"
+                    );
                     // The rows from the second panel on, alone.
                     if m > MR {
                         let mut c3 = c0.clone();
@@ -444,7 +587,7 @@ mod tests {
                             first: MR,
                         };
                         let c3p = unsafe { c3.as_mut_ptr().add(MR * ldc) };
-                        unsafe { gemm(m - MR, n, k, pa, pack, c3p, ldc, acc) };
+                        unsafe { gemm(m - MR, n, k, pa, Packed(pack), c3p, ldc, acc) };
                         assert_eq!(
                             c[MR * ldc..],
                             c3[MR * ldc..],
