@@ -401,3 +401,42 @@ def test_spawned_process_uses_foo():
     lines = proc.stdout.strip().splitlines()
     assert lines[-2] == "('foo:1', [0.0, 2.0, 4.0, 6.0], False)", lines
     assert lines[-1] == "0", lines
+
+
+def test_exit_waits_for_autograd_device_threads():
+    """foo_rs's exit hook runs one small backward per foo device (each on that
+    device's autograd worker thread), so that a worker still dropping an
+    earlier graph task does so before Python finalizes (pytorch/pytorch#38228:
+    a worker that takes the GIL then aborts the process)."""
+    before = len(foo_rs._EXIT_LEAVES)
+    foo_rs._drain_autograd_threads()
+    leaves = foo_rs._EXIT_LEAVES[before:]
+    assert [t.device for t in leaves] == [torch.device("foo", i) for i in range(torch.foo.device_count())]
+    assert all(t.grad is not None and t.grad.item() == 1.0 for t in leaves)
+
+
+def test_exit_after_discarded_gradients_is_clean():
+    """The case that aborted 2-4 runs in 30 before the exit hook: the script's last
+    line discards autograd.grad's results on foo."""
+    code = r"""
+    import atexit
+
+    def report():  # registered before foo_rs's hook, so it runs after it
+        import foo_rs
+        print("exit leaves", len(foo_rs._EXIT_LEAVES))
+
+    atexit.register(report)
+    import torch, foo_rs
+    import torch.nn.functional as F
+    x = torch.randn(8, 64, 28, 28, device="foo", requires_grad=True)
+    w = torch.randn(64, 64, 3, 3, device="foo", requires_grad=True)
+    for _ in range(2):
+        torch.autograd.grad(F.conv2d(x, w, padding=1).sum(), [x, w])
+    """
+    env = dict(os.environ, FOO_RS_DEVICE_COUNT="2")
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=150, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "terminate called" not in proc.stderr
+    assert "exit leaves 2" in proc.stdout  # the hook ran at exit, one backward per device
