@@ -1007,6 +1007,24 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
         depthwise::grad_input(g, gi, grad, w);
         return;
     }
+    if is_f32::<T>() && igemm::available() {
+        if let Some(t) = transposed(g) {
+            // SAFETY: w is the weight [oc, cg, kh, kw].
+            let w = unsafe { std::slice::from_raw_parts(w.0 as *const f32, g.oc * ck) };
+            // t's weight [c, ocg, kh, kw]: w's (o, c) swapped, taps reversed.
+            let mut wt = Vec::with_capacity(g.c * ocg * kp);
+            for grp in 0..g.groups {
+                for c in 0..cg {
+                    for o in 0..ocg {
+                        let at = ((grp * ocg + o) * cg + c) * kp;
+                        wt.extend(w[at..at + kp].iter().rev());
+                    }
+                }
+            }
+            forward_igemm(&t, gi.0 as *mut f32, grad.0 as *const f32, wt.as_ptr());
+            return;
+        }
+    }
     let (cb, ncb) = channel_blocks(g);
     if is_f32::<T>() && !g.pointwise() && igemm::available() {
         grad_input_igemm(
@@ -1081,6 +1099,51 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
             });
         }
     });
+}
+
+/// A stride-1 convolution's input gradient as a convolution of the output
+/// gradient: `gi[c, ih, iw] = sum over (o, kh, kw) of grad[o, ih + p - kh *
+/// d, iw + p - kw * d] * w[o, c, kh, kw]`, which is `grad` convolved with
+/// the weight transposed (`[C, OC/G, KH, KW]`) and flipped, padding `d *
+/// (K - 1) - p`. Through [`forward_igemm`] it needs no col2im and reads the
+/// gradient's padded planes in place. `None` for strides (a fractionally
+/// strided product), padding beyond the kernel's reach, input rows no
+/// output reads (a transposed convolution's output padding), 1x1 stride-1
+/// layers (plain products already) and sizes past the gathers' 32-bit
+/// offsets.
+fn transposed(g: &Conv2d) -> Option<Conv2d> {
+    let reach = |k: usize, d: usize, p: usize| ((k - 1) * d).checked_sub(p);
+    let full = |i: usize, o: usize, k: usize, d: usize, p: usize| i + 2 * p == o + (k - 1) * d;
+    if g.stride != [1, 1]
+        || g.pointwise()
+        || g.depthwise()
+        || g.n * g.oc * g.p() >= i32::MAX as usize
+        // Every input row and column reached (a transposed convolution's
+        // output padding leaves the last ones to zero).
+        || !full(g.h, g.oh, g.kh, g.dilation[0], g.padding[0])
+        || !full(g.w, g.ow, g.kw, g.dilation[1], g.padding[1])
+    {
+        return None;
+    }
+    let t = Conv2d {
+        n: g.n,
+        c: g.oc,
+        h: g.oh,
+        w: g.ow,
+        oc: g.c,
+        kh: g.kh,
+        kw: g.kw,
+        oh: g.h,
+        ow: g.w,
+        stride: [1, 1],
+        padding: [
+            reach(g.kh, g.dilation[0], g.padding[0])?,
+            reach(g.kw, g.dilation[1], g.padding[1])?,
+        ],
+        dilation: g.dilation,
+        groups: g.groups,
+    };
+    (t.ck() > 0).then_some(t)
 }
 
 /// Channel blocks of the input gradient per (sample, group), enough tasks
