@@ -19,7 +19,9 @@
 //! - Depthwise (one input and one output channel per group): direct SIMD
 //!   loops over zero-padded, phase-split copies of each plane (depthwise.rs).
 //!
-//! Gradients: w.r.t. the input, `W^T @ grad` per tile of positions and a
+//! Gradients: w.r.t. the input, for stride 1 on AVX-512 a forward
+//! convolution of the output gradient with the weight transposed and flipped
+//! (`transposed`), otherwise `W^T @ grad` per tile of positions and a
 //! col2im accumulation, tasks over (sample, group, channel block) so that
 //! they write disjoint planes; w.r.t. the weight, tasks over blocks of the
 //! `C/G * KH * KW` columns of the weight (each packs only its own rows of
