@@ -164,7 +164,7 @@ CASES = [
         True,
         dict(padding=(1, 2), dilation=(1, 2), groups=2),
     ),
-    ("padded_rows_1d", F.conv1d, (2, 4, 64), (5, 4, 3), True, dict(padding=1)),
+    ("padded_rows_1d", F.conv1d, (2, 4, 200), (5, 4, 3), True, dict(padding=1)),
     # Strided convolutions over wide rows run on phase-split padded planes
     # (conv.rs, phase_dims): resnet's stem, strides and dilations that land
     # taps on different phases, a 1x1 stride-2 layer (one phase of four
@@ -179,7 +179,7 @@ CASES = [
         dict(groups=3, stride=(2, 3), padding=(2, 1), dilation=(2, 3)),
     ),
     ("phase_planes_1x1_stride2", F.conv2d, (2, 5, 7, 40), (7, 5, 1, 1), False, dict(stride=2)),
-    ("phase_planes_1d_stride2", F.conv1d, (2, 4, 65), (5, 4, 3), True, dict(stride=2, padding=1)),
+    ("phase_planes_1d_stride2", F.conv1d, (2, 4, 401), (5, 4, 3), True, dict(stride=2, padding=1)),
     ("depthwise_multiplier", F.conv2d, (2, 4, 7, 7), (8, 1, 3, 3), True, dict(groups=4, padding=1)),
     (
         "depthwise_stride2_dilation",

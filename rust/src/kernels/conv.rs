@@ -688,19 +688,34 @@ fn phase_dims(g: &Conv2d) -> (usize, usize) {
 }
 
 /// Whether the forward takes [`forward_padded`]: when the columns it
-/// computes and drops (`(Wq - OW) / Wq` of the work, at most a third) cost
-/// less than gathering. A gathered im2col row costs about the same
-/// whatever the layer, the product `OC / G` multiply-adds per element, so
-/// the waste may be larger for fewer output channels: at 1 thread a
-/// 256-channel 3x3 layer at 14 x 14 ran as fast either way (an eighth
-/// wasted, gathers a sixth of the product's time under perf), a
-/// 128-channel one at 28 x 28 17% faster padded and a 64 -> 128 stride-2
-/// one 15% faster on phase planes. Resnet's 3x3 layers at 56, 28 and 14,
-/// its stride-2 layers and its stem take it; the 512-channel layers at 7 x
-/// 7 (two columns in nine wasted) gather.
+/// computes and drops cost less than gathering. Dropped are the columns
+/// `ow >= OW` of each row and the rest of each sample's last micro-panels
+/// (its tiles do not span samples); at most a quarter. A gathered im2col
+/// row costs about the same whatever the layer, the product `OC / G`
+/// multiply-adds per element, so the waste may be larger for fewer output
+/// channels: at 1 thread a 256-channel 3x3 layer at 14 x 14 ran as fast
+/// either way (an eighth wasted, gathers a sixth of the product's time
+/// under perf), a 128-channel one at 28 x 28 17% faster padded and a 64 ->
+/// 128 stride-2 one 15% faster on phase planes; a 128-channel one at 8 x 8
+/// (80 columns per sample in 96, a third dropped) 2.4x CPU's time padded.
+/// Resnet's 3x3 layers at 56, 28 and 14, its stride-2 layers and its stem
+/// take it; the 512-channel layers at 7 x 7 and small maps gather.
 fn padded_rows(g: &Conv2d) -> bool {
     let wq = phase_dims(g).1;
-    wq >= g.ow && (wq - g.ow) * g.ocg() <= 48 * wq && (wq - g.ow) * 3 <= wq
+    if wq < g.ow || g.oh * wq == 0 {
+        return false;
+    }
+    let (t, tiles) = padded_tiles(g.oh * wq);
+    let computed = (tiles - 1) * t + (g.oh * wq - (tiles - 1) * t).next_multiple_of(igemm::NR);
+    let dropped = computed - g.oh * g.ow;
+    dropped * g.ocg() <= 48 * computed && dropped * 4 <= computed
+}
+
+/// [`forward_padded`]'s tiles of one sample's `cols` columns: `(columns
+/// per tile, tiles)`.
+fn padded_tiles(cols: usize) -> (usize, usize) {
+    let t = cols.div_ceil(igemm::NR).clamp(1, IGEMM_TILE / igemm::NR) * igemm::NR;
+    (t, cols.div_ceil(t))
 }
 
 /// The forward without im2col gathers: each input plane is copied once
@@ -737,8 +752,7 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
         })
         .collect();
     let cols = g.oh * wq;
-    let t = cols.div_ceil(NR).clamp(1, IGEMM_TILE / NR) * NR;
-    let tiles = cols.div_ceil(t);
+    let (t, tiles) = padded_tiles(cols);
     // No dropped columns: the product writes the output directly.
     let direct = wq == g.ow;
     PADDED.with(|buf| {
