@@ -584,7 +584,8 @@ fn igemm_grid(g: &Conv2d) -> (usize, usize, usize, usize) {
 const IGEMM_TILE: usize = 256;
 
 /// The forward product through [`igemm`]: the weight packed once, then
-/// [`forward_padded`] (stride 1 over wide rows) or [`forward_gathered`].
+/// [`forward_padded`] (wide rows, any stride; see [`padded_rows`]) or
+/// [`forward_gathered`].
 fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
     let (out, x, w) = (P(out), P(x as *mut f32), P(w as *mut f32));
     let (ocg, ck) = (g.ocg(), g.ck());
