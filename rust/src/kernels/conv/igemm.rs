@@ -331,7 +331,8 @@ unsafe fn copy_even_avx512(src: *const f32, n: usize, dst: *mut f32, len: usize)
     while j < len {
         let at = 2 * j;
         let lo = _mm512_maskz_loadu_ps(mask(n - at), src.add(at));
-        let hi = _mm512_maskz_loadu_ps(mask(n.saturating_sub(at + 16)), src.add(at + 16));
+        // wrapping_add: past the row's end when fully masked (never read).
+        let hi = _mm512_maskz_loadu_ps(mask(n.saturating_sub(at + 16)), src.wrapping_add(at + 16));
         let v = _mm512_permutex2var_ps(lo, even, hi);
         _mm512_mask_storeu_ps(dst.add(j), mask(len - j), v);
         j += 16;
