@@ -165,6 +165,12 @@ CASES = [
         dict(padding=(1, 2), dilation=(1, 2), groups=2),
     ),
     ("padded_rows_1d", F.conv1d, (2, 4, 200), (5, 4, 3), True, dict(padding=1)),
+    # A stride-1 input gradient is the forward of the output gradient with the
+    # weight read transposed and flipped (conv.rs, Weight::Transposed): groups,
+    # more input channels per group than a 12-row panel (26, so a short last
+    # panel), taps of a non-square kernel, k blocks that split an output
+    # channel's taps (2 x 5 = 10 taps, 16 output channels per group).
+    ("transposed_weight_groups", F.conv2d, (2, 52, 6, 9), (32, 26, 2, 5), True, dict(padding=(1, 2), groups=2)),
     # Strided convolutions over wide rows run on phase-split padded planes
     # (conv.rs, phase_dims): resnet's stem, strides and dilations that land
     # taps on different phases, a 1x1 stride-2 layer (one phase of four

@@ -473,7 +473,12 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
         && g.n * g.c * hw < i32::MAX as usize
         && igemm::available()
     {
-        forward_igemm(g, out.0 as *mut f32, x.0 as *const f32, w.0 as *const f32);
+        forward_igemm(
+            g,
+            out.0 as *mut f32,
+            x.0 as *const f32,
+            Weight::Given(w.0 as *const f32),
+        );
         if let Some(b) = bias {
             add_bias(g, out, b);
         }
@@ -583,12 +588,25 @@ fn igemm_grid(g: &Conv2d) -> (usize, usize, usize, usize) {
 /// Most columns in one task of the AVX-512 path.
 const IGEMM_TILE: usize = 256;
 
+/// Where [`forward_igemm`] reads its weight from.
+#[derive(Clone, Copy)]
+enum Weight {
+    /// `[OC, C/G, KH, KW]`, as the convolution's.
+    Given(*const f32),
+    /// The weight of the convolution whose input gradient this one is
+    /// ([`transposed`]): this convolution's `(o, c, tap)` element is that
+    /// weight's `(c, o, taps - 1 - tap)` in its group, read as it is (no
+    /// transposed copy: building one cost about 3 ms a call at 512 channels,
+    /// more than the product at 2 x 2).
+    Transposed(*const f32),
+}
+
 /// The forward product through [`igemm`]: the weight packed once, then
 /// [`forward_padded`] (wide rows, any stride; see [`padded_rows`]) or
 /// [`forward_gathered`].
-fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
-    let (out, x, w) = (P(out), P(x as *mut f32), P(w as *mut f32));
-    let (ocg, ck) = (g.ocg(), g.ck());
+fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
+    let (out, x) = (P(out), P(x as *mut f32));
+    let (ocg, ck, kp) = (g.ocg(), g.ck(), g.kp());
     let per_group = igemm::packed_len(ocg, ck);
     WEIGHTS.with(|wp| {
         let mut wp = wp.borrow_mut();
@@ -596,17 +614,25 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, w: *const f32) {
             wp.resize(g.groups * per_group, 0.0);
         }
         for grp in 0..g.groups {
-            // SAFETY: the group's weight rows are ocg x ck, row-major.
-            unsafe {
-                igemm::pack_a_all(
-                    w.at(grp * ocg * ck),
-                    ck as isize,
-                    1,
-                    ocg,
-                    ck,
-                    &mut wp[grp * per_group..],
-                )
-            };
+            let dst = &mut wp[grp * per_group..];
+            match weight {
+                // SAFETY: the group's weight rows are ocg x ck, row-major.
+                Weight::Given(w) => unsafe {
+                    igemm::pack_a_all(w.add(grp * ocg * ck), ck as isize, 1, ocg, ck, dst)
+                },
+                // SAFETY: the other convolution's weight is [C, OC/G, KH,
+                // KW] in this one's terms (g.c = its output channels):
+                // column k = (o, tap) of row i is its element (grp * cg + o,
+                // i, taps - 1 - tap).
+                Weight::Transposed(w) => unsafe {
+                    let cg = g.cg();
+                    let col = |k: usize| {
+                        let (o, tap) = (k / kp, k % kp);
+                        (((grp * cg + o) * ocg) * kp + kp - 1 - tap) as isize
+                    };
+                    igemm::pack_a_all_cols(w, kp as isize, col, ocg, ck, dst)
+                },
+            }
         }
         let wpp = P(wp.as_mut_ptr());
         if padded_rows(g) {
@@ -1026,19 +1052,8 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
     }
     if is_f32::<T>() && igemm::available() {
         if let Some(t) = transposed(g) {
-            // SAFETY: w is the weight [oc, cg, kh, kw].
-            let w = unsafe { std::slice::from_raw_parts(w.0 as *const f32, g.oc * ck) };
-            // t's weight [c, ocg, kh, kw]: w's (o, c) swapped, taps reversed.
-            let mut wt = Vec::with_capacity(g.c * ocg * kp);
-            for grp in 0..g.groups {
-                for c in 0..cg {
-                    for o in 0..ocg {
-                        let at = ((grp * ocg + o) * cg + c) * kp;
-                        wt.extend(w[at..at + kp].iter().rev());
-                    }
-                }
-            }
-            forward_igemm(&t, gi.0 as *mut f32, grad.0 as *const f32, wt.as_ptr());
+            let w = Weight::Transposed(w.0 as *const f32);
+            forward_igemm(&t, gi.0 as *mut f32, grad.0 as *const f32, w);
             return;
         }
     }

@@ -73,8 +73,61 @@ fn packed_offset(m: usize, k0: usize, kc: usize, i0: usize) -> usize {
 /// # Safety
 /// `a` addresses such a matrix; `dst` holds [`packed_len`] floats.
 pub unsafe fn pack_a_all(a: *const f32, rs: isize, cs: isize, m: usize, k: usize, dst: &mut [f32]) {
+    let a = a as usize;
+    pack_blocks(m, k, dst, |i0, mr, k0, kc, panel| {
+        pack_a(
+            (a as *const f32).offset(i0 as isize * rs + k0 as isize * cs),
+            rs,
+            cs,
+            mr,
+            kc,
+            panel,
+        )
+    });
+}
+
+/// [`pack_a_all`] for an A whose columns are not evenly spaced: element
+/// `(i, k)` at `a[col(k) + i * rs]`. For a convolution's weight read
+/// transposed and flipped (the input gradient as a convolution): column `k`
+/// is an (output channel, tap) pair whose taps run backwards. Scalar: a
+/// panel's `MR` rows of one output channel's taps lie within `MR * taps`
+/// contiguous floats, so its reads stay in a few cache lines.
+///
+/// # Safety
+/// `a` addresses such a matrix; `dst` holds [`packed_len`] floats.
+pub unsafe fn pack_a_all_cols(
+    a: *const f32,
+    rs: isize,
+    col: impl Fn(usize) -> isize + Sync,
+    m: usize,
+    k: usize,
+    dst: &mut [f32],
+) {
+    let a = a as usize;
+    pack_blocks(m, k, dst, |i0, mr, k0, kc, panel| {
+        for kk in 0..kc {
+            let c = (a as *const f32).offset(col(k0 + kk) + i0 as isize * rs);
+            let row = &mut panel[kk * MR..(kk + 1) * MR];
+            for (i, v) in row[..mr].iter_mut().enumerate() {
+                *v = *c.offset(i as isize * rs);
+            }
+            row[mr..].fill(0.0);
+        }
+    });
+}
+
+/// The layout both packers write: k blocks over foo's pool, each its row
+/// panels in order; `panel(i0, mr, k0, kc, dst)` packs rows `i0..i0+mr`
+/// (`mr <= MR`) and columns `k0..k0+kc` as `kc` rows of `MR` floats into
+/// `dst`, rows past `mr` zero.
+unsafe fn pack_blocks(
+    m: usize,
+    k: usize,
+    dst: &mut [f32],
+    panel: impl Fn(usize, usize, usize, usize, &mut [f32]) + Sync,
+) {
     assert!(dst.len() >= packed_len(m, k));
-    let (a, d) = (a as usize, dst.as_mut_ptr() as usize);
+    let d = dst.as_mut_ptr() as usize;
     crate::kernels::parallel::parallel_for(k.div_ceil(KC), |kb| {
         let k0 = kb * KC;
         let kc = KC.min(k - k0);
@@ -83,14 +136,12 @@ pub unsafe fn pack_a_all(a: *const f32, rs: isize, cs: isize, m: usize, k: usize
             let mr = MR.min(m - i0);
             let off = packed_offset(m, k0, kc, i0);
             // SAFETY: block kb's panels are disjoint from every other's.
-            let panel = std::slice::from_raw_parts_mut((d as *mut f32).add(off), kc * MR);
-            pack_a(
-                (a as *const f32).offset(i0 as isize * rs + k0 as isize * cs),
-                rs,
-                cs,
+            panel(
+                i0,
                 mr,
+                k0,
                 kc,
-                panel,
+                std::slice::from_raw_parts_mut((d as *mut f32).add(off), kc * MR),
             );
             i0 += mr;
         }
