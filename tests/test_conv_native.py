@@ -170,6 +170,12 @@ CASES = [
     # more input channels per group than a 12-row panel (26, so a short last
     # panel), taps of a non-square kernel, k blocks that split an output
     # channel's taps (2 x 5 = 10 taps, 16 output channels per group).
+    # The float32 weight gradient reads a padded channels-last copy of the
+    # input in place per tap (conv.rs, grad_weight_igemm): two blocks of
+    # channels (120 = 64 + 56, a short micro-panel), stride and dilation, and
+    # groups with a stride.
+    ("weight_grad_taps_blocks", F.conv2d, (2, 120, 9, 7), (16, 120, 3, 2), True, dict(stride=(2, 1), padding=1, dilation=(1, 2))),
+    ("weight_grad_taps_groups", F.conv2d, (3, 64, 6, 6), (10, 32, 3, 3), False, dict(stride=2, padding=1, groups=2)),
     ("transposed_weight_groups", F.conv2d, (2, 52, 6, 9), (32, 26, 2, 5), True, dict(padding=(1, 2), groups=2)),
     # Strided convolutions over wide rows run on phase-split padded planes
     # (conv.rs, phase_dims): resnet's stem, strides and dilations that land
