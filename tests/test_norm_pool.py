@@ -344,7 +344,9 @@ _MAX_CASES = [
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("case", _MAX_CASES)
-@pytest.mark.parametrize("shape", [(2, 3, 9, 8), (3, 7, 7)])
+# (2, 3, 5, 150): output rows long enough for the vectorized interior (pool.rs,
+# max_taps), over more than one 64-output block for strides 1 and 2.
+@pytest.mark.parametrize("shape", [(2, 3, 9, 8), (3, 7, 7), (2, 3, 5, 150)])
 def test_max_pool2d(dtype, case, shape):
     k, s, p, d, ceil = case
     x = torch.randn(shape, dtype=torch.float64).to(dtype)  # few ties
@@ -352,6 +354,24 @@ def test_max_pool2d(dtype, case, shape):
     f = F.max_pool2d(foo(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
     close(f, c)
     autograd_check(lambda x: F.max_pool2d(x, k, s, p, d, ceil_mode=ceil), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_max_pool2d_wide_rows_nan_inf_and_ties(dtype):
+    """Long rows take the vectorized interior: NaN wins wherever it is in a
+    window, -inf and ties keep the first tap (indices as CPU's), strides 1-3."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-3, 4, (2, 2, 6, 200), generator=g).to(torch.float64)  # many ties
+    x[0, 0, 2, 17] = float("nan")
+    x[0, 1, 3, 100:140:3] = float("nan")
+    x[1, 0, :, 50:90] = float("-inf")
+    x[1, 1, 4, 150] = float("inf")
+    x = x.to(dtype)
+    for k, s, p in [(3, 2, 1), (3, 1, 1), (2, 3, 0), (5, 2, 2)]:
+        c = F.max_pool2d(x, k, s, p, return_indices=True)
+        f = F.max_pool2d(foo(x), k, s, p, return_indices=True)
+        close(f, c)
+        assert torch.equal(f[1].cpu(), c[1]), (k, s, p)
 
 
 def test_max_pool2d_layouts_nan_ints_zero_batch():
