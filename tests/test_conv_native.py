@@ -174,7 +174,14 @@ CASES = [
     # input in place per tap (conv.rs, grad_weight_igemm): two blocks of
     # channels (120 = 64 + 56, a short micro-panel), stride and dilation, and
     # groups with a stride.
-    ("weight_grad_taps_blocks", F.conv2d, (2, 120, 9, 7), (16, 120, 3, 2), True, dict(stride=(2, 1), padding=1, dilation=(1, 2))),
+    (
+        "weight_grad_taps_blocks",
+        F.conv2d,
+        (2, 120, 9, 7),
+        (16, 120, 3, 2),
+        True,
+        dict(stride=(2, 1), padding=1, dilation=(1, 2)),
+    ),
     ("weight_grad_taps_groups", F.conv2d, (3, 64, 6, 6), (10, 32, 3, 3), False, dict(stride=2, padding=1, groups=2)),
     ("transposed_weight_groups", F.conv2d, (2, 52, 6, 9), (32, 26, 2, 5), True, dict(padding=(1, 2), groups=2)),
     # Strided convolutions over wide rows run on phase-split padded planes

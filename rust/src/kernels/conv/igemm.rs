@@ -549,6 +549,43 @@ mod tests {
         }
     }
 
+    /// [`pack_a_all_cols`] with evenly spaced columns writes what
+    /// [`pack_a_all`] writes (padding rows included), and with reversed
+    /// runs of taps (a weight read transposed and flipped) the elements the
+    /// column table names.
+    #[test]
+    fn column_table_packing_matches_strided() {
+        let a: Vec<f32> = (0..40 * 300).map(|i| i as f32).collect();
+        for (m, k) in [(1, 1), (12, 128), (13, 129), (26, 300), (40, 257)] {
+            let len = packed_len(m, k);
+            let (mut want, mut got) = (vec![-1.0; len], vec![-2.0; len]);
+            // SAFETY: rows at stride 1, columns at stride m: inside a.
+            unsafe {
+                pack_a_all(a.as_ptr(), 1, m as isize, m, k, &mut want);
+                pack_a_all_cols(a.as_ptr(), 1, |j| (j * m) as isize, m, k, &mut got);
+            }
+            assert_eq!(got, want, "m {m} k {k}");
+            // Columns (o, tap) of 3 taps each, taps reversed: element (i, k)
+            // at (k / 3 * m + i) * 3 + 2 - k % 3.
+            let kk = k.div_ceil(3) * 3;
+            let mut flipped = vec![0.0; packed_len(m, kk)];
+            let col = |j: usize| ((j / 3 * m) * 3 + 2 - j % 3) as isize;
+            // SAFETY: the largest offset is below m * kk <= a.len().
+            unsafe { pack_a_all_cols(a.as_ptr(), 3, col, m, kk, &mut flipped) };
+            for j in 0..kk {
+                let (k0, kc) = (j / KC * KC, KC.min(kk - j / KC * KC));
+                for i in 0..m {
+                    let at = packed_offset(m, k0, kc, i / MR * MR) + (j - k0) * MR + i % MR;
+                    assert_eq!(
+                        flipped[at],
+                        a[(col(j) + 3 * i as isize) as usize],
+                        "m {m} k {kk} ({i}, {j})"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn matches_reference() {
         if !available() {
