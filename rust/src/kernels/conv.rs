@@ -1292,7 +1292,8 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         return;
     }
     if is_f32::<T>() && igemm::available() && taps_in_place(g) {
-        grad_weight_igemm(g, gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
+        let (gw, grad, x) = (gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
+        grad_weight_igemm(g, gw, grad, x, KEEP_FLOATS);
         return;
     }
     // Blocks of the C/G*KH*KW columns of each group's weight gradient.
@@ -1401,7 +1402,7 @@ thread_local! {
 /// layer at 56 x 56). Tasks over (group, tap, block of channels) each sum
 /// their outputs over the samples in order, 128 positions at a time (the
 /// same bits for any thread count).
-fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32) {
+fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
     use igemm::NR;
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
     let ([sh, sw], [dh, dw], [ph, pw]) = (g.stride, g.dilation, g.padding);
@@ -1422,82 +1423,91 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32) 
     let wide = g.groups * kp * cg.div_ceil(2 * NR) >= 4 * parallel::num_threads();
     let block = if wide { 2 * NR } else { NR };
     let blocks = cg.div_ceil(block);
+    // Samples in chunks whose copies stay within `budget` floats (a batch of
+    // 256 at 112 x 112 would otherwise hold the input and the gradient a
+    // second time, 1.6 GB); the sums carry across chunks in sample order.
+    let per_sample = sample + g.groups * per_a;
+    let chunk = (budget / per_sample).clamp(1, g.n);
     GW_BUFS.with(|bufs| {
         let mut bufs = bufs.borrow_mut();
         let [xt, ap, sums] = &mut *bufs;
         for (buf, len) in [
-            (&mut *xt, g.n * sample + NR),
-            (&mut *ap, g.n * g.groups * per_a),
+            (&mut *xt, chunk * sample + NR),
+            (&mut *ap, chunk * g.groups * per_a),
             (&mut *sums, g.groups * kp * ocg * cg),
         ] {
             if buf.len() < len {
                 buf.resize(len, 0.0);
             }
         }
-        let xtp = P(xt.as_mut_ptr());
-        // The padded channels-last copy, a padded row per task.
-        parallel::parallel_for(g.n * hp, |task| {
-            let (n, ih) = (task / hp, task % hp);
-            // SAFETY: task (n, ih) writes its own padded row only.
-            let row = unsafe {
-                std::slice::from_raw_parts_mut(xtp.at(n * sample + ih * wp * g.c), wp * g.c)
-            };
-            if ih < ph || ih >= ph + g.h {
-                row.fill(0.0);
-                return;
-            }
-            row[..pw * g.c].fill(0.0);
-            row[(pw + g.w) * g.c..].fill(0.0);
-            for c in 0..g.c {
-                // SAFETY: input row ih - ph of plane (n, c).
-                let src = unsafe {
-                    std::slice::from_raw_parts(x.at((n * g.c + c) * hw + (ih - ph) * g.w), g.w)
+        let (xtp, app, sp) = (P(xt.as_mut_ptr()), P(ap.as_mut_ptr()), P(sums.as_mut_ptr()));
+        for n0 in (0..g.n).step_by(chunk) {
+            let nn = chunk.min(g.n - n0);
+            // The padded channels-last copy of samples n0.., a padded row
+            // per task.
+            parallel::parallel_for(nn * hp, |task| {
+                let (n, ih) = (task / hp, task % hp);
+                // SAFETY: task (n, ih) writes its own padded row only.
+                let row = unsafe {
+                    std::slice::from_raw_parts_mut(xtp.at(n * sample + ih * wp * g.c), wp * g.c)
                 };
-                for (iw, &v) in src.iter().enumerate() {
-                    row[(pw + iw) * g.c + c] = v;
+                if ih < ph || ih >= ph + g.h {
+                    row.fill(0.0);
+                    return;
+                }
+                row[..pw * g.c].fill(0.0);
+                row[(pw + g.w) * g.c..].fill(0.0);
+                for c in 0..g.c {
+                    // SAFETY: input row ih - ph of plane (n0 + n, c).
+                    let src = unsafe {
+                        let at = ((n0 + n) * g.c + c) * hw + (ih - ph) * g.w;
+                        std::slice::from_raw_parts(x.at(at), g.w)
+                    };
+                    for (iw, &v) in src.iter().enumerate() {
+                        row[(pw + iw) * g.c + c] = v;
+                    }
+                }
+            });
+            // SAFETY: the NR floats of slack after the chunk's last sample.
+            unsafe { std::slice::from_raw_parts_mut(xtp.at(nn * sample), NR).fill(0.0) };
+            for n in 0..nn {
+                for grp in 0..g.groups {
+                    // SAFETY: the group's output-gradient rows of sample n0 + n
+                    // (ocg x p) into this chunk's packed buffer.
+                    unsafe {
+                        let dst = std::slice::from_raw_parts_mut(
+                            app.at((n * g.groups + grp) * per_a),
+                            per_a,
+                        );
+                        let src = grad.at(((n0 + n) * g.oc + grp * ocg) * p);
+                        igemm::pack_a_all(src, p as isize, 1, ocg, p, dst)
+                    };
                 }
             }
-        });
-        xt[g.n * sample..g.n * sample + NR].fill(0.0);
-        for n in 0..g.n {
-            for grp in 0..g.groups {
-                // SAFETY: the group's output-gradient rows of sample n, ocg x p.
-                unsafe {
-                    igemm::pack_a_all(
-                        grad.at((n * g.oc + grp * ocg) * p),
-                        p as isize,
-                        1,
-                        ocg,
-                        p,
-                        &mut ap[(n * g.groups + grp) * per_a..],
-                    )
-                };
-            }
+            parallel::parallel_for(g.groups * kp * blocks, |task| {
+                let (grp, rest) = (task / (kp * blocks), task % (kp * blocks));
+                let (tap, blk) = (rest / blocks, rest % blocks);
+                let (c0, nc) = (blk * block, block.min(cg - blk * block));
+                let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * g.c + grp * cg + c0;
+                let c = sp.at(((grp * kp + tap) * ocg) * cg + c0);
+                for n in 0..nn {
+                    let a = igemm::A {
+                        ptr: app.at((n * g.groups + grp) * per_a),
+                        rows: ocg,
+                        first: 0,
+                    };
+                    let b = igemm::Rows {
+                        base: xtp.at(n * sample + shift),
+                        offs: &rows,
+                    };
+                    // SAFETY: B's rows are inside sample n's padded copy (a
+                    // valid output position reads a padded position through
+                    // every tap) or the NR floats of slack after the chunk;
+                    // the task writes its own tap's and channels' sums.
+                    unsafe { igemm::gemm(ocg, nc, p, a, b, c, cg, n0 + n > 0) };
+                }
+            });
         }
-        let (app, sp) = (P(ap.as_mut_ptr()), P(sums.as_mut_ptr()));
-        parallel::parallel_for(g.groups * kp * blocks, |task| {
-            let (grp, rest) = (task / (kp * blocks), task % (kp * blocks));
-            let (tap, blk) = (rest / blocks, rest % blocks);
-            let (c0, nc) = (blk * block, block.min(cg - blk * block));
-            let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * g.c + grp * cg + c0;
-            let c = sp.at(((grp * kp + tap) * ocg) * cg + c0);
-            for n in 0..g.n {
-                let a = igemm::A {
-                    ptr: app.at((n * g.groups + grp) * per_a),
-                    rows: ocg,
-                    first: 0,
-                };
-                let b = igemm::Rows {
-                    base: xtp.at(n * sample + shift),
-                    offs: &rows,
-                };
-                // SAFETY: B's rows are inside sample n's padded copy (a
-                // valid output position reads a padded position through
-                // every tap) or its NR floats of slack; the task writes its
-                // own tap's and channels' sums.
-                unsafe { igemm::gemm(ocg, nc, p, a, b, c, cg, n > 0) };
-            }
-        });
         // gw[grp * ocg + o, c, tap] = sums[grp, tap, o, c]
         let sums = &*sums;
         parallel::parallel_for(g.oc, |o| {
@@ -1645,6 +1655,50 @@ mod tests {
             }
         }
         (gi, gw)
+    }
+
+    /// [`grad_weight_igemm`] against the direct reference (small integers:
+    /// exact sums), with every sample in one chunk and one sample per chunk
+    /// (the sums carry across chunks), groups, strides, dilation, uneven
+    /// padding, channel blocks of one and of two micro-panels.
+    #[test]
+    fn weight_gradient_taps_in_place_matches_reference() {
+        if !igemm::available() {
+            return;
+        }
+        // (x, w, stride, padding, dilation, groups)
+        type Case = (
+            [usize; 4],
+            [usize; 4],
+            [usize; 2],
+            [usize; 2],
+            [usize; 2],
+            usize,
+        );
+        let cases: &[Case] = &[
+            ([3, 64, 7, 9], [5, 64, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([2, 104, 9, 7], [8, 52, 3, 2], [2, 1], [1, 0], [1, 2], 2),
+            ([3, 30, 6, 6], [16, 30, 3, 3], [2, 2], [2, 1], [2, 1], 1),
+        ];
+        for &(x, w, s, pd, d, groups) in cases {
+            let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
+            let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
+            let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+            assert!(taps_in_place(&g));
+            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
+            let gv = ints(g.n * g.oc * g.p(), 104729, 5);
+            let (_, want) = reference_grads(&g, &xv, &vec![0.0; g.oc * g.ck()], &gv);
+            let (x32, g32): (Vec<f32>, Vec<f32>) = (
+                xv.iter().map(|&v| v as f32).collect(),
+                gv.iter().map(|&v| v as f32).collect(),
+            );
+            for budget in [usize::MAX, 1] {
+                let mut gw = vec![f32::NAN; g.oc * g.ck()];
+                grad_weight_igemm(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
+                let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
+                assert_eq!(got, want, "{x:?} {w:?} budget {budget}");
+            }
+        }
     }
 
     /// Small integers: every sum is exact, in any order, in f32 and f64.
