@@ -630,7 +630,7 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
                         let (o, tap) = (k / kp, k % kp);
                         (((grp * cg + o) * ocg) * kp + kp - 1 - tap) as isize
                     };
-                    igemm::pack_a_all_cols(w, kp as isize, col, ocg, ck, dst)
+                    igemm::pack_a_all_with(w, |i| (i * kp) as isize, col, ocg, ck, dst)
                 },
             }
         }
@@ -1296,6 +1296,11 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         grad_weight_igemm(g, gw, grad, x, KEEP_FLOATS);
         return;
     }
+    if is_f32::<T>() && igemm::available() && rows_as_a(g) {
+        let (gw, grad, x) = (gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
+        grad_weight_rows(g, gw, grad, x, KEEP_FLOATS);
+        return;
+    }
     // Blocks of the C/G*KH*KW columns of each group's weight gradient.
     let nrb = if g.groups >= 8 {
         1
@@ -1527,6 +1532,201 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     });
 }
 
+/// Whether the float32 weight gradient takes [`grad_weight_rows`]: layers
+/// [`taps_in_place`] leaves for their few input channels (resnet's 3 -> 64
+/// stem), with at least a panel of im2col rows, output channels that fill
+/// `NR`-wide panels with at most a fifth wasted, and an im2col larger than
+/// the input.
+fn rows_as_a(g: &Conv2d) -> bool {
+    let ocg = g.ocg();
+    g.kp() * g.p() > g.hw() && g.ck() >= igemm::MR && ocg.next_multiple_of(igemm::NR) * 4 <= ocg * 5
+}
+
+thread_local! {
+    /// [`grad_weight_rows`]' padded input, transposed output gradient,
+    /// partial sums per segment and sums (the calling thread's, reused
+    /// across calls).
+    static GW_ROWS: RefCell<[Vec<f32>; 4]> =
+        const { RefCell::new([Vec::new(), Vec::new(), Vec::new(), Vec::new()]) };
+}
+
+/// The weight gradient with the roles of [`grad_weight_igemm`] swapped, for
+/// few input channels: `gw^T (C/G*KH*KW x OC/G) = sum over positions of
+/// im2col (C/G*KH*KW x P) @ grad^T (P x OC/G)`. The output gradient,
+/// transposed once to positions x channels, is B read in place
+/// ([`igemm::Rows`]); im2col is packed as A one block of 128 positions at a
+/// time straight from a zero-padded copy of the input (row `(c, kh, kw)`,
+/// column `(oh, ow)` at a row offset plus a column offset:
+/// [`igemm::pack_a_all_with`]) and used at once while it is in cache (packed
+/// whole, the stem's im2col is 8 MB a sample and streamed from memory twice).
+/// With 3 input channels the 64 output channels fill the panels that 3
+/// channels could not (the gemm crate's path took 2.2-2.6x CPU's time on
+/// resnet18's stem). Tasks are fixed segments of [`SEGMENT`] positions of
+/// one sample, each summing its blocks in order into its own partial sums;
+/// the partials are then added in (sample, segment) order, so the bits do
+/// not depend on the thread count. Samples in chunks within `budget` floats.
+fn grad_weight_rows(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
+    use igemm::{KC, NR};
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let ([sh, sw], [dh, dw], [ph, pw]) = (g.stride, g.dilation, g.padding);
+    let (hp, wp) = (g.h + 2 * ph, g.w + 2 * pw);
+    let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
+    let plane = hp * wp;
+    let (xsample, gsample) = (g.c * plane, p * g.oc);
+    // im2col of one group: row r = (c, tap) and column q = (oh, ow) at
+    // row(r) + col(q) from the group's first padded plane.
+    let row = |r: usize| {
+        let (c, tap) = (r / kp, r % kp);
+        (c * plane + (tap / g.kw) * dh * wp + (tap % g.kw) * dw) as isize
+    };
+    let cols: Vec<isize> = (0..p)
+        .map(|q| ((q / g.ow) * sh * wp + (q % g.ow) * sw) as isize)
+        .collect();
+    // B's row q: the transposed gradient's channels at position q.
+    let brows: Vec<isize> = (0..p).map(|q| (q * g.oc) as isize).collect();
+    let segs = p.div_ceil(SEGMENT);
+    let part = g.groups * ck * ocg;
+    let per_sample = xsample + gsample + segs * part;
+    let chunk = (budget / per_sample).clamp(1, g.n);
+    // Positions per task of the gradient's transpose.
+    const QB: usize = 64;
+    let qblocks = p.div_ceil(QB);
+    GW_ROWS.with(|bufs| {
+        let mut bufs = bufs.borrow_mut();
+        let [xp, gt, parts, sums] = &mut *bufs;
+        for (buf, len) in [
+            (&mut *xp, chunk * xsample),
+            (&mut *gt, chunk * gsample + NR),
+            (&mut *parts, chunk * segs * part),
+            (&mut *sums, part),
+        ] {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+        }
+        let (xpp, gtp) = (P(xp.as_mut_ptr()), P(gt.as_mut_ptr()));
+        let (pp, sp) = (P(parts.as_mut_ptr()), P(sums.as_mut_ptr()));
+        for n0 in (0..g.n).step_by(chunk) {
+            let nn = chunk.min(g.n - n0);
+            // Zero-padded planes of samples n0.., a plane per task.
+            parallel::parallel_for(nn * g.c, |t| {
+                // SAFETY: task t writes padded plane t only; reads input plane
+                // (n0 + t / C, t % C).
+                let (dst, src) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(xpp.at(t * plane), plane),
+                        std::slice::from_raw_parts(x.at((n0 * g.c + t) * hw) as *const f32, hw),
+                    )
+                };
+                dst[..ph * wp].fill(0.0);
+                dst[(ph + g.h) * wp..].fill(0.0);
+                for (ih, src) in src.chunks_exact(g.w).enumerate() {
+                    let d = &mut dst[(ph + ih) * wp..(ph + ih + 1) * wp];
+                    d[..pw].fill(0.0);
+                    d[pw..pw + g.w].copy_from_slice(src);
+                    d[pw + g.w..].fill(0.0);
+                }
+            });
+            // The output gradient as positions x channels, QB positions a task.
+            parallel::parallel_for(nn * qblocks, |t| {
+                let (n, qb) = (t / qblocks, t % qblocks);
+                let (q0, q1) = (qb * QB, ((qb + 1) * QB).min(p));
+                // SAFETY: task t writes positions q0..q1 of sample n only.
+                unsafe {
+                    let dst = gtp.at(n * gsample);
+                    for o in 0..g.oc {
+                        let src = grad.at(((n0 + n) * g.oc + o) * p);
+                        for q in q0..q1 {
+                            *dst.add(q * g.oc + o) = *src.add(q);
+                        }
+                    }
+                }
+            });
+            // SAFETY: the NR floats of slack after the chunk's last sample.
+            unsafe { std::slice::from_raw_parts_mut(gtp.at(nn * gsample), NR).fill(0.0) };
+            parallel::parallel_for(nn * segs, |task| {
+                let (n, seg) = (task / segs, task % segs);
+                let (q0, q1) = (seg * SEGMENT, ((seg + 1) * SEGMENT).min(p));
+                A_BLOCK.with(|ab| {
+                    let mut ab = ab.borrow_mut();
+                    let len = igemm::packed_len(ck, KC);
+                    if ab.len() < len {
+                        ab.resize(len, 0.0);
+                    }
+                    for grp in 0..g.groups {
+                        let c = pp.at((task * g.groups + grp) * ck * ocg);
+                        let src = xpp.at((n * g.c + grp * cg) * plane) as *const f32;
+                        for k0 in (q0..q1).step_by(KC) {
+                            let kc = KC.min(q1 - k0);
+                            // SAFETY: rows and columns stay inside sample n's
+                            // group planes (a valid output position reads a
+                            // padded position through every tap); B's rows
+                            // are sample n's transposed gradient (or the
+                            // slack after the chunk); the task writes its
+                            // own partial sums.
+                            unsafe {
+                                let col = |q: usize| cols[k0 + q];
+                                igemm::pack_a_all_with(src, row, col, ck, kc, &mut ab);
+                                let a = igemm::A {
+                                    ptr: ab.as_ptr(),
+                                    rows: ck,
+                                    first: 0,
+                                };
+                                let b = igemm::Rows {
+                                    base: gtp.at(n * gsample + grp * ocg),
+                                    offs: &brows[k0..k0 + kc],
+                                };
+                                igemm::gemm(ck, ocg, kc, a, b, c, ocg, k0 > q0);
+                            }
+                        }
+                    }
+                });
+            });
+            // Partials into the sums, in (sample, segment) order.
+            let first = n0 == 0;
+            parallel::parallel_for(part.div_ceil(1024), |t| {
+                let (e0, e1) = (t * 1024, ((t + 1) * 1024).min(part));
+                // SAFETY: task t owns elements e0..e1 of the sums.
+                unsafe {
+                    let dst = std::slice::from_raw_parts_mut(sp.at(e0), e1 - e0);
+                    for pi in 0..nn * segs {
+                        let src = std::slice::from_raw_parts(pp.at(pi * part + e0), e1 - e0);
+                        if first && pi == 0 {
+                            dst.copy_from_slice(src);
+                        } else {
+                            for (d, &v) in dst.iter_mut().zip(src) {
+                                *d += v;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        // gw[grp * ocg + o, r] = sums[grp, r, o]
+        let sums = &*sums;
+        parallel::parallel_for(g.oc, |o| {
+            let (grp, oo) = (o / ocg, o % ocg);
+            // SAFETY: task o writes row o of gw only.
+            let dst = unsafe { std::slice::from_raw_parts_mut(gw.at(o * ck), ck) };
+            for (r, v) in dst.iter_mut().enumerate() {
+                *v = sums[(grp * ck + r) * ocg + oo];
+            }
+        });
+        for buf in bufs.iter_mut() {
+            release_if_large(buf);
+        }
+    });
+}
+
+/// Positions per task of [`grad_weight_rows`] (a fixed split: the sums do
+/// not depend on the thread count).
+const SEGMENT: usize = 16 * igemm::KC;
+
+thread_local! {
+    /// [`grad_weight_rows`]' packed block of im2col (per thread).
+    static A_BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
 fn grad_bias_t<T: Real>(g: &Conv2d, gb: *mut u8, grad: *mut u8) {
     let (gb, grad) = (P(gb as *mut T), P(grad as *mut T));
     let p = g.p();
@@ -1695,6 +1895,52 @@ mod tests {
             for budget in [usize::MAX, 1] {
                 let mut gw = vec![f32::NAN; g.oc * g.ck()];
                 grad_weight_igemm(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
+                let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
+                assert_eq!(got, want, "{x:?} {w:?} budget {budget}");
+            }
+        }
+    }
+
+    /// [`grad_weight_rows`] against the direct reference (exact integer
+    /// sums), one chunk and one sample per chunk: resnet's stem shape (small),
+    /// groups, dilation, a short last row panel and output-channel panel,
+    /// samples of more than one segment.
+    #[test]
+    fn weight_gradient_rows_as_a_matches_reference() {
+        if !igemm::available() {
+            return;
+        }
+        // (x, w, stride, padding, dilation, groups)
+        type Case = (
+            [usize; 4],
+            [usize; 4],
+            [usize; 2],
+            [usize; 2],
+            [usize; 2],
+            usize,
+        );
+        let cases: &[Case] = &[
+            ([2, 3, 23, 21], [64, 3, 7, 7], [2, 2], [3, 3], [1, 1], 1),
+            ([3, 4, 9, 11], [60, 2, 3, 4], [1, 2], [2, 1], [2, 1], 2),
+            ([1, 2, 5, 70], [30, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            // 2,500 positions: two segments of a sample.
+            ([2, 2, 50, 50], [32, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+        ];
+        for &(x, w, s, pd, d, groups) in cases {
+            let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
+            let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
+            let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+            assert!(!taps_in_place(&g) && rows_as_a(&g));
+            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
+            let gv = ints(g.n * g.oc * g.p(), 104729, 5);
+            let (_, want) = reference_grads(&g, &xv, &vec![0.0; g.oc * g.ck()], &gv);
+            let (x32, g32): (Vec<f32>, Vec<f32>) = (
+                xv.iter().map(|&v| v as f32).collect(),
+                gv.iter().map(|&v| v as f32).collect(),
+            );
+            for budget in [usize::MAX, 1] {
+                let mut gw = vec![f32::NAN; g.oc * g.ck()];
+                grad_weight_rows(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
                 let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
                 assert_eq!(got, want, "{x:?} {w:?} budget {budget}");
             }

@@ -86,18 +86,21 @@ pub unsafe fn pack_a_all(a: *const f32, rs: isize, cs: isize, m: usize, k: usize
     });
 }
 
-/// [`pack_a_all`] for an A whose columns are not evenly spaced: element
-/// `(i, k)` at `a[col(k) + i * rs]`. For a convolution's weight read
-/// transposed and flipped (the input gradient as a convolution): column `k`
-/// is an (output channel, tap) pair whose taps run backwards. Scalar: a
-/// panel's `MR` rows of one output channel's taps lie within `MR * taps`
-/// contiguous floats, so its reads stay in a few cache lines.
+/// [`pack_a_all`] for an A whose rows and columns are not evenly spaced:
+/// element `(i, k)` at `a[row(i) + col(k)]`. For a convolution's weight
+/// read transposed and flipped (the input gradient as a convolution),
+/// column `k` is an (output channel, tap) pair whose taps run backwards;
+/// for im2col read from a padded input (the weight gradient of a layer with
+/// few input channels), row `i` is a (channel, tap) pair and column `k` an
+/// output position. Scalar: the reads of a panel's row stay in a few cache
+/// lines for the weight; for im2col, consecutive columns read consecutive
+/// (or every other) elements of an input row.
 ///
 /// # Safety
 /// `a` addresses such a matrix; `dst` holds [`packed_len`] floats.
-pub unsafe fn pack_a_all_cols(
+pub unsafe fn pack_a_all_with(
     a: *const f32,
-    rs: isize,
+    row: impl Fn(usize) -> isize + Sync,
     col: impl Fn(usize) -> isize + Sync,
     m: usize,
     k: usize,
@@ -105,13 +108,14 @@ pub unsafe fn pack_a_all_cols(
 ) {
     let a = a as usize;
     pack_blocks(m, k, dst, |i0, mr, k0, kc, panel| {
+        let rows: [isize; MR] = std::array::from_fn(|i| if i < mr { row(i0 + i) } else { 0 });
         for kk in 0..kc {
-            let c = (a as *const f32).offset(col(k0 + kk) + i0 as isize * rs);
-            let row = &mut panel[kk * MR..(kk + 1) * MR];
-            for (i, v) in row[..mr].iter_mut().enumerate() {
-                *v = *c.offset(i as isize * rs);
+            let c = (a as *const f32).offset(col(k0 + kk));
+            let dst = &mut panel[kk * MR..(kk + 1) * MR];
+            for (i, v) in dst[..mr].iter_mut().enumerate() {
+                *v = *c.offset(rows[i]);
             }
-            row[mr..].fill(0.0);
+            dst[mr..].fill(0.0);
         }
     });
 }
@@ -549,7 +553,7 @@ mod tests {
         }
     }
 
-    /// [`pack_a_all_cols`] with evenly spaced columns writes what
+    /// [`pack_a_all_with`] with evenly spaced columns writes what
     /// [`pack_a_all`] writes (padding rows included), and with reversed
     /// runs of taps (a weight read transposed and flipped) the elements the
     /// column table names.
@@ -562,7 +566,14 @@ mod tests {
             // SAFETY: rows at stride 1, columns at stride m: inside a.
             unsafe {
                 pack_a_all(a.as_ptr(), 1, m as isize, m, k, &mut want);
-                pack_a_all_cols(a.as_ptr(), 1, |j| (j * m) as isize, m, k, &mut got);
+                pack_a_all_with(
+                    a.as_ptr(),
+                    |i| i as isize,
+                    |j| (j * m) as isize,
+                    m,
+                    k,
+                    &mut got,
+                );
             }
             assert_eq!(got, want, "m {m} k {k}");
             // Columns (o, tap) of 3 taps each, taps reversed: element (i, k)
@@ -571,7 +582,7 @@ mod tests {
             let mut flipped = vec![0.0; packed_len(m, kk)];
             let col = |j: usize| ((j / 3 * m) * 3 + 2 - j % 3) as isize;
             // SAFETY: the largest offset is below m * kk <= a.len().
-            unsafe { pack_a_all_cols(a.as_ptr(), 3, col, m, kk, &mut flipped) };
+            unsafe { pack_a_all_with(a.as_ptr(), |i| 3 * i as isize, col, m, kk, &mut flipped) };
             for j in 0..kk {
                 let (k0, kc) = (j / KC * KC, KC.min(kk - j / KC * KC));
                 for i in 0..m {
