@@ -1376,6 +1376,16 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
     });
 }
 
+/// Where each output position's window starts in a zero-padded input of
+/// row width `wp` whose elements are `step` floats apart (1 for planes, the
+/// channel count for channels-last): `((oh * sh) * wp + ow * sw) * step`.
+fn window_origins(g: &Conv2d, wp: usize, step: usize) -> Vec<isize> {
+    let [sh, sw] = g.stride;
+    (0..g.p())
+        .map(|q| (((q / g.ow) * sh * wp + (q % g.ow) * sw) * step) as isize)
+        .collect()
+}
+
 /// Whether the float32 weight gradient takes [`grad_weight_igemm`]: when
 /// im2col would hold more elements than the input it copies (not a 1x1
 /// layer: a stride-1 one is a plain product already, and a stride-2 one
@@ -1410,7 +1420,7 @@ thread_local! {
 fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
     use igemm::NR;
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
-    let ([sh, sw], [dh, dw], [ph, pw]) = (g.stride, g.dilation, g.padding);
+    let ([dh, dw], [ph, pw]) = (g.dilation, g.padding);
     let (hp, wp) = (g.h + 2 * ph, g.w + 2 * pw);
     let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
     // Sample n's padded plane (ih, iw), channel c at (n * hp * wp + ih * wp +
@@ -1418,9 +1428,7 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     // channel, so NR floats of slack follow the last sample.
     let sample = hp * wp * g.c;
     // Row q of every X_tap, before the tap's own offset.
-    let rows: Vec<isize> = (0..p)
-        .map(|q| (((q / g.ow) * sh * wp + (q % g.ow) * sw) * g.c) as isize)
-        .collect();
+    let rows = window_origins(g, wp, g.c);
     let per_a = igemm::packed_len(ocg, p);
     // Blocks of two micro-panels of channels when that leaves at least four
     // tasks per thread, else of one (64 channels in 3x3 taps: 18 tasks, not
@@ -1568,7 +1576,7 @@ thread_local! {
 fn grad_weight_rows(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
     use igemm::{KC, NR};
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
-    let ([sh, sw], [dh, dw], [ph, pw]) = (g.stride, g.dilation, g.padding);
+    let ([dh, dw], [ph, pw]) = (g.dilation, g.padding);
     let (hp, wp) = (g.h + 2 * ph, g.w + 2 * pw);
     let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
     let plane = hp * wp;
@@ -1579,9 +1587,7 @@ fn grad_weight_rows(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, b
         let (c, tap) = (r / kp, r % kp);
         (c * plane + (tap / g.kw) * dh * wp + (tap % g.kw) * dw) as isize
     };
-    let cols: Vec<isize> = (0..p)
-        .map(|q| ((q / g.ow) * sh * wp + (q % g.ow) * sw) as isize)
-        .collect();
+    let cols = window_origins(g, wp, 1);
     // B's row q: the transposed gradient's channels at position q.
     let brows: Vec<isize> = (0..p).map(|q| (q * g.oc) as isize).collect();
     let segs = p.div_ceil(SEGMENT);
@@ -1857,34 +1863,30 @@ mod tests {
         (gi, gw)
     }
 
-    /// [`grad_weight_igemm`] against the direct reference (small integers:
-    /// exact sums), with every sample in one chunk and one sample per chunk
-    /// (the sums carry across chunks), groups, strides, dilation, uneven
-    /// padding, channel blocks of one and of two micro-panels.
-    #[test]
-    fn weight_gradient_taps_in_place_matches_reference() {
-        if !igemm::available() {
-            return;
-        }
-        // (x, w, stride, padding, dilation, groups)
-        type Case = (
-            [usize; 4],
-            [usize; 4],
-            [usize; 2],
-            [usize; 2],
-            [usize; 2],
-            usize,
-        );
-        let cases: &[Case] = &[
-            ([3, 64, 7, 9], [5, 64, 3, 3], [1, 1], [1, 1], [1, 1], 1),
-            ([2, 104, 9, 7], [8, 52, 3, 2], [2, 1], [1, 0], [1, 2], 2),
-            ([3, 30, 6, 6], [16, 30, 3, 3], [2, 2], [2, 1], [2, 1], 1),
-        ];
+    /// (x, w, stride, padding, dilation, groups)
+    type GwCase = (
+        [usize; 4],
+        [usize; 4],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        usize,
+    );
+
+    /// A float32 weight-gradient kernel (`kernel(g, gw, grad, x, budget)`)
+    /// against the direct reference on small integers (exact sums), with
+    /// every sample in one chunk and one sample per chunk (the sums carry
+    /// across chunks); `takes` is the rule that must send each case there.
+    fn check_weight_gradient(
+        cases: &[GwCase],
+        takes: fn(&Conv2d) -> bool,
+        kernel: fn(&Conv2d, *mut f32, *const f32, *const f32, usize),
+    ) {
         for &(x, w, s, pd, d, groups) in cases {
             let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
             let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
             let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
-            assert!(taps_in_place(&g));
+            assert!(takes(&g), "{x:?} {w:?}");
             let xv = ints(g.n * g.c * g.hw(), 7919, 7);
             let gv = ints(g.n * g.oc * g.p(), 104729, 5);
             let (_, want) = reference_grads(&g, &xv, &vec![0.0; g.oc * g.ck()], &gv);
@@ -1894,57 +1896,49 @@ mod tests {
             );
             for budget in [usize::MAX, 1] {
                 let mut gw = vec![f32::NAN; g.oc * g.ck()];
-                grad_weight_igemm(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
+                kernel(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
                 let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
                 assert_eq!(got, want, "{x:?} {w:?} budget {budget}");
             }
         }
     }
 
-    /// [`grad_weight_rows`] against the direct reference (exact integer
-    /// sums), one chunk and one sample per chunk: resnet's stem shape (small),
-    /// groups, dilation, a short last row panel and output-channel panel,
-    /// samples of more than one segment.
+    /// [`grad_weight_igemm`]: groups, strides, dilation, uneven padding,
+    /// channel blocks of one and of two micro-panels.
+    #[test]
+    fn weight_gradient_taps_in_place_matches_reference() {
+        if !igemm::available() {
+            return;
+        }
+        let cases: &[GwCase] = &[
+            ([3, 64, 7, 9], [5, 64, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([2, 104, 9, 7], [8, 52, 3, 2], [2, 1], [1, 0], [1, 2], 2),
+            ([3, 30, 6, 6], [16, 30, 3, 3], [2, 2], [2, 1], [2, 1], 1),
+        ];
+        check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
+    }
+
+    /// [`grad_weight_rows`]: resnet's stem shape (small), groups, dilation, a
+    /// short last row panel and output-channel panel, samples of more than
+    /// one segment.
     #[test]
     fn weight_gradient_rows_as_a_matches_reference() {
         if !igemm::available() {
             return;
         }
-        // (x, w, stride, padding, dilation, groups)
-        type Case = (
-            [usize; 4],
-            [usize; 4],
-            [usize; 2],
-            [usize; 2],
-            [usize; 2],
-            usize,
-        );
-        let cases: &[Case] = &[
+        let cases: &[GwCase] = &[
             ([2, 3, 23, 21], [64, 3, 7, 7], [2, 2], [3, 3], [1, 1], 1),
             ([3, 4, 9, 11], [60, 2, 3, 4], [1, 2], [2, 1], [2, 1], 2),
             ([1, 2, 5, 70], [30, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             // 2,500 positions: two segments of a sample.
             ([2, 2, 50, 50], [32, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
         ];
-        for &(x, w, s, pd, d, groups) in cases {
-            let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
-            let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
-            let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
-            assert!(!taps_in_place(&g) && rows_as_a(&g));
-            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
-            let gv = ints(g.n * g.oc * g.p(), 104729, 5);
-            let (_, want) = reference_grads(&g, &xv, &vec![0.0; g.oc * g.ck()], &gv);
-            let (x32, g32): (Vec<f32>, Vec<f32>) = (
-                xv.iter().map(|&v| v as f32).collect(),
-                gv.iter().map(|&v| v as f32).collect(),
-            );
-            for budget in [usize::MAX, 1] {
-                let mut gw = vec![f32::NAN; g.oc * g.ck()];
-                grad_weight_rows(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
-                let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
-                assert_eq!(got, want, "{x:?} {w:?} budget {budget}");
-            }
-        }
+        // The rows path is the one for layers the taps path leaves.
+        check_weight_gradient(
+            cases,
+            |g| !taps_in_place(g) && rows_as_a(g),
+            grad_weight_rows,
+        );
     }
 
     /// Small integers: every sum is exact, in any order, in f32 and f64.
