@@ -408,9 +408,12 @@ def test_exit_waits_for_autograd_device_threads():
     device's autograd worker thread), so that a worker still dropping an
     earlier graph task does so before Python finalizes (pytorch/pytorch#38228:
     a worker that takes the GIL then aborts the process)."""
-    before = len(foo_rs._EXIT_LEAVES)
+    for i in range(torch.foo.device_count()):  # the worker threads exist once a backward ran
+        torch.ones(2, device=f"foo:{i}", requires_grad=True).sum().backward()
+    assert foo_rs._autograd_device_threads_started()
+    before = len(foo_rs._EXIT_PASSES)
     foo_rs._drain_autograd_threads()
-    leaves = foo_rs._EXIT_LEAVES[before:]
+    leaves = [leaf for leaf, _, _ in foo_rs._EXIT_PASSES[before:]]
     assert [t.device for t in leaves] == [torch.device("foo", i) for i in range(torch.foo.device_count())]
     assert all(t.grad is not None and t.grad.item() == 1.0 for t in leaves)
 
@@ -423,7 +426,7 @@ def test_exit_after_discarded_gradients_is_clean():
 
     def report():  # registered before foo_rs's hook, so it runs after it
         import foo_rs
-        print("exit leaves", len(foo_rs._EXIT_LEAVES))
+        print("exit passes", len(foo_rs._EXIT_PASSES))
 
     atexit.register(report)
     import torch, foo_rs
@@ -439,4 +442,29 @@ def test_exit_after_discarded_gradients_is_clean():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "terminate called" not in proc.stderr
-    assert "exit leaves 2" in proc.stdout  # the hook ran at exit, one backward per device
+    assert "exit passes 2" in proc.stdout  # the hook ran at exit, one backward per device
+
+
+def test_exit_without_backward_starts_no_autograd_threads():
+    """A process that never ran a backward on foo has no autograd worker threads;
+    the exit hook must not start them while Python shuts down (each takes the GIL
+    once as it starts: a script with no backward aborted once in a CI run)."""
+    code = r"""
+    import atexit, os
+
+    def report():  # registered before foo_rs's hook, so it runs after it
+        import foo_rs
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+        print("exit passes", len(foo_rs._EXIT_PASSES), "autograd threads", sum(n.startswith("pt_autograd_") for n in names))
+
+    atexit.register(report)
+    import torch, foo_rs
+    a = torch.randn(1000, device="foo")
+    print(float((a + a).sum()))
+    """
+    env = dict(os.environ, FOO_RS_DEVICE_COUNT="2")
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=150, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "exit passes 0 autograd threads 0" in proc.stdout, proc.stdout

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 
 import torch  # first: the native module resolves torch's own libc10/libtorch_cpu
 
@@ -54,8 +55,28 @@ if torch.distributed.is_available():
     _distributed.register()  # the "foo_gloo" c10d backend, foo's default (foo_rs/distributed.py)
 
 
-#: Leaves of the exit-time backward passes below, kept alive to the end.
-_EXIT_LEAVES: list[torch.Tensor] = []
+#: The exit-time backward passes below, (leaf, output, seed gradient) each,
+#: kept alive to the end.
+_EXIT_PASSES: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+
+def _autograd_device_threads_started() -> bool:
+    """Whether autograd has started its per-device worker threads.
+
+    The engine starts them on the first backward that touches a device other
+    than the CPU and names them ``pt_autograd_<index>``. Where the thread
+    names cannot be read (no /proc), answer yes: draining is always safe
+    before finalization, only wasted.
+    """
+    try:
+        tasks = os.listdir("/proc/self/task")
+        names = []
+        for task in tasks:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read())
+    except OSError:
+        return True
+    return any(name.startswith("pt_autograd_") for name in names)
 
 
 def _drain_autograd_threads() -> None:
@@ -71,14 +92,24 @@ def _drain_autograd_threads() -> None:
     last line discards an ``autograd.grad`` of a conv2d on foo. A thread
     finishes one task before it takes the next, so one more small backward
     per device, run while the GIL is released, waits until every earlier drop
-    is done. Its own leaves stay referenced here, so its drop needs no GIL.
+    is done. Every tensor it makes (leaf, output, seed gradient) stays
+    referenced here, so its own drops need no GIL.
+
+    A process that never ran a backward on foo has no such threads; starting
+    them at exit would only add threads that take the GIL while Python shuts
+    down (each takes it once as it starts), so the drain runs only when they
+    exist.
     """
+    if not _autograd_device_threads_started():
+        return
     try:
         with torch.enable_grad():
             for index in range(torch.foo.device_count()):
                 leaf = torch.zeros((), device=f"foo:{index}", requires_grad=True)
-                _EXIT_LEAVES.append(leaf)
-                leaf.sum().backward()
+                out = leaf.sum()
+                seed = torch.ones((), device=f"foo:{index}")
+                _EXIT_PASSES.append((leaf, out, seed))
+                torch.autograd.backward(out, seed)
     except Exception:  # noqa: BLE001  (exit must not fail: e.g. a child forked after foo initialised)
         pass
 
