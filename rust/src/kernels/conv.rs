@@ -606,6 +606,10 @@ enum Weight {
 /// [`forward_gathered`].
 fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
     let (out, x) = (P(out), P(x as *mut f32));
+    if g.n * g.p() <= FEW_COLS {
+        forward_few_cols(g, out, x, weight);
+        return;
+    }
     let (ocg, ck, kp) = (g.ocg(), g.ck(), g.kp());
     let per_group = igemm::packed_len(ocg, ck);
     WEIGHTS.with(|wp| {
@@ -643,6 +647,97 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
         release_if_large(&mut wp);
     });
 }
+
+/// Most columns (output positions of all samples) for [`forward_few_cols`]:
+/// two micro-panels. Measured on resnet18's 3 x 3 layers (1 thread): at 16
+/// columns (512 channels at 2 x 2, batch 4) packing the weight cost as much
+/// as the product; at 64 (256 at 4 x 4) a third of it.
+const FEW_COLS: usize = 2 * igemm::NR;
+
+/// [`forward_igemm`] for products with at most [`FEW_COLS`] columns: the
+/// weight read in place ([`igemm::InPlace`]: each element meets B's one or
+/// two vectors once, so packing it would only add a pass over it), the
+/// im2col matrix packed whole once ([`igemm::PrePacked`], at most 64 floats
+/// a row), and tasks over (group, block of [`FEW_ROWS`] output channels).
+/// Each output's sum runs over `k` in blocks of [`igemm::KC`] as in the
+/// other paths, in one task: the same bits for any thread count.
+fn forward_few_cols(g: &Conv2d, out: P<f32>, x: P<f32>, weight: Weight) {
+    use igemm::{KC, NR};
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let cols = g.n * p;
+    let panels = cols.div_ceil(NR);
+    let (kblocks, per_group) = (ck.div_ceil(KC), panels * ck * NR);
+    // Row i, column k of the group's A at base + i * rs + tab[k]: the weight
+    // as given ([OC, C/G, KH, KW]), or the weight of the convolution whose
+    // input gradient this is ([C, OC/G, KH, KW] in this one's terms), read
+    // transposed and flipped as in `Weight::Transposed`.
+    // Groups are `per_w` elements apart.
+    let (w, per_w, rs, tab): (*const f32, usize, usize, Vec<isize>) = match weight {
+        Weight::Given(w) => (w, ocg * ck, ck, (0..ck as isize).collect()),
+        Weight::Transposed(w) => {
+            let tab = (0..ck).map(|k| ((k / kp * ocg + 1) * kp - 1 - k % kp) as isize);
+            (w, cg * ocg * kp, kp, tab.collect())
+        }
+    };
+    let w = P(w as *mut f32);
+    WEIGHTS.with(|bp| {
+        let mut bp = bp.borrow_mut();
+        if bp.len() < g.groups * per_group {
+            bp.resize(g.groups * per_group, 0.0);
+        }
+        let bpp = P(bp.as_mut_ptr());
+        parallel::parallel_for(g.groups * kblocks * panels, |task| {
+            let (grp, rest) = (task / (kblocks * panels), task % (kblocks * panels));
+            let (kb, jp) = (rest / panels, rest % panels);
+            let (k0, j0) = (kb * KC, jp * NR);
+            let kc = KC.min(ck - k0);
+            // SAFETY: task (grp, kb, jp) packs its own block of panel jp.
+            unsafe {
+                let dst = bpp.at(grp * per_group + (jp * ck + k0) * NR);
+                let dst = std::slice::from_raw_parts_mut(dst, kc * NR);
+                pack_cols(g, x.at(grp * cg * hw), k0, kc, j0, NR.min(cols - j0), dst);
+            }
+        });
+        let blocks = ocg.div_ceil(FEW_ROWS);
+        parallel::parallel_for(g.groups * blocks, |task| {
+            let (grp, blk) = (task / blocks, task % blocks);
+            let (r0, rows) = (blk * FEW_ROWS, FEW_ROWS.min(ocg - blk * FEW_ROWS));
+            let a = igemm::InPlace {
+                ptr: w.at(grp * per_w + r0 * rs),
+                rs,
+                cols: &tab,
+            };
+            let b = igemm::PrePacked {
+                base: bpp.at(grp * per_group),
+                k: ck,
+            };
+            // SAFETY: the task writes output rows r0..r0+rows of its group
+            // (through a scratch tile when the columns span samples); A's
+            // elements are the group's weight, B the block packed above.
+            unsafe {
+                if g.n == 1 {
+                    let c = out.at((grp * ocg + r0) * p);
+                    igemm::gemm(rows, cols, ck, a, b, c, p, false);
+                    return;
+                }
+                with_scratch::<f32, _>(rows * cols, |buf| {
+                    igemm::gemm(rows, cols, ck, a, b, buf.as_mut_ptr(), cols, false);
+                    for (j, n) in (0..cols).step_by(p).zip(0..) {
+                        for i in 0..rows {
+                            let dst = out.at((n * g.oc + grp * ocg + r0 + i) * p);
+                            std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * cols + j), dst, p);
+                        }
+                    }
+                });
+            }
+        });
+        release_if_large(&mut bp);
+    });
+}
+
+/// Output channels per task of [`forward_few_cols`]: four micro-tiles (its
+/// B, at most 64 columns, stays in L1 while they pass).
+const FEW_ROWS: usize = 4 * igemm::MR;
 
 /// [`forward_igemm`]'s general case: tasks over (group, row block, column
 /// tile) of [`igemm_grid`]; each gathers its im2col block `KC` rows at a
@@ -1417,6 +1512,12 @@ thread_local! {
 /// layer at 56 x 56). Tasks over (group, tap, block of channels) each sum
 /// their outputs over the samples in order, 128 positions at a time (the
 /// same bits for any thread count).
+///
+/// Maps of fewer than [`igemm::KC`] positions (resnet18's last layers on
+/// small images: 4 positions at 64 x 64) take one product over a chunk's
+/// samples, A packed across them and B's row table running on into the next
+/// sample's copy: one product per sample would have added its few positions
+/// to every sum in memory (512 x 512 x 9 floats, 9.4 MB) once per sample.
 fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
     use igemm::NR;
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
@@ -1427,8 +1528,6 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     // iw) * C + c; the micro-kernel reads NR floats from a block's first
     // channel, so NR floats of slack follow the last sample.
     let sample = hp * wp * g.c;
-    // Row q of every X_tap, before the tap's own offset.
-    let rows = window_origins(g, wp, g.c);
     let per_a = igemm::packed_len(ocg, p);
     // Blocks of two micro-panels of channels when that leaves at least four
     // tasks per thread, else of one (64 channels in 3x3 taps: 18 tasks, not
@@ -1441,6 +1540,16 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     // second time, 1.6 GB); the sums carry across chunks in sample order.
     let per_sample = sample + g.groups * per_a;
     let chunk = (budget / per_sample).clamp(1, g.n);
+    // One product over the chunk's samples (small maps), else one per sample.
+    let joined = p < igemm::KC;
+    // Row q of every X_tap, before the tap's own offset: for a joined
+    // product, the rows of each sample of the chunk in turn.
+    let mut rows = window_origins(g, wp, g.c);
+    if joined {
+        rows = (0..chunk * p)
+            .map(|k| ((k / p) * sample) as isize + rows[k % p])
+            .collect();
+    }
     GW_BUFS.with(|bufs| {
         let mut bufs = bufs.borrow_mut();
         let [xt, ap, sums] = &mut *bufs;
@@ -1483,17 +1592,32 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
             });
             // SAFETY: the NR floats of slack after the chunk's last sample.
             unsafe { std::slice::from_raw_parts_mut(xtp.at(nn * sample), NR).fill(0.0) };
+            // A joined product's A is the group's rows of every sample in
+            // turn, ocg x (nn * p) (nn * per_a floats).
+            let per_joined = nn * per_a;
             for n in 0..nn {
                 for grp in 0..g.groups {
                     // SAFETY: the group's output-gradient rows of sample n0 + n
-                    // (ocg x p) into this chunk's packed buffer.
+                    // (ocg x p), or of every sample from n0 on (ocg x nn * p
+                    // for a joined product, column (n, q) at n * oc * p + q),
+                    // into this chunk's packed buffer.
                     unsafe {
-                        let dst = std::slice::from_raw_parts_mut(
-                            app.at((n * g.groups + grp) * per_a),
-                            per_a,
-                        );
                         let src = grad.at(((n0 + n) * g.oc + grp * ocg) * p);
-                        igemm::pack_a_all(src, p as isize, 1, ocg, p, dst)
+                        if !joined {
+                            let at = (n * g.groups + grp) * per_a;
+                            let dst = std::slice::from_raw_parts_mut(app.at(at), per_a);
+                            igemm::pack_a_all(src, p as isize, 1, ocg, p, dst)
+                        } else if n == 0 {
+                            let dst = std::slice::from_raw_parts_mut(
+                                app.at(grp * per_joined),
+                                per_joined,
+                            );
+                            let (row, col) = (
+                                |i| (i * p) as isize,
+                                |k| ((k / p) * g.oc * p + k % p) as isize,
+                            );
+                            igemm::pack_a_all_with(src, row, col, ocg, nn * p, dst)
+                        }
                     };
                 }
             }
@@ -1503,6 +1627,21 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                 let (c0, nc) = (blk * block, block.min(cg - blk * block));
                 let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * g.c + grp * cg + c0;
                 let c = sp.at(((grp * kp + tap) * ocg) * cg + c0);
+                if joined {
+                    let a = igemm::A {
+                        ptr: app.at(grp * per_joined),
+                        rows: ocg,
+                        first: 0,
+                    };
+                    let b = igemm::Rows {
+                        base: xtp.at(shift),
+                        offs: &rows[..nn * p],
+                    };
+                    // SAFETY: as below, B's rows running through the chunk's
+                    // samples in turn.
+                    unsafe { igemm::gemm(ocg, nc, nn * p, a, b, c, cg, n0 > 0) };
+                    return;
+                }
                 for n in 0..nn {
                     let a = igemm::A {
                         ptr: app.at((n * g.groups + grp) * per_a),
@@ -1894,7 +2033,13 @@ mod tests {
                 xv.iter().map(|&v| v as f32).collect(),
                 gv.iter().map(|&v| v as f32).collect(),
             );
-            for budget in [usize::MAX, 1] {
+            // All samples in one chunk, one per chunk, and budgets between
+            // (chunks of some samples, a shorter last chunk).
+            let plane = g.c * g.hw();
+            let budgets = [usize::MAX, 1]
+                .into_iter()
+                .chain((2..=8).map(|k| k * plane));
+            for budget in budgets {
                 let mut gw = vec![f32::NAN; g.oc * g.ck()];
                 kernel(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
                 let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
@@ -1914,6 +2059,9 @@ mod tests {
             ([3, 64, 7, 9], [5, 64, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             ([2, 104, 9, 7], [8, 52, 3, 2], [2, 1], [1, 0], [1, 2], 2),
             ([3, 30, 6, 6], [16, 30, 3, 3], [2, 2], [2, 1], [2, 1], 1),
+            // 144 positions a sample: one product per sample (the cases
+            // above join their samples' positions into one product).
+            ([2, 32, 12, 12], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
         ];
         check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
     }
@@ -2070,6 +2218,59 @@ mod tests {
         for (got, want) in base.iter().zip([fwd, gi, gw]) {
             for (a, b) in got.iter().zip(&want) {
                 assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+
+    /// [`forward_few_cols`], the weight as given and read transposed (the
+    /// stride-1 input gradient): one sample (output written in place) and
+    /// several (through the scratch tile), one and two column panels, row
+    /// blocks with a short last micro-tile, `k` over several blocks, groups;
+    /// small integers, so every sum is exact and must equal the reference.
+    #[test]
+    fn few_columns_match_reference() {
+        if !igemm::available() {
+            return;
+        }
+        let cases: &[GwCase] = &[
+            ([1, 20, 4, 5], [50, 20, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([3, 16, 3, 3], [13, 16, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([4, 24, 4, 4], [60, 12, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            ([2, 9, 4, 5], [30, 9, 3, 2], [2, 1], [2, 0], [1, 2], 1),
+        ];
+        for &(x, w, s, pd, d, groups) in cases {
+            let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
+            let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
+            let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+            assert!(g.n * g.p() <= FEW_COLS, "{x:?} {w:?}");
+            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
+            let wv = ints(g.oc * g.ck(), 104729, 5);
+            let gv = ints(g.n * g.oc * g.p(), 613, 9);
+            let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|&e| e as f32).collect() };
+            let (x32, w32, g32) = (f32s(&xv), f32s(&wv), f32s(&gv));
+            let mut out = vec![f32::NAN; g.n * g.oc * g.p()];
+            forward_igemm(
+                &g,
+                out.as_mut_ptr(),
+                x32.as_ptr(),
+                Weight::Given(w32.as_ptr()),
+            );
+            let got: Vec<f64> = out.iter().map(|&e| e as f64).collect();
+            assert_eq!(got, reference(&g, &xv, &wv), "forward {x:?} {w:?}");
+            let (want_gi, _) = reference_grads(&g, &xv, &wv, &gv);
+            if let Some(t) = transposed(&g) {
+                assert!(t.n * t.p() <= FEW_COLS, "{x:?} {w:?}");
+                let mut gi = vec![f32::NAN; g.n * g.c * g.hw()];
+                forward_igemm(
+                    &t,
+                    gi.as_mut_ptr(),
+                    g32.as_ptr(),
+                    Weight::Transposed(w32.as_ptr()),
+                );
+                let got: Vec<f64> = gi.iter().map(|&e| e as f64).collect();
+                assert_eq!(got, want_gi, "input gradient {x:?} {w:?}");
+            } else {
+                assert!(s != [1, 1], "{x:?} {w:?}: stride 1 has a transposed form");
             }
         }
     }

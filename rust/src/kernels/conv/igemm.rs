@@ -55,6 +55,104 @@ pub struct A {
     pub first: usize,
 }
 
+/// The A operand of [`gemm`] read in place, not packed: element `(i, k)`
+/// at `ptr + i * rs + cols[k]`. For products with few columns (a
+/// convolution's weight against the few output positions of a small map),
+/// where each element of A meets one or two vectors of B: packing A would
+/// read and write it once more than the product reads it (half the time of
+/// a 512-channel 3 x 3 layer at 2 x 2, batch 4). The micro-kernel
+/// broadcasts from `MR` rows `rs` apart instead of one packed line.
+#[derive(Clone, Copy)]
+pub struct InPlace<'a> {
+    pub ptr: *const f32,
+    pub rs: usize,
+    pub cols: &'a [isize],
+}
+
+/// What [`gemm`] multiplies B by: [`A`] (packed) or [`InPlace`].
+pub trait Lhs: Copy {
+    /// `C[0..mr][0..nr] = (load ? C : 0) + A[i0..i0+mr][k0..k0+kc] @ B
+    /// panel`, B's row `kk` at `b + boff[kk]`.
+    ///
+    /// # Safety
+    /// As [`micro`]'s, for this A's rows and k block.
+    unsafe fn product(
+        &self,
+        i0: usize,
+        mr: usize,
+        k0: usize,
+        kc: usize,
+        nr: usize,
+        b: *const f32,
+        boff: *const isize,
+        c: *mut f32,
+        ldc: usize,
+        load: bool,
+    );
+}
+
+impl Lhs for A {
+    unsafe fn product(
+        &self,
+        i0: usize,
+        mr: usize,
+        k0: usize,
+        kc: usize,
+        nr: usize,
+        b: *const f32,
+        boff: *const isize,
+        c: *mut f32,
+        ldc: usize,
+        load: bool,
+    ) {
+        let panel = self
+            .ptr
+            .add(packed_offset(self.rows, k0, kc, self.first + i0));
+        micro_dyn(mr, nr, kc, panel, b, boff, c, ldc, load)
+    }
+}
+
+impl Lhs for InPlace<'_> {
+    unsafe fn product(
+        &self,
+        i0: usize,
+        mr: usize,
+        k0: usize,
+        kc: usize,
+        nr: usize,
+        b: *const f32,
+        boff: *const isize,
+        c: *mut f32,
+        ldc: usize,
+        load: bool,
+    ) {
+        // Two vectors of columns in rows of half a tile: at 12 x 2 the
+        // compiler spilled accumulators (24 of them, plus the row
+        // addresses), and ran 1.5x slower per FMA than the packed kernel.
+        let step = if nr > 16 { MR / 2 } else { MR };
+        let mut i = 0;
+        while i < mr {
+            let a = Unpacked {
+                ptr: self.ptr.add((i0 + i) * self.rs),
+                rs: self.rs,
+                cols: self.cols[k0..k0 + kc].as_ptr(),
+            };
+            micro_dyn(
+                step.min(mr - i),
+                nr,
+                kc,
+                a,
+                b,
+                boff,
+                c.add(i * ldc),
+                ldc,
+                load,
+            );
+            i += step;
+        }
+    }
+}
+
 /// Floats [`pack_a_all`] writes for an `m x k` A.
 pub fn packed_len(m: usize, k: usize) -> usize {
     m.div_ceil(MR) * MR * k
@@ -207,6 +305,31 @@ impl<F: Fn(usize, usize, usize, usize, &mut [f32])> B for Packed<F> {
     }
 }
 
+/// B packed whole beforehand, in the layout [`Packed`] packs a block in
+/// (rows `NR` floats apart), its panels of `NR` columns one after another:
+/// panel `j0 / NR` at `base + (j0 / NR) * k * NR`. Tasks that share B (row
+/// blocks of a product with few columns) read it without packing it again.
+pub struct PrePacked {
+    pub base: *const f32,
+    pub k: usize,
+}
+
+impl B for PrePacked {
+    unsafe fn panel(
+        &self,
+        k0: usize,
+        _: usize,
+        j0: usize,
+        _: usize,
+        _: &mut [f32],
+    ) -> (*const f32, *const isize) {
+        (
+            self.base.add((j0 / NR * self.k + k0) * NR),
+            PANEL_ROWS.as_ptr(),
+        )
+    }
+}
+
 /// B read in place, no packing: row `k` is `base + offs[k]`, its columns
 /// contiguous (the runs of [`super::forward_padded`]'s phase planes).
 /// Every row must have `NR - 1` readable floats past B's last column.
@@ -242,7 +365,7 @@ pub unsafe fn gemm(
     m: usize,
     n: usize,
     k: usize,
-    a: A,
+    a: impl Lhs,
     b: impl B,
     c: *mut f32,
     ldc: usize,
@@ -278,18 +401,8 @@ pub unsafe fn gemm(
                 let (bp, offs) = b.panel(k0, kc, j0, nr, &mut buf);
                 for ip in 0..mpanels {
                     let i0 = ip * MR;
-                    let panel = a.ptr.add(packed_offset(a.rows, k0, kc, a.first + i0));
-                    micro_dyn(
-                        MR.min(m - i0),
-                        nr,
-                        kc,
-                        panel,
-                        bp,
-                        offs,
-                        c.add(i0 * ldc + j0),
-                        ldc,
-                        load,
-                    );
+                    let c = c.add(i0 * ldc + j0);
+                    a.product(i0, MR.min(m - i0), k0, kc, nr, bp, offs, c, ldc, load);
                 }
             }
             k0 += kc;
@@ -421,18 +534,60 @@ unsafe fn gather_row_avx512(src: *const f32, tab: *const i32, dst: *mut f32) {
     }
 }
 
-/// `C[0..M][0..nr] = (load ? C : 0) + A_panel @ B_panel` over `kc` steps,
-/// `NV` 16-lane vectors of columns; B's row `kk` at `b + boff[kk]`.
+/// Where [`micro`] reads A: element `(i, kk)` of its micro-tile at
+/// `col(kk) + i * rs()`.
+trait Tile: Copy {
+    /// Step `kk`'s first row.
+    unsafe fn col(&self, kk: usize) -> *const f32;
+    /// Elements between rows.
+    fn rs(&self) -> usize;
+}
+
+/// A packed micro-panel: `kc` rows of `MR` floats.
+impl Tile for *const f32 {
+    #[inline(always)]
+    unsafe fn col(&self, kk: usize) -> *const f32 {
+        self.add(kk * MR)
+    }
+    #[inline(always)]
+    fn rs(&self) -> usize {
+        1
+    }
+}
+
+/// [`InPlace`]'s rows from the first of a micro-tile: element `(i, kk)`
+/// at `ptr + i * rs + cols[kk]`.
+#[derive(Clone, Copy)]
+struct Unpacked {
+    ptr: *const f32,
+    rs: usize,
+    cols: *const isize,
+}
+
+impl Tile for Unpacked {
+    #[inline(always)]
+    unsafe fn col(&self, kk: usize) -> *const f32 {
+        self.ptr.offset(*self.cols.add(kk))
+    }
+    #[inline(always)]
+    fn rs(&self) -> usize {
+        self.rs
+    }
+}
+
+/// `C[0..M][0..nr] = (load ? C : 0) + A_tile @ B_panel` over `kc` steps,
+/// `NV` 16-lane vectors of columns; B's row `kk` at `b + boff[kk]`; A's
+/// elements where its [`Tile`] says (one broadcast per row and step).
 ///
 /// # Safety
-/// AVX-512F; `a` holds `kc * MR` floats, `boff` `kc` offsets, each with
-/// `NV * 16` floats readable at `b` plus it; C has `M` rows of `nr` floats
-/// at stride `ldc`.
+/// AVX-512F; `a` addresses `M` rows of `kc` elements, `boff` holds `kc`
+/// offsets, each with `NV * 16` floats readable at `b` plus it; C has `M`
+/// rows of `nr` floats at stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn micro<const M: usize, const NV: usize>(
+unsafe fn micro<const M: usize, const NV: usize, T: Tile>(
     kc: usize,
-    a: *const f32,
+    a: T,
     b: *const f32,
     boff: *const isize,
     c: *mut f32,
@@ -446,20 +601,20 @@ unsafe fn micro<const M: usize, const NV: usize>(
         ((1u32 << left) - 1) as __mmask16
     };
     let mut acc = [[_mm512_setzero_ps(); NV]; M];
-    let mut a = a;
+    let rs = a.rs();
     for kk in 0..kc {
         let row = b.offset(*boff.add(kk));
+        let col = a.col(kk);
         let mut bv = [_mm512_setzero_ps(); NV];
         for v in 0..NV {
             bv[v] = _mm512_loadu_ps(row.add(v * 16));
         }
         for i in 0..M {
-            let av = _mm512_set1_ps(*a.add(i));
+            let av = _mm512_set1_ps(*col.add(i * rs));
             for v in 0..NV {
                 acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
             }
         }
-        a = a.add(MR);
     }
     // The block's sum is added to C's running total, not accumulated onto
     // it: one chain over all of `k` drifts further from the exact sum.
@@ -483,11 +638,11 @@ unsafe fn micro<const M: usize, const NV: usize>(
 /// # Safety
 /// As [`micro`].
 #[cfg(target_arch = "x86_64")]
-unsafe fn micro_dyn(
+unsafe fn micro_dyn<T: Tile>(
     mr: usize,
     nr: usize,
     kc: usize,
-    a: *const f32,
+    a: T,
     b: *const f32,
     boff: *const isize,
     c: *mut f32,
@@ -497,8 +652,8 @@ unsafe fn micro_dyn(
     macro_rules! go {
         ($($m:literal)*) => {
             match (mr, nr > 16) {
-                $(($m, false) => micro::<$m, 1>(kc, a, b, boff, c, ldc, nr, load),
-                  ($m, true) => micro::<$m, 2>(kc, a, b, boff, c, ldc, nr, load),)*
+                $(($m, false) => micro::<$m, 1, T>(kc, a, b, boff, c, ldc, nr, load),
+                  ($m, true) => micro::<$m, 2, T>(kc, a, b, boff, c, ldc, nr, load),)*
                 _ => unreachable!(),
             }
         };
@@ -507,11 +662,11 @@ unsafe fn micro_dyn(
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn micro_dyn(
+unsafe fn micro_dyn<T: Tile>(
     _: usize,
     _: usize,
     _: usize,
-    _: *const f32,
+    _: T,
     _: *const f32,
     _: *const isize,
     _: *mut f32,
