@@ -289,7 +289,8 @@ unsafe fn pack<T: Real>(
 }
 
 /// Adds rows `r0..r1` of a column-gradient tile `src` (`(r1-r0) x t`,
-/// positions `p0..p0+t`) into the input-gradient planes `gi` (col2im).
+/// positions `p0..p0+t`, rows `ld` apart) into the input-gradient planes
+/// `gi` (col2im).
 unsafe fn unpack_add<T: Real>(
     g: &Conv2d,
     gi: *mut T,
@@ -297,6 +298,7 @@ unsafe fn unpack_add<T: Real>(
     r1: usize,
     p0: usize,
     t: usize,
+    ld: usize,
     src: &[T],
 ) {
     let kp = g.kp();
@@ -305,7 +307,7 @@ unsafe fn unpack_add<T: Real>(
         let (c, k) = (r / kp, r % kp);
         let (ki, kj) = (k / g.kw, k % g.kw);
         let plane = gi.add(c * g.hw());
-        let row = &src[(r - r0) * t..(r - r0 + 1) * t];
+        let row = &src[(r - r0) * ld..][..t];
         let hoff = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
         let woff = (kj * g.dilation[1]) as isize - g.padding[1] as isize;
         let (lo, hi) = g.valid_cols(woff);
@@ -1152,6 +1154,10 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
             return;
         }
     }
+    if is_f32::<T>() && igemm::available() && g.n * p <= FEW_COLS {
+        grad_input_few_cols(g, gi.0 as *mut f32, grad.0 as *const f32, w.0 as *const f32);
+        return;
+    }
     let (cb, ncb) = channel_blocks(g);
     if is_f32::<T>() && !g.pointwise() && igemm::available() {
         grad_input_igemm(
@@ -1220,7 +1226,7 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
                         1,
                         par,
                     );
-                    unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, &buf[..rows * tt]);
+                    unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, tt, &buf[..rows * tt]);
                     p0 += tt;
                 }
             });
@@ -1280,6 +1286,86 @@ fn channel_blocks(g: &Conv2d) -> (usize, usize) {
     let ncb = if ng >= 8 { 1 } else { (8 / ng).min(cg).max(1) };
     let cb = cg.div_ceil(ncb);
     (cb, cg.div_ceil(cb))
+}
+
+/// The input gradient of a convolution with at most [`FEW_COLS`] output
+/// positions in all (small maps; the stride-1 layers take
+/// [`forward_few_cols`] first): `W[:, rows]^T @ grad` with the columns of
+/// every sample side by side (one product per sample had filled 4 of a
+/// panel's 32 columns at 2 x 2), the transposed weight read in place
+/// ([`igemm::InPlace`]: row `(c, tap)`, column `o` at `o * C/G*KH*KW + (c,
+/// tap)`, no packing pass over the weight), the output gradient packed
+/// once; tasks over (group, block of whole channels) each add their rows
+/// into their planes of every sample (col2im), in order.
+fn grad_input_few_cols(g: &Conv2d, gi: *mut f32, grad: *const f32, w: *const f32) {
+    use igemm::{KC, NR};
+    let (gi, grad, w) = (P(gi), P(grad as *mut f32), P(w as *mut f32));
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let cols = g.n * p;
+    let panels = cols.div_ceil(NR);
+    let (kblocks, per_group) = (ocg.div_ceil(KC), panels * ocg * NR);
+    let tab: Vec<isize> = (0..ocg).map(|o| (o * ck) as isize).collect();
+    // Whole channels per task (its planes are its own), about FEW_ROWS rows.
+    let cb = (FEW_ROWS / kp).max(1);
+    let blocks = cg.div_ceil(cb);
+    WEIGHTS.with(|bp| {
+        let mut bp = bp.borrow_mut();
+        if bp.len() < g.groups * per_group {
+            bp.resize(g.groups * per_group, 0.0);
+        }
+        let bpp = P(bp.as_mut_ptr());
+        // B[o, (n, q)] = grad[n, grp * ocg + o, q], in PrePacked's layout.
+        parallel::parallel_for(g.groups * kblocks * panels, |task| {
+            let (grp, rest) = (task / (kblocks * panels), task % (kblocks * panels));
+            let (kb, jp) = (rest / panels, rest % panels);
+            let (k0, j0) = (kb * KC, jp * NR);
+            let (kc, nr) = (KC.min(ocg - k0), NR.min(cols - j0));
+            // SAFETY: task (grp, kb, jp) writes its own block of panel jp;
+            // it reads the group's output-gradient rows k0..k0+kc.
+            unsafe {
+                let dst = bpp.at(grp * per_group + (jp * ocg + k0) * NR);
+                let dst = std::slice::from_raw_parts_mut(dst, kc * NR);
+                for (kk, row) in dst.chunks_exact_mut(NR).enumerate() {
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v = if j < nr {
+                            let (n, q) = ((j0 + j) / p, (j0 + j) % p);
+                            *grad.at((n * g.oc + grp * ocg + k0 + kk) * p + q)
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        });
+        parallel::parallel_for(g.groups * blocks, |task| {
+            let (grp, blk) = (task / blocks, task % blocks);
+            let (c0, c1) = (blk * cb, ((blk + 1) * cb).min(cg));
+            let rows = (c1 - c0) * kp;
+            let a = igemm::InPlace {
+                ptr: w.at(grp * ocg * ck + c0 * kp),
+                rs: 1,
+                cols: &tab,
+            };
+            let b = igemm::PrePacked {
+                base: bpp.at(grp * per_group),
+                k: ocg,
+            };
+            // SAFETY: A is the group's weight read transposed, B the block
+            // packed above; the task writes planes c0..c1 of its group in
+            // every sample only.
+            unsafe {
+                with_scratch::<f32, _>(rows * cols, |buf| {
+                    igemm::gemm(rows, cols, ocg, a, b, buf.as_mut_ptr(), cols, false);
+                    for n in 0..g.n {
+                        let gig = gi.at((n * g.c + grp * cg) * hw);
+                        std::slice::from_raw_parts_mut(gig.add(c0 * hw), (c1 - c0) * hw).fill(0.0);
+                        unpack_add(g, gig, c0 * kp, c1 * kp, 0, p, cols, &buf[n * p..]);
+                    }
+                });
+            }
+        });
+        release_if_large(&mut bp);
+    });
 }
 
 /// The input gradient through [`igemm`]: tasks over (sample, group,
@@ -1361,7 +1447,7 @@ fn grad_input_igemm(
                             tt,
                             false,
                         );
-                        unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, &buf[..rows * tt]);
+                        unpack_add(g, gig, c0 * kp, c1 * kp, p0, tt, tt, &buf[..rows * tt]);
                         p0 += tt;
                     }
                 });
@@ -2223,7 +2309,8 @@ mod tests {
     }
 
     /// [`forward_few_cols`], the weight as given and read transposed (the
-    /// stride-1 input gradient): one sample (output written in place) and
+    /// stride-1 input gradient), and [`grad_input_few_cols`] (the input
+    /// gradient of other strides): one sample (output written in place) and
     /// several (through the scratch tile), one and two column panels, row
     /// blocks with a short last micro-tile, `k` over several blocks, groups;
     /// small integers, so every sum is exact and must equal the reference.
@@ -2237,6 +2324,11 @@ mod tests {
             ([3, 16, 3, 3], [13, 16, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             ([4, 24, 4, 4], [60, 12, 3, 3], [1, 1], [1, 1], [1, 1], 2),
             ([2, 9, 4, 5], [30, 9, 3, 2], [2, 1], [2, 0], [1, 2], 1),
+            // Strided: the input gradient through grad_input_few_cols
+            // (several samples, channel blocks, groups, a 1x1 layer).
+            ([4, 16, 4, 4], [40, 16, 3, 3], [2, 2], [1, 1], [1, 1], 1),
+            ([3, 12, 5, 5], [20, 6, 3, 3], [2, 2], [1, 1], [1, 1], 2),
+            ([3, 60, 6, 6], [20, 60, 1, 1], [2, 2], [0, 0], [1, 1], 1),
         ];
         for &(x, w, s, pd, d, groups) in cases {
             let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
@@ -2257,21 +2349,22 @@ mod tests {
             );
             let got: Vec<f64> = out.iter().map(|&e| e as f64).collect();
             assert_eq!(got, reference(&g, &xv, &wv), "forward {x:?} {w:?}");
+            // The input gradient: stride 1 through forward_few_cols with the
+            // weight transposed, other strides through grad_input_few_cols.
             let (want_gi, _) = reference_grads(&g, &xv, &wv, &gv);
             if let Some(t) = transposed(&g) {
                 assert!(t.n * t.p() <= FEW_COLS, "{x:?} {w:?}");
-                let mut gi = vec![f32::NAN; g.n * g.c * g.hw()];
-                forward_igemm(
-                    &t,
-                    gi.as_mut_ptr(),
-                    g32.as_ptr(),
-                    Weight::Transposed(w32.as_ptr()),
-                );
-                let got: Vec<f64> = gi.iter().map(|&e| e as f64).collect();
-                assert_eq!(got, want_gi, "input gradient {x:?} {w:?}");
             } else {
-                assert!(s != [1, 1], "{x:?} {w:?}: stride 1 has a transposed form");
+                assert!(
+                    s != [1, 1] || g.pointwise(),
+                    "{x:?} {w:?}: stride 1 has a transposed form"
+                );
             }
+            let mut gi = vec![f32::NAN; g.n * g.c * g.hw()];
+            let ptr = |v: &[f32]| v.as_ptr() as *mut u8;
+            grad_input_t::<f32>(&g, gi.as_mut_ptr() as *mut u8, ptr(&g32), ptr(&w32));
+            let got: Vec<f64> = gi.iter().map(|&e| e as f64).collect();
+            assert_eq!(got, want_gi, "input gradient {x:?} {w:?}");
         }
     }
 

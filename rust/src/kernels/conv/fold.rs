@@ -135,7 +135,16 @@ pub fn col2im(f: &Fold, out: &Strided, cols: &Strided) -> Result<(), KernelError
                     return;
                 }
                 let src = std::slice::from_raw_parts(pc.at((n * g.c + c) * kp * l), kp * l);
-                unpack_add(g, po.at(n * g.c * g.hw()), c * kp, (c + 1) * kp, 0, l, src);
+                unpack_add(
+                    g,
+                    po.at(n * g.c * g.hw()),
+                    c * kp,
+                    (c + 1) * kp,
+                    0,
+                    l,
+                    l,
+                    src,
+                );
             }
         });
     }
