@@ -1621,6 +1621,15 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     let wide = g.groups * kp * cg.div_ceil(2 * NR) >= 4 * parallel::num_threads();
     let block = if wide { 2 * NR } else { NR };
     let blocks = cg.div_ceil(block);
+    // Tasks over (group, channel block, block of RBLOCK output channels)
+    // that compute every tap and write their block of gw at once, when there
+    // are at least four per thread; else over (group, tap, channel block)
+    // into per-tap sums, transposed into gw at the end: a pass over all of
+    // gw and the sums in memory (9.4 MB each for 512 channels, 3x3: about
+    // half the time of that layer's gradient at 2 x 2). Each output sums in
+    // the same order either way (the same bits for any thread count).
+    let rblocks = ocg.div_ceil(RBLOCK);
+    let direct = g.groups * blocks * rblocks >= 4 * parallel::num_threads();
     // Samples in chunks whose copies stay within `budget` floats (a batch of
     // 256 at 112 x 112 would otherwise hold the input and the gradient a
     // second time, 1.6 GB); the sums carry across chunks in sample order.
@@ -1639,10 +1648,11 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     GW_BUFS.with(|bufs| {
         let mut bufs = bufs.borrow_mut();
         let [xt, ap, sums] = &mut *bufs;
+        let sums_len = if direct { 0 } else { g.groups * kp * ocg * cg };
         for (buf, len) in [
             (&mut *xt, chunk * sample + NR),
             (&mut *ap, chunk * g.groups * per_a),
-            (&mut *sums, g.groups * kp * ocg * cg),
+            (&mut *sums, sums_len),
         ] {
             if buf.len() < len {
                 buf.resize(len, 0.0);
@@ -1707,17 +1717,24 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                     };
                 }
             }
-            parallel::parallel_for(g.groups * kp * blocks, |task| {
-                let (grp, rest) = (task / (kp * blocks), task % (kp * blocks));
-                let (tap, blk) = (rest / blocks, rest % blocks);
-                let (c0, nc) = (blk * block, block.min(cg - blk * block));
+            // C (+)= the tap's product for output channels r0..r0+rows_n
+            // and channels c0..c0+nc, C's rows `ldc` apart; from the chunk's
+            // first sample on it adds to C when `n0 > 0` (the earlier
+            // chunks' sums).
+            let product = |grp: usize,
+                           tap: usize,
+                           r0: usize,
+                           rows_n: usize,
+                           c0: usize,
+                           nc: usize,
+                           c: *mut f32,
+                           ldc: usize| {
                 let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * g.c + grp * cg + c0;
-                let c = sp.at(((grp * kp + tap) * ocg) * cg + c0);
                 if joined {
                     let a = igemm::A {
                         ptr: app.at(grp * per_joined),
                         rows: ocg,
-                        first: 0,
+                        first: r0,
                     };
                     let b = igemm::Rows {
                         base: xtp.at(shift),
@@ -1725,14 +1742,14 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                     };
                     // SAFETY: as below, B's rows running through the chunk's
                     // samples in turn.
-                    unsafe { igemm::gemm(ocg, nc, nn * p, a, b, c, cg, n0 > 0) };
+                    unsafe { igemm::gemm(rows_n, nc, nn * p, a, b, c, ldc, n0 > 0) };
                     return;
                 }
                 for n in 0..nn {
                     let a = igemm::A {
                         ptr: app.at((n * g.groups + grp) * per_a),
                         rows: ocg,
-                        first: 0,
+                        first: r0,
                     };
                     let b = igemm::Rows {
                         base: xtp.at(n * sample + shift),
@@ -1741,10 +1758,64 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                     // SAFETY: B's rows are inside sample n's padded copy (a
                     // valid output position reads a padded position through
                     // every tap) or the NR floats of slack after the chunk;
-                    // the task writes its own tap's and channels' sums.
-                    unsafe { igemm::gemm(ocg, nc, p, a, b, c, cg, n0 + n > 0) };
+                    // the caller's C block is its own.
+                    unsafe { igemm::gemm(rows_n, nc, p, a, b, c, ldc, n0 + n > 0) };
                 }
-            });
+            };
+            if direct {
+                parallel::parallel_for(g.groups * blocks * rblocks, |task| {
+                    let (grp, rest) = (task / (blocks * rblocks), task % (blocks * rblocks));
+                    let (blk, rbk) = (rest / rblocks, rest % rblocks);
+                    let (c0, nc) = (blk * block, block.min(cg - blk * block));
+                    let (r0, nr) = (rbk * RBLOCK, RBLOCK.min(ocg - rbk * RBLOCK));
+                    // Row i of gw's block: channels c0..c0+nc, each its kp
+                    // taps, one contiguous run.
+                    let run = |i: usize| gw.at((grp * ocg + r0 + i) * ck + c0 * kp);
+                    with_scratch::<f32, _>(kp * nr * nc, |buf| {
+                        // buf[tap][i][c]: the chunk's sums, after the earlier
+                        // chunks' (taken from gw, so each output sums in the
+                        // tap grid's order).
+                        if n0 > 0 {
+                            for i in 0..nr {
+                                // SAFETY: row i's run of this task's block.
+                                let src = unsafe { std::slice::from_raw_parts(run(i), nc * kp) };
+                                for (c, taps) in src.chunks_exact(kp).enumerate() {
+                                    for (tap, &v) in taps.iter().enumerate() {
+                                        buf[(tap * nr + i) * nc + c] = v;
+                                    }
+                                }
+                            }
+                        }
+                        for tap in 0..kp {
+                            let c = buf[tap * nr * nc..].as_mut_ptr();
+                            product(grp, tap, r0, nr, c0, nc, c, nc);
+                        }
+                        for i in 0..nr {
+                            // SAFETY: the task writes its own block of gw.
+                            let dst = unsafe { std::slice::from_raw_parts_mut(run(i), nc * kp) };
+                            for (c, taps) in dst.chunks_exact_mut(kp).enumerate() {
+                                for (tap, v) in taps.iter_mut().enumerate() {
+                                    *v = buf[(tap * nr + i) * nc + c];
+                                }
+                            }
+                        }
+                    });
+                });
+            } else {
+                parallel::parallel_for(g.groups * kp * blocks, |task| {
+                    let (grp, rest) = (task / (kp * blocks), task % (kp * blocks));
+                    let (tap, blk) = (rest / blocks, rest % blocks);
+                    let (c0, nc) = (blk * block, block.min(cg - blk * block));
+                    let c = sp.at(((grp * kp + tap) * ocg) * cg + c0);
+                    product(grp, tap, 0, ocg, c0, nc, c, cg);
+                });
+            }
+        }
+        if direct {
+            for buf in bufs.iter_mut() {
+                release_if_large(buf);
+            }
+            return;
         }
         // gw[grp * ocg + o, c, tap] = sums[grp, tap, o, c]
         let sums = &*sums;
@@ -1764,6 +1835,11 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
         }
     });
 }
+
+/// Output channels per task of [`grad_weight_igemm`]'s direct grid: its
+/// sums for every tap of a 64-channel block (9 x 96 x 64 floats for 3 x 3)
+/// stay in L2.
+const RBLOCK: usize = 8 * igemm::MR;
 
 /// Whether the float32 weight gradient takes [`grad_weight_rows`]: layers
 /// [`taps_in_place`] leaves for their few input channels (resnet's 3 -> 64
@@ -2126,10 +2202,15 @@ mod tests {
                 .into_iter()
                 .chain((2..=8).map(|k| k * plane));
             for budget in budgets {
-                let mut gw = vec![f32::NAN; g.oc * g.ck()];
-                kernel(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget);
-                let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
-                assert_eq!(got, want, "{x:?} {w:?} budget {budget}");
+                // One thread and many: grad_weight_igemm's two task grids.
+                for threads in [1, 64] {
+                    let mut gw = vec![f32::NAN; g.oc * g.ck()];
+                    crate::kernels::parallel::with_threads(threads, || {
+                        kernel(&g, gw.as_mut_ptr(), g32.as_ptr(), x32.as_ptr(), budget)
+                    });
+                    let got: Vec<f64> = gw.iter().map(|&v| v as f64).collect();
+                    assert_eq!(got, want, "{x:?} {w:?} budget {budget} threads {threads}");
+                }
             }
         }
     }
@@ -2148,6 +2229,11 @@ mod tests {
             // 144 positions a sample: one product per sample (the cases
             // above join their samples' positions into one product).
             ([2, 32, 12, 12], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            // Enough blocks of RBLOCK output channels for the direct grid at
+            // one thread (joined samples, and one product per sample with
+            // groups); at 64 threads the same cases take the tap grid.
+            ([3, 32, 5, 6], [300, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([2, 64, 12, 12], [200, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
         ];
         check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
     }
