@@ -13,7 +13,10 @@
 //! `NR`-wide micro-panels, or the micro-kernel reads B's rows in place
 //! through a table of row offsets ([`Rows`]: contiguous runs of a padded
 //! input plane need no packing); BLIS's loop order keeps one B micro-panel in L1
-//! while A's panels stream past it from L2. In isolation the `12 x 32`
+//! while A's panels stream past it from L2. Products with only one or two
+//! micro-panels of columns read A in place instead ([`InPlace`]: packing
+//! would cost as much as the product) and share one B packed beforehand
+//! ([`PrePacked`]). In isolation the `12 x 32`
 //! micro-kernel runs at this machine's FMA rate (116 GFLOP/s on one core,
 //! the same as 24 register-only FMA chains). Each output sums `k` in blocks
 //! of `KC` in order, each block summed in registers and then added to `C`:
@@ -353,7 +356,7 @@ impl B for Rows<'_> {
 
 /// `C[m x n] = (acc ? C : 0) + A @ B` in float32.
 ///
-/// - A: see [`A`];
+/// - A: see [`Lhs`] ([`A`] or [`InPlace`]);
 /// - B: see [`B`] ([`Packed`] or [`Rows`]);
 /// - C: element `(i, j)` at `c[i * ldc + j]`.
 ///
