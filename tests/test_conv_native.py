@@ -154,6 +154,13 @@ CASES = [
     # float32 on AVX-512: 75 output columns across 3 samples (tiles span
     # samples), 512 output channels in row blocks, k = 144 over two k blocks.
     ("row_blocks_across_samples", F.conv2d, (3, 16, 5, 5), (512, 16, 3, 3), True, dict(padding=1)),
+    # Small maps, at most 64 output positions in all (conv.rs forward_few_cols,
+    # grad_input_few_cols, the weight gradient's samples joined into one
+    # product): resnet18's last layers on small images, two column panels,
+    # strided, more output channels than one task's block.
+    ("few_cols_2x2", F.conv2d, (4, 96, 2, 2), (100, 96, 3, 3), True, dict(padding=1)),
+    ("few_cols_two_panels", F.conv2d, (4, 32, 4, 4), (64, 32, 3, 3), False, dict(padding=1)),
+    ("few_cols_strided", F.conv2d, (4, 64, 4, 4), (128, 64, 3, 3), True, dict(stride=2, padding=1)),
     # Stride 1 over wide rows: the forward runs on padded copies of the planes
     # (conv.rs, forward_padded), with dilation, uneven padding and groups.
     (
