@@ -2098,6 +2098,21 @@ mod tests {
         out
     }
 
+    /// A test case's geometry: input and weight shapes, stride, padding,
+    /// dilation and groups; the output size follows.
+    fn case_geometry(
+        x: [usize; 4],
+        w: [usize; 4],
+        s: [usize; 2],
+        pd: [usize; 2],
+        d: [usize; 2],
+        groups: usize,
+    ) -> Conv2d {
+        let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
+        let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
+        geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap()
+    }
+
     fn run(
         x: [usize; 4],
         w: [usize; 4],
@@ -2106,9 +2121,8 @@ mod tests {
         d: [usize; 2],
         groups: usize,
     ) {
-        let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
-        let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
-        let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+        let g = case_geometry(x, w, s, pd, d, groups);
+        let (oh, ow) = (g.oh, g.ow);
         let xv: Vec<f64> = (0..x.iter().product::<usize>())
             .map(|i| ((i * 7919) % 13) as f64 - 6.0)
             .collect();
@@ -2184,9 +2198,7 @@ mod tests {
         kernel: fn(&Conv2d, *mut f32, *const f32, *const f32, usize),
     ) {
         for &(x, w, s, pd, d, groups) in cases {
-            let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
-            let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
-            let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+            let g = case_geometry(x, w, s, pd, d, groups);
             assert!(takes(&g), "{x:?} {w:?}");
             let xv = ints(g.n * g.c * g.hw(), 7919, 7);
             let gv = ints(g.n * g.oc * g.p(), 104729, 5);
@@ -2417,9 +2429,7 @@ mod tests {
             ([3, 60, 6, 6], [20, 60, 1, 1], [2, 2], [0, 0], [1, 1], 1),
         ];
         for &(x, w, s, pd, d, groups) in cases {
-            let oh = (x[2] + 2 * pd[0] - d[0] * (w[2] - 1) - 1) / s[0] + 1;
-            let ow = (x[3] + 2 * pd[1] - d[1] * (w[3] - 1) - 1) / s[1] + 1;
-            let g = geometry(&x, &w, [oh, ow], s, pd, d, groups).unwrap();
+            let g = case_geometry(x, w, s, pd, d, groups);
             assert!(g.n * g.p() <= FEW_COLS, "{x:?} {w:?}");
             let xv = ints(g.n * g.c * g.hw(), 7919, 7);
             let wv = ints(g.oc * g.ck(), 104729, 5);
