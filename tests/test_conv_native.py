@@ -161,6 +161,10 @@ CASES = [
     ("few_cols_2x2", F.conv2d, (4, 96, 2, 2), (100, 96, 3, 3), True, dict(padding=1)),
     ("few_cols_two_panels", F.conv2d, (4, 32, 4, 4), (64, 32, 3, 3), False, dict(padding=1)),
     ("few_cols_strided", F.conv2d, (4, 64, 4, 4), (128, 64, 3, 3), True, dict(stride=2, padding=1)),
+    # The weight gradient's block-by-block grid (conv.rs grad_weight_igemm,
+    # `direct`): 2 channel blocks x 4 blocks of output channels, enough tasks
+    # for 2 threads.
+    ("weight_grad_gw_blocks", F.conv2d, (2, 128, 3, 3), (300, 128, 3, 3), False, dict(padding=1)),
     # Stride 1 over wide rows: the forward runs on padded copies of the planes
     # (conv.rs, forward_padded), with dilation, uneven padding and groups.
     (
