@@ -624,23 +624,34 @@ CONV_SHAPES = [
 #: Batch of the conv cases.
 CONV_BATCH = 8
 
+#: resnet18's last layers on small images (4x3x64x64, as the 64x64 training
+#: step): few output positions in all, where packing the weight would cost
+#: as much as the product (conv.rs forward_few_cols and friends).
+SMALL_MAP_SHAPES = [
+    ("resnet18", 128, 128, 3, 1, 1, 1, 8, False),
+    ("resnet18", 256, 256, 3, 1, 1, 1, 4, False),
+    ("resnet18", 256, 512, 3, 2, 1, 1, 4, False),
+    ("resnet18", 512, 512, 3, 1, 1, 1, 2, False),
+]
 
-def _conv_name(shape, backward: bool) -> str:
+#: Batch of the small-map conv cases.
+SMALL_MAP_BATCH = 4
+
+
+def _conv_name(shape, backward: bool, batch: int = CONV_BATCH) -> str:
     model, cin, cout, k, stride, pad, groups, hw, _ = shape
     kind = "dw " if groups > 1 else ""
-    return (
-        f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} @{hw} (b{CONV_BATCH})"
-    )
+    return f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} @{hw} (b{batch})"
 
 
-def _conv(shape, backward: bool):
-    """One conv layer (batch CONV_BATCH, f32): forward, or forward and
-    backward (gradients of input, weight and bias)."""
+def _conv(shape, backward: bool, batch: int = CONV_BATCH):
+    """One conv layer (f32): forward, or forward and backward (gradients of
+    input, weight and bias)."""
     _, cin, cout, k, stride, pad, groups, hw, bias = shape
 
     def make(device):
         g = torch.Generator().manual_seed(0)
-        x = torch.randn(CONV_BATCH, cin, hw, hw, generator=g).to(device)
+        x = torch.randn(batch, cin, hw, hw, generator=g).to(device)
         w = (torch.randn(cout, cin // groups, k, k, generator=g) * 0.1).to(device)
         b = torch.randn(cout, generator=g).to(device) if bias else None
         if not backward:
@@ -650,7 +661,7 @@ def _conv(shape, backward: bool):
         if b is not None:
             b.requires_grad_(True)
         out_hw = (hw + 2 * pad - k) // stride + 1
-        grad = torch.randn(CONV_BATCH, cout, out_hw, out_hw, generator=g).to(device)
+        grad = torch.randn(batch, cout, out_hw, out_hw, generator=g).to(device)
 
         def step():
             y = torch.nn.functional.conv2d(x, w, b, stride, pad, 1, groups)
@@ -840,6 +851,11 @@ CASES = [
         else []
     ),
     *(Case(_conv_name(shape, bwd), "conv", _conv(shape, bwd)) for shape in CONV_SHAPES for bwd in (False, True)),
+    *(
+        Case(_conv_name(shape, bwd, SMALL_MAP_BATCH), "conv", _conv(shape, bwd, SMALL_MAP_BATCH))
+        for shape in SMALL_MAP_SHAPES
+        for bwd in (False, True)
+    ),
     *(
         [
             Case("resnet18 training step, batch 8x3x224x224 (torchvision)", "conv", _vision_step("resnet18", 224)),
