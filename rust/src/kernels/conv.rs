@@ -631,11 +631,8 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
                 // column k = (o, tap) of row i is its element (grp * cg + o,
                 // i, taps - 1 - tap).
                 Weight::Transposed(w) => unsafe {
-                    let cg = g.cg();
-                    let col = |k: usize| {
-                        let (o, tap) = (k / kp, k % kp);
-                        (((grp * cg + o) * ocg) * kp + kp - 1 - tap) as isize
-                    };
+                    let w = w.add(grp * g.cg() * ocg * kp);
+                    let col = |k: usize| flipped_col(k, kp, ocg);
                     igemm::pack_a_all_with(w, |i| (i * kp) as isize, col, ocg, ck, dst)
                 },
             }
@@ -648,6 +645,16 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
         }
         release_if_large(&mut wp);
     });
+}
+
+/// Column `k = (o, tap)` of a [`Weight::Transposed`] group's A (rows `kp`
+/// elements apart, from the group's first element): the other
+/// convolution's element `(o, row, kp - 1 - tap)`, its `ocg` rows of `kp`
+/// taps per `o`. The rule both readers of a transposed weight share (packed
+/// by [`forward_igemm`], read in place by [`forward_few_cols`]).
+fn flipped_col(k: usize, kp: usize, ocg: usize) -> isize {
+    let (o, tap) = (k / kp, k % kp);
+    ((o * ocg + 1) * kp - 1 - tap) as isize
 }
 
 /// Most columns (output positions of all samples) for [`forward_few_cols`]:
@@ -664,11 +671,9 @@ const FEW_COLS: usize = 2 * igemm::NR;
 /// Each output's sum runs over `k` in blocks of [`igemm::KC`] as in the
 /// other paths, in one task: the same bits for any thread count.
 fn forward_few_cols(g: &Conv2d, out: P<f32>, x: P<f32>, weight: Weight) {
-    use igemm::{KC, NR};
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
     let cols = g.n * p;
-    let panels = cols.div_ceil(NR);
-    let (kblocks, per_group) = (ck.div_ceil(KC), panels * ck * NR);
+    let per_group = igemm::PrePacked::len(ck, cols);
     // Row i, column k of the group's A at base + i * rs + tab[k]: the weight
     // as given ([OC, C/G, KH, KW]), or the weight of the convolution whose
     // input gradient this is ([C, OC/G, KH, KW] in this one's terms), read
@@ -677,7 +682,7 @@ fn forward_few_cols(g: &Conv2d, out: P<f32>, x: P<f32>, weight: Weight) {
     let (w, per_w, rs, tab): (*const f32, usize, usize, Vec<isize>) = match weight {
         Weight::Given(w) => (w, ocg * ck, ck, (0..ck as isize).collect()),
         Weight::Transposed(w) => {
-            let tab = (0..ck).map(|k| ((k / kp * ocg + 1) * kp - 1 - k % kp) as isize);
+            let tab = (0..ck).map(|k| flipped_col(k, kp, ocg));
             (w, cg * ocg * kp, kp, tab.collect())
         }
     };
@@ -687,19 +692,12 @@ fn forward_few_cols(g: &Conv2d, out: P<f32>, x: P<f32>, weight: Weight) {
         if bp.len() < g.groups * per_group {
             bp.resize(g.groups * per_group, 0.0);
         }
+        // SAFETY: the group's input planes of every sample.
+        let pack = |grp, k0, kc, j0, nr, dst: &mut [f32]| unsafe {
+            pack_cols(g, x.at(grp * cg * hw), k0, kc, j0, nr, dst)
+        };
+        igemm::PrePacked::pack_all(&mut bp, g.groups, ck, cols, pack);
         let bpp = P(bp.as_mut_ptr());
-        parallel::parallel_for(g.groups * kblocks * panels, |task| {
-            let (grp, rest) = (task / (kblocks * panels), task % (kblocks * panels));
-            let (kb, jp) = (rest / panels, rest % panels);
-            let (k0, j0) = (kb * KC, jp * NR);
-            let kc = KC.min(ck - k0);
-            // SAFETY: task (grp, kb, jp) packs its own block of panel jp.
-            unsafe {
-                let dst = bpp.at(grp * per_group + (jp * ck + k0) * NR);
-                let dst = std::slice::from_raw_parts_mut(dst, kc * NR);
-                pack_cols(g, x.at(grp * cg * hw), k0, kc, j0, NR.min(cols - j0), dst);
-            }
-        });
         let blocks = ocg.div_ceil(FEW_ROWS);
         parallel::parallel_for(g.groups * blocks, |task| {
             let (grp, blk) = (task / blocks, task % blocks);
@@ -1298,12 +1296,11 @@ fn channel_blocks(g: &Conv2d) -> (usize, usize) {
 /// once; tasks over (group, block of whole channels) each add their rows
 /// into their planes of every sample (col2im), in order.
 fn grad_input_few_cols(g: &Conv2d, gi: *mut f32, grad: *const f32, w: *const f32) {
-    use igemm::{KC, NR};
+    use igemm::NR;
     let (gi, grad, w) = (P(gi), P(grad as *mut f32), P(w as *mut f32));
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
     let cols = g.n * p;
-    let panels = cols.div_ceil(NR);
-    let (kblocks, per_group) = (ocg.div_ceil(KC), panels * ocg * NR);
+    let per_group = igemm::PrePacked::len(ocg, cols);
     let tab: Vec<isize> = (0..ocg).map(|o| (o * ck) as isize).collect();
     // Whole channels per task (its planes are its own), about FEW_ROWS rows.
     let cb = (FEW_ROWS / kp).max(1);
@@ -1313,30 +1310,22 @@ fn grad_input_few_cols(g: &Conv2d, gi: *mut f32, grad: *const f32, w: *const f32
         if bp.len() < g.groups * per_group {
             bp.resize(g.groups * per_group, 0.0);
         }
-        let bpp = P(bp.as_mut_ptr());
-        // B[o, (n, q)] = grad[n, grp * ocg + o, q], in PrePacked's layout.
-        parallel::parallel_for(g.groups * kblocks * panels, |task| {
-            let (grp, rest) = (task / (kblocks * panels), task % (kblocks * panels));
-            let (kb, jp) = (rest / panels, rest % panels);
-            let (k0, j0) = (kb * KC, jp * NR);
-            let (kc, nr) = (KC.min(ocg - k0), NR.min(cols - j0));
-            // SAFETY: task (grp, kb, jp) writes its own block of panel jp;
-            // it reads the group's output-gradient rows k0..k0+kc.
-            unsafe {
-                let dst = bpp.at(grp * per_group + (jp * ocg + k0) * NR);
-                let dst = std::slice::from_raw_parts_mut(dst, kc * NR);
-                for (kk, row) in dst.chunks_exact_mut(NR).enumerate() {
-                    for (j, v) in row.iter_mut().enumerate() {
-                        *v = if j < nr {
-                            let (n, q) = ((j0 + j) / p, (j0 + j) % p);
-                            *grad.at((n * g.oc + grp * ocg + k0 + kk) * p + q)
-                        } else {
-                            0.0
-                        };
-                    }
+        // B[o, (n, q)] = grad[n, grp * ocg + o, q].
+        let pack = |grp, k0, _, j0, nr, dst: &mut [f32]| {
+            for (kk, row) in dst.chunks_exact_mut(NR).enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = if j < nr {
+                        let (n, q) = ((j0 + j) / p, (j0 + j) % p);
+                        // SAFETY: the group's output-gradient rows of sample n.
+                        unsafe { *grad.at((n * g.oc + grp * ocg + k0 + kk) * p + q) }
+                    } else {
+                        0.0
+                    };
                 }
             }
-        });
+        };
+        igemm::PrePacked::pack_all(&mut bp, g.groups, ocg, cols, pack);
+        let bpp = P(bp.as_mut_ptr());
         parallel::parallel_for(g.groups * blocks, |task| {
             let (grp, blk) = (task / blocks, task % blocks);
             let (c0, c1) = (blk * cb, ((blk + 1) * cb).min(cg));

@@ -317,6 +317,43 @@ pub struct PrePacked {
     pub k: usize,
 }
 
+impl PrePacked {
+    /// Floats a B of `k` rows and `n` columns takes in this layout.
+    pub fn len(k: usize, n: usize) -> usize {
+        n.div_ceil(NR) * k * NR
+    }
+
+    /// Packs `count` Bs of `k x n` one after another into `dst` (B `b` at
+    /// `b * len(k, n)`), blocks of `KC` rows of each panel over foo's pool:
+    /// `pack(b, k0, kc, j0, nr, dst)` writes rows `k0..k0+kc` and columns
+    /// `j0..j0+nr` of B `b` as [`Packed`]'s closure does (`kc` rows of `NR`
+    /// floats, columns past `nr` zero).
+    pub fn pack_all(
+        dst: &mut [f32],
+        count: usize,
+        k: usize,
+        n: usize,
+        pack: impl Fn(usize, usize, usize, usize, usize, &mut [f32]) + Sync,
+    ) {
+        let (len, panels, kblocks) = (Self::len(k, n), n.div_ceil(NR), k.div_ceil(KC));
+        assert!(dst.len() >= count * len);
+        let d = dst.as_mut_ptr() as usize;
+        crate::kernels::parallel::parallel_for(count * kblocks * panels, |task| {
+            let (b, rest) = (task / (kblocks * panels), task % (kblocks * panels));
+            let (kb, jp) = (rest / panels, rest % panels);
+            let (k0, j0) = (kb * KC, jp * NR);
+            let kc = KC.min(k - k0);
+            // SAFETY: task (b, kb, jp) writes its own block of panel jp of
+            // B b, inside `dst` (checked above).
+            let block = unsafe {
+                let at = (d as *mut f32).add(b * len + (jp * k + k0) * NR);
+                std::slice::from_raw_parts_mut(at, kc * NR)
+            };
+            pack(b, k0, kc, j0, NR.min(n - j0), block);
+        });
+    }
+}
+
 impl B for PrePacked {
     unsafe fn panel(
         &self,
