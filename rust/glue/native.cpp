@@ -38,6 +38,8 @@
 #include <ATen/ops/native_group_norm_native.h>
 #include <torch/headeronly/version.h>
 #include <ATen/native/RangeUtils.h>
+#include <ATen/native/ForeachUtils.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
@@ -113,6 +115,34 @@
 #include <ATen/ops/tanh_backward_meta.h>
 #include <ATen/ops/tanh_meta.h>
 #include <ATen/ops/threshold_backward_meta.h>
+#include <ATen/ops/_foreach_add_native.h>
+#include <ATen/ops/_foreach_addcdiv_native.h>
+#include <ATen/ops/_foreach_addcmul_native.h>
+#include <ATen/ops/_foreach_clamp_max_native.h>
+#include <ATen/ops/_foreach_clamp_min_native.h>
+#include <ATen/ops/_foreach_copy_native.h>
+#include <ATen/ops/_foreach_cos_native.h>
+#include <ATen/ops/_foreach_div_native.h>
+#include <ATen/ops/_foreach_erf_native.h>
+#include <ATen/ops/_foreach_erfc_native.h>
+#include <ATen/ops/_foreach_exp_native.h>
+#include <ATen/ops/_foreach_expm1_native.h>
+#include <ATen/ops/_foreach_lerp_native.h>
+#include <ATen/ops/_foreach_log1p_native.h>
+#include <ATen/ops/_foreach_log_native.h>
+#include <ATen/ops/_foreach_maximum_native.h>
+#include <ATen/ops/_foreach_minimum_native.h>
+#include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_neg_native.h>
+#include <ATen/ops/_foreach_pow_native.h>
+#include <ATen/ops/_foreach_reciprocal_native.h>
+#include <ATen/ops/_foreach_rsqrt_native.h>
+#include <ATen/ops/_foreach_sigmoid_native.h>
+#include <ATen/ops/_foreach_sin_native.h>
+#include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_foreach_sub_native.h>
+#include <ATen/ops/_foreach_tanh_native.h>
+#include <ATen/ops/_foreach_zero_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
@@ -122,7 +152,9 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 // ---- The Rust side (rust/src/native.rs) -----------------------------------
@@ -585,15 +617,33 @@ bool has_names_of(const T&, long) {
   return false;
 }
 
+// A number operand: a one-element 0-dim CPU tensor (a Python number torch
+// wrapped, as `x * 0.5` and the Scalar overloads pass it, or a 0-dim CPU
+// tensor) of a real dtype. Next to a floating tensor it changes neither the
+// result dtype nor the shape (type promotion ranks a 0-dim operand below a
+// dimensioned one; only a complex number would promote), so the lane takes
+// it as TensorIterator would: a scalar operand (see run_iter).
+// Only ops whose meta admits CPU scalars (binary TensorIterator configs:
+// `numbers` below) take one; a ternary meta refuses a CPU operand. A bool
+// number goes to the meta too (sub refuses it).
+bool number_operand(const at::Tensor& x) {
+  const auto st = x.scalar_type();
+  return x.defined() && x.dim() == 0 && x.device().is_cpu() && !c10::isComplexType(st) &&
+         st != c10::ScalarType::Bool && !x.is_neg() && !x.is_conj();
+}
+
 struct DenseArgs {
   std::array<const at::Tensor*, kMaxOperands> t{};
+  std::array<bool, kMaxOperands> number{};
   int n = 0;
   bool ok = true;
+  bool numbers = false;  // whether the op's meta admits number operands
   void add(const at::Tensor& x) {
     if (n + 1 >= kMaxOperands) {
       ok = false;  // the output takes slot 0
       return;
     }
+    number[n] = numbers && n > 0 && number_operand(x);  // not self: the output's dtype and shape are self's
     t[n++] = &x;
   }
   template <class X>
@@ -610,6 +660,7 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
     const auto st = self.scalar_type();
     if (!c10::isFloatingType(st)) return false;
     DenseArgs in;
+    in.numbers = Op::numbers;
     in.add(self);
     (in.add(a), ...);
     if (!in.ok) return false;
@@ -617,7 +668,9 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
     // leaves after one compare.
     const auto sizes = self.sizes();
     for (int i = 1; i < in.n; ++i)
-      if (!in.t[i]->defined() || in.t[i]->scalar_type() != st || !in.t[i]->sizes().equals(sizes)) return false;
+      if (!in.number[i] &&
+          (!in.t[i]->defined() || in.t[i]->scalar_type() != st || !in.t[i]->sizes().equals(sizes)))
+        return false;
     const int code = dtype_code(st);
     if (code < 0 || !is_foo(self)) return false;
     for (int k = 0; k < np; ++k)
@@ -629,26 +682,31 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
       return x.device() == dev && x.is_contiguous() && !x.is_neg() && !has_names_of(x, 0);
     };
     for (int i = 0; i < in.n; ++i)
-      if (!laid_out(*in.t[i])) return false;
+      if (!in.number[i] && !laid_out(*in.t[i])) return false;
     int64_t numel = self.numel();
     if (numel == 0) return false;
+    std::array<FooOperand, kMaxOperands> ops;
+    for (int i = 1; i < in.n; ++i) {
+      ops[i + 1].is_scalar = in.number[i] ? 1 : 0;
+      if (in.number[i] && !cpu_scalar_param(in.t[i]->const_data_ptr(), in.t[i]->scalar_type(), &ops[i + 1].scalar))
+        return false;
+    }
     if (out.defined()) {
       if (out.scalar_type() != st || !out.sizes().equals(sizes) || !laid_out(out)) return false;
       const void* o = out.const_data_ptr();
       for (int i = 0; i < in.n; ++i)
-        if (in.t[i]->const_data_ptr() != o && in.t[i]->storage().is_alias_of(out.storage())) return false;
+        if (!in.number[i] && in.t[i]->const_data_ptr() != o && in.t[i]->storage().is_alias_of(out.storage()))
+          return false;
     } else {
       out = create_out(sizes, {}, self.options());
     }
     static constexpr int64_t kUnit = 1;
     const uint8_t c = static_cast<uint8_t>(code);
-    std::array<FooOperand, kMaxOperands> ops;
     ops[0].is_scalar = 0;
     ops[0].view = {out.data_ptr(), 1, &numel, &kUnit, c};
-    for (int i = 0; i < in.n; ++i) {
-      ops[i + 1].is_scalar = 0;
-      ops[i + 1].view = {const_cast<void*>(in.t[i]->const_data_ptr()), 1, &numel, &kUnit, c};
-    }
+    ops[1].is_scalar = 0;
+    for (int i = 0; i < in.n; ++i)
+      if (!in.number[i]) ops[i + 1].view = {const_cast<void*>(in.t[i]->const_data_ptr()), 1, &numel, &kUnit, c};
     FooStatus s{};
     return done(foo_rs_ew(Op::rust, c, ops.data(), in.n + 1, ps, np, /*iter=*/1, &s), s);
   }
@@ -710,6 +768,7 @@ struct Plain {
   static constexpr bool swap = false;
   static constexpr bool dense = true;  // the dense lane applies (see dense_lane) ...
   static bool dense_ok(const FooParam*, int) { return true; }  // ... to these parameters
+  static constexpr bool numbers = false;  // ... and to number operands (number_operand)
   template <class H, class... X>
   static void meta(H& h, X&&... x) {
     h.meta(std::forward<X>(x)...);
@@ -756,8 +815,12 @@ FOO_EW(Hardsigmoid, structured_hardsigmoid, "hardsigmoid", Gate::Float, "hardsig
        "hardsigmoid.out")
 
 // Binary ops.
-FOO_EW(Mul, structured_mul_Tensor, "mul", Gate::Numeric, "mul.Tensor", "mul_.Tensor", "mul.out")
-FOO_EW(Div, structured_div_Tensor, "div", Gate::Numeric, "div.Tensor", "div_.Tensor", "div.out")
+// mul and div (and add, sub below) take numbers on the dense lane: `x * 0.5`, the Scalar overloads.
+struct Numbers : Plain {
+  static constexpr bool numbers = true;
+};
+FOO_EW_ON(Mul, Numbers, structured_mul_Tensor, "mul", Gate::Numeric, "mul.Tensor", "mul_.Tensor", "mul.out")
+FOO_EW_ON(Div, Numbers, structured_div_Tensor, "div", Gate::Numeric, "div.Tensor", "div_.Tensor", "div.out")
 FOO_EW(Maximum, structured_maximum, "maximum", Gate::Numeric, "maximum", "maximum_", "maximum.out")
 FOO_EW(Minimum, structured_minimum, "minimum", Gate::Numeric, "minimum", "minimum_", "minimum.out")
 FOO_EW(PowTT, structured_pow_Tensor_Tensor, "pow", Gate::Float, "pow.Tensor_Tensor", "pow_.Tensor",
@@ -804,11 +867,13 @@ struct ScalarLast : Plain {
   static int one(FooParam* p, const c10::Scalar& s) { return param_of(s, &p[0]) ? 1 : -1; }
 };
 struct Add : ScalarLast<Gate::Numeric> {
+  static constexpr bool numbers = true;
   using Meta = at::meta::structured_add_Tensor;
   static constexpr const char* rust = "add";
   FOO_NAMES("add.Tensor", "add_.Tensor", "add.out")
 };
 struct Sub : ScalarLast<Gate::Numeric> {
+  static constexpr bool numbers = true;
   using Meta = at::meta::structured_sub_Tensor;
   static constexpr const char* rust = "sub";
   FOO_NAMES("sub.Tensor", "sub_.Tensor", "sub.out")
@@ -3249,6 +3314,215 @@ Tensor3 batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
       call(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, mask, reserve);
 }
 
+// ---- Foreach ops: torch.optim's multi-tensor paths ---------------------------
+//
+// torch.optim steps a foo model through its foreach path by default (foo is
+// a PrivateUse1 device: torch.utils._foreach_utils). ATen's kernel for a
+// `_foreach_*` overload on a device without one of its own is a loop that
+// calls the per-tensor op through the dispatcher for each tensor
+// (ForeachOpsKernels.cpp): autograd's layer, a composite that wraps a number
+// in a CPU tensor, then the op's kernel, about 6 us a tensor before any work.
+// These kernels run the same loop -- ATen's argument checks
+// (check_foreach_api_restrictions), then the same per-tensor op with the
+// same arguments -- but call this file's per-tensor kernels directly: one
+// dispatch a list, and the per-tensor op's semantics (dtypes, broadcasting,
+// errors) unchanged, since the per-tensor kernel is the op's own. Lists with
+// a tensor that is not a real foo tensor (a CPU tensor among them, complex)
+// go to ATen's loop itself.
+
+using T = const at::Tensor&;
+using S = const c10::Scalar&;
+using TL = at::TensorList;
+using SL = at::ArrayRef<c10::Scalar>;
+
+template <bool InPlace>
+using FeRet = std::conditional_t<InPlace, void, std::vector<at::Tensor>>;
+
+// The loop's precondition: every tensor of the lists is a real foo tensor
+// (and so is the one tensor of a `.Tensor` overload, or a CPU number).
+bool fe_foo(std::initializer_list<TL> lists) {
+  for (const auto& l : lists)
+    for (const auto& t : l)
+      if (!t.defined() || !is_foo(t) || t.is_complex()) return false;
+  return true;
+}
+
+// A per-tensor op: its functional and in-place kernels, with schema
+// arguments A after self, and the overloads whose Python kernels they fall
+// back to (registered first: see foo_glue_register_fast).
+template <class Op, class... A>
+struct Per {
+  static constexpr const char* needs_f = Op::F;
+  static constexpr const char* needs_i = Op::I;
+  template <class... X>
+  static at::Tensor f(const at::Tensor& t, const X&... x) {
+    return k_functional<Op, A...>(t, x...);
+  }
+  template <class... X>
+  static void i(const at::Tensor& t, const X&... x) {
+    k_inplace<Op, A...>(const_cast<at::Tensor&>(t), x...);
+  }
+};
+// add/sub with a number operand: their Scalar overloads (alpha 1).
+template <class Op>
+struct PerAlpha1 : Per<Op, T, S> {
+  static at::Tensor f(const at::Tensor& t, const at::Tensor& n) { return Per<Op, T, S>::f(t, n, c10::Scalar(1)); }
+  static void i(const at::Tensor& t, const at::Tensor& n) { Per<Op, T, S>::i(t, n, c10::Scalar(1)); }
+};
+// maximum/minimum, which have no in-place overload: in place is out=self.
+template <class Op>
+struct PerOutSelf : Per<Op, T> {
+  static constexpr const char* needs_i = Op::O;
+  static void i(const at::Tensor& t, const at::Tensor& o) {
+    k_out<Op, T>(t, o, const_cast<at::Tensor&>(t));
+  }
+};
+
+// An in-place foreach op bumps its tensors' version counters itself, as
+// CUDA's do (autograd's generated layer does not for tensor lists; the
+// per-tensor kernels called directly skip theirs).
+void fe_bump(TL self) {
+  for (const auto& t : self) t.unsafeGetTensorImpl()->bump_version();
+}
+
+// The per-tensor calls: arg(i) gives tensor i's arguments after self.
+template <class P, bool InPlace, class Arg>
+FeRet<InPlace> fe_each(TL self, Arg&& arg) {
+  if constexpr (InPlace) {
+    for (size_t i = 0; i < self.size(); ++i)
+      std::apply([&](const auto&... x) { P::i(self[i], x...); }, arg(i));
+    fe_bump(self);
+  } else {
+    std::vector<at::Tensor> r;
+    r.reserve(self.size());
+    for (size_t i = 0; i < self.size(); ++i)
+      r.push_back(std::apply([&](const auto&... x) { return P::f(self[i], x...); }, arg(i)));
+    return r;
+  }
+}
+
+// A number as the per-tensor op's operand, as ATen's Scalar overloads pass
+// it (one for the whole list: every call only reads it).
+at::Tensor fe_number(const c10::Scalar& s) { return at::native::wrapped_scalar_tensor(s); }
+
+// The overload forms (schema argument lists). Each takes the per-tensor op
+// P, whether it is the in-place overload, and ATen's loop for the overload.
+// _foreach_op(Tensor[] self)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_unary(TL self) {
+  if (!fe_foo({self})) return Aten(self);
+  at::native::check_foreach_api_restrictions(self);
+  return fe_each<P, In>(self, [](size_t) { return std::tuple<>(); });
+}
+// _foreach_op.Scalar(Tensor[] self, Scalar scalar) where the op's number is a parameter.
+template <class P, bool In, auto Aten>
+FeRet<In> fe_scalar(TL self, S s) {
+  if (!fe_foo({self})) return Aten(self, s);
+  at::native::check_foreach_api_restrictions(self);
+  return fe_each<P, In>(self, [&](size_t) { return std::tie(s); });
+}
+// ... and where it is an operand (add, sub, mul, div).
+template <class P, bool In, auto Aten>
+FeRet<In> fe_scalar_number(TL self, S s) {
+  if (!fe_foo({self}) || s.isSymbolic()) return Aten(self, s);
+  at::native::check_foreach_api_restrictions(self);
+  const at::Tensor n = fe_number(s);
+  return fe_each<P, In>(self, [&](size_t) { return std::tie(n); });
+}
+// _foreach_op.ScalarList(Tensor[] self, Scalar[] scalars)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_scalars(TL self, SL s) {
+  if (!fe_foo({self})) return Aten(self, s);
+  at::native::check_foreach_api_restrictions(self, s);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(s[i]); });
+}
+template <class P, bool In, auto Aten>
+FeRet<In> fe_scalars_number(TL self, SL s) {
+  if (!fe_foo({self}) || std::any_of(s.begin(), s.end(), [](const c10::Scalar& x) { return x.isSymbolic(); }))
+    return Aten(self, s);
+  at::native::check_foreach_api_restrictions(self, s);
+  return fe_each<P, In>(self, [&](size_t i) { return std::make_tuple(fe_number(s[i])); });
+}
+// _foreach_op.List(Tensor[] self, Tensor[] other)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_list(TL self, TL other) {
+  if (!fe_foo({self, other})) return Aten(self, other);
+  at::native::check_foreach_api_restrictions(self, other);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(other[i]); });
+}
+// _foreach_op.List(Tensor[] self, Tensor[] other, *, Scalar alpha), and
+// _foreach_lerp.Scalar(Tensor[] self, Tensor[] end, Scalar weight).
+template <class P, bool In, auto Aten>
+FeRet<In> fe_list_scalar(TL self, TL other, S s) {
+  if (!fe_foo({self, other})) return Aten(self, other, s);
+  at::native::check_foreach_api_restrictions(self, other);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(other[i], s); });
+}
+// _foreach_lerp.ScalarList(Tensor[] self, Tensor[] end, Scalar[] weight)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_list_scalars(TL self, TL other, SL s) {
+  if (!fe_foo({self, other})) return Aten(self, other, s);
+  at::native::check_foreach_api_restrictions(self, other, s);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(other[i], s[i]); });
+}
+// _foreach_lerp.List(Tensor[] self, Tensor[] end, Tensor[] weight)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_lists(TL self, TL a, TL b) {
+  if (!fe_foo({self, a, b})) return Aten(self, a, b);
+  at::native::check_foreach_api_restrictions(self, a, b);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(a[i], b[i]); });
+}
+// _foreach_addcmul.Scalar(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_lists_scalar(TL self, TL a, TL b, S s) {
+  if (!fe_foo({self, a, b})) return Aten(self, a, b, s);
+  at::native::check_foreach_api_restrictions(self, a, b);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(a[i], b[i], s); });
+}
+// _foreach_addcmul.ScalarList(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_lists_scalars(TL self, TL a, TL b, SL s) {
+  if (!fe_foo({self, a, b})) return Aten(self, a, b, s);
+  at::native::check_foreach_api_restrictions(self, a, b, s);
+  return fe_each<P, In>(self, [&](size_t i) { return std::tie(a[i], b[i], s[i]); });
+}
+// _foreach_op.Tensor(Tensor[] self, Tensor other): one 0-dim tensor for
+// every call (ATen's loop refuses anything else with its own message).
+bool fe_scalar_tensor(const at::Tensor& o) {
+  return o.defined() && o.dim() == 0 && (is_foo(o) || o.device().is_cpu()) && !o.is_complex();
+}
+template <class P, bool In, auto Aten>
+FeRet<In> fe_tensor(TL self, T other) {
+  if (!fe_foo({self}) || !fe_scalar_tensor(other)) return Aten(self, other);
+  at::native::check_foreach_api_restrictions(self);
+  return fe_each<P, In>(self, [&](size_t) { return std::tie(other); });
+}
+// _foreach_add.Tensor(Tensor[] self, Tensor other, *, Scalar alpha)
+template <class P, bool In, auto Aten>
+FeRet<In> fe_tensor_scalar(TL self, T other, S s) {
+  if (!fe_foo({self}) || !fe_scalar_tensor(other)) return Aten(self, other, s);
+  at::native::check_foreach_api_restrictions(self);
+  return fe_each<P, In>(self, [&](size_t) { return std::tie(other, s); });
+}
+
+void foreach_zero_(TL self) {
+  if (!fe_foo({self})) return at::native::foreach_tensor_zero_slow_(self);
+  at::native::check_foreach_api_restrictions(self);
+  for (const auto& t : self) foo_rs::native::zero_(const_cast<at::Tensor&>(t));
+  fe_bump(self);
+}
+
+// _foreach_copy_(Tensor[] self, Tensor[] src, bool non_blocking): src may
+// be on the CPU (a checkpoint's state loaded into a foo optimizer).
+void foreach_copy_(TL self, TL src, bool non_blocking) {
+  if (!fe_foo({self}) ||
+      std::any_of(src.begin(), src.end(), [](const at::Tensor& t) { return !t.defined() || t.is_complex(); }))
+    return at::native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
+  at::native::check_foreach_api_restrictions(self, src);
+  for (size_t i = 0; i < self.size(); ++i) copy_(const_cast<at::Tensor&>(self[i]), src[i], non_blocking);
+  fe_bump(self);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -3260,6 +3534,10 @@ struct NativeOp {
   // own (a functional form served by its out= form's): it is registered
   // with that overload.
   const char* slow_of = nullptr;
+  // An overload whose C++ kernel (and so whose Python kernel, its slow
+  // path) this one calls: it must be registered first (a foreach op's
+  // per-tensor op).
+  const char* needs = nullptr;
 };
 
 // The three overloads of an elementwise op with extra schema arguments.
@@ -3277,8 +3555,17 @@ struct NativeOp {
   {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((m_functional<Op, ##__VA_ARGS__>))); }, Op::O},   \
       {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((m_out<Op, ##__VA_ARGS__>))); }},
 
-using T = const at::Tensor&;
-using S = const c10::Scalar&;
+// A foreach overload and its in-place form: `_foreach_<op>.<ov>` and
+// `_foreach_<op>_.<ov>`, kernel form Form, ATen's loops
+// at::native::foreach_tensor_<aten>[_], per-tensor op P (the variadic tail).
+#define FOO_FE_NAMED(f, i, Form, aten, ...)                                                                   \
+  {f, [](torch::Library& m) { m.impl(f, TORCH_FN((Form<__VA_ARGS__, false, &at::native::aten>))); }, nullptr, \
+   __VA_ARGS__::needs_f},                                                                                     \
+      {i, [](torch::Library& m) { m.impl(i, TORCH_FN((Form<__VA_ARGS__, true, &at::native::aten##_>))); },    \
+       nullptr, __VA_ARGS__::needs_i},
+#define FOO_FE(op, ov, Form, aten, ...) \
+  FOO_FE_NAMED("_foreach_" #op "." #ov, "_foreach_" #op "_." #ov, Form, foreach_tensor_##aten, __VA_ARGS__)
+#define FOO_FE1(op, Op) FOO_FE_NAMED("_foreach_" #op, "_foreach_" #op "_", fe_unary, foreach_tensor_##op##_slow, Per<Op>)
 
 const NativeOp kNativeOps[] = {
     FOO_REG3(Neg) FOO_REG3(Exp) FOO_REG3(Log) FOO_REG3(Log1p) FOO_REG3(Expm1) FOO_REG3(Sqrt) FOO_REG3(Rsqrt)
@@ -3331,7 +3618,52 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kBatchNorm, native_batch_norm) FOO_REG(kBatchNormLegit, native_batch_norm_legit)
     FOO_REG(kBatchNormNoStats, native_batch_norm_legit_no_stats) FOO_REG(kBatchNormUpdate, batch_norm_with_update)
     FOO_REG(kBatchNormBack, native_batch_norm_backward) FOO_REG(kBatchNormBackNew, batch_norm_backward)
+    // Foreach (torch.optim): see fe_each.
+    FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
+    FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)
+    FOO_FE(add, List, fe_list_scalar, add_list_kernel_slow, Per<Add, T, S>)
+    FOO_FE(add, Tensor, fe_tensor_scalar, add_tensor_kernel_slow, Per<Add, T, S>)
+    FOO_FE(sub, Scalar, fe_scalar_number, sub_scalar_kernel_slow, PerAlpha1<Sub>)
+    FOO_FE(sub, ScalarList, fe_scalars_number, sub_scalarlist_kernel_slow, PerAlpha1<Sub>)
+    FOO_FE(sub, List, fe_list_scalar, sub_list_kernel_slow, Per<Sub, T, S>)
+    FOO_FE(mul, Scalar, fe_scalar_number, mul_scalar_kernel_slow, Per<Mul, T>)
+    FOO_FE(mul, ScalarList, fe_scalars_number, mul_scalarlist_kernel_slow, Per<Mul, T>)
+    FOO_FE(mul, List, fe_list, mul_list_kernel_slow, Per<Mul, T>)
+    FOO_FE(mul, Tensor, fe_tensor, mul_tensor_kernel_slow, Per<Mul, T>)
+    FOO_FE(div, Scalar, fe_scalar_number, div_scalar_kernel_slow, Per<Div, T>)
+    FOO_FE(div, ScalarList, fe_scalars_number, div_scalarlist_kernel_slow, Per<Div, T>)
+    FOO_FE(div, List, fe_list, div_list_kernel_slow, Per<Div, T>)
+    FOO_FE(div, Tensor, fe_tensor, div_tensor_kernel_slow, Per<Div, T>)
+    FOO_FE(clamp_min, Scalar, fe_scalar, clamp_min_scalar_kernel_slow, Per<ClampMin, S>)
+    FOO_FE(clamp_min, ScalarList, fe_scalars, clamp_min_scalarlist_kernel_slow, Per<ClampMin, S>)
+    FOO_FE(clamp_max, Scalar, fe_scalar, clamp_max_scalar_kernel_slow, Per<ClampMax, S>)
+    FOO_FE(clamp_max, ScalarList, fe_scalars, clamp_max_scalarlist_kernel_slow, Per<ClampMax, S>)
+    // ATen's loops for maximum/minimum are clamp_min/clamp_max's.
+    FOO_FE(maximum, Scalar, fe_scalar, clamp_min_scalar_kernel_slow, Per<ClampMin, S>)
+    FOO_FE(maximum, ScalarList, fe_scalars, clamp_min_scalarlist_kernel_slow, Per<ClampMin, S>)
+    FOO_FE(maximum, List, fe_list, clamp_min_list_kernel_slow, PerOutSelf<Maximum>)
+    FOO_FE(minimum, Scalar, fe_scalar, clamp_max_scalar_kernel_slow, Per<ClampMax, S>)
+    FOO_FE(minimum, ScalarList, fe_scalars, clamp_max_scalarlist_kernel_slow, Per<ClampMax, S>)
+    FOO_FE(minimum, List, fe_list, clamp_max_list_kernel_slow, PerOutSelf<Minimum>)
+    FOO_FE(pow, Scalar, fe_scalar, pow_scalar_kernel_slow, Per<PowTS, S>)
+    FOO_FE(pow, ScalarList, fe_scalars, pow_scalarlist_kernel_slow, Per<PowTS, S>)
+    FOO_FE(pow, List, fe_list, pow_list_kernel_slow, Per<PowTT, T>)
+    FOO_FE(addcmul, Scalar, fe_lists_scalar, addcmul_scalar_slow, Per<Addcmul, T, T, S>)
+    FOO_FE(addcmul, ScalarList, fe_lists_scalars, addcmul_scalarlist_slow, Per<Addcmul, T, T, S>)
+    FOO_FE(addcdiv, Scalar, fe_lists_scalar, addcdiv_scalar_slow, Per<Addcdiv, T, T, S>)
+    FOO_FE(addcdiv, ScalarList, fe_lists_scalars, addcdiv_scalarlist_slow, Per<Addcdiv, T, T, S>)
+    FOO_FE(lerp, Scalar, fe_list_scalar, lerp_list_kernel_slow, Per<LerpS, T, S>)
+    FOO_FE(lerp, ScalarList, fe_list_scalars, lerp_scalarlist_kernel_slow, Per<LerpS, T, S>)
+    FOO_FE(lerp, List, fe_lists, ternary_lerp_slow, Per<LerpT, T, T>)
+    FOO_FE1(neg, Neg) FOO_FE1(exp, Exp) FOO_FE1(log, Log) FOO_FE1(log1p, Log1p) FOO_FE1(expm1, Expm1)
+    FOO_FE1(sqrt, Sqrt) FOO_FE1(rsqrt, Rsqrt) FOO_FE1(sigmoid, Sigmoid) FOO_FE1(tanh, Tanh) FOO_FE1(sin, Sin)
+    FOO_FE1(cos, Cos) FOO_FE1(reciprocal, Reciprocal) FOO_FE1(erf, Erf) FOO_FE1(erfc, Erfc)
+    {"_foreach_zero_", [](torch::Library& m) { m.impl("_foreach_zero_", TORCH_FN(foreach_zero_)); }, nullptr, kZero},
+    {"_foreach_copy_", [](torch::Library& m) { m.impl("_foreach_copy_", TORCH_FN(foreach_copy_)); }, nullptr, kCopy},
 };
+#undef FOO_FE_NAMED
+#undef FOO_FE
+#undef FOO_FE1
 #undef FOO_REG3
 #undef FOO_REG2
 #undef FOO_REG
@@ -3364,13 +3696,17 @@ extern "C" const char* foo_glue_fast_ops() {
 // the overloads whose slow path is `name`'s Python kernel (its functional
 // form); 0 on success, 1 if there is none. The op's Python kernel must
 // already be registered as `foo_slow::<name with '.' as '_'>`.
+// 2: an overload it `needs` is not registered yet.
 extern "C" int foo_glue_register_fast(const char* name) {
   static torch::Library* lib =
       new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  static std::set<std::string> registered;
   int rc = 1;
   for (const auto& op : foo_rs::native::kNativeOps) {
     if (op.slow_of == nullptr ? std::strcmp(op.name, name) == 0 : std::strcmp(op.slow_of, name) == 0) {
+      if (op.needs != nullptr && registered.count(op.needs) == 0) return 2;
       op.reg(*lib);
+      registered.insert(op.name);
       if (op.slow_of == nullptr) rc = 0;
     }
   }

@@ -22,5 +22,8 @@ from . import elementwise as _elementwise  # noqa: F401
 from . import fft as _fft  # noqa: F401
 from . import complex_ops as _complex_ops  # noqa: F401
 from . import special as _special  # noqa: F401
+from ._registry import register_foreach
+
+register_foreach()  # last: a foreach kernel calls the per-tensor ops registered above
 
 __all__ = ["python_kernel_calls", "registered_ops"]

@@ -84,6 +84,18 @@ def native_only(*aten_names: str) -> None:
         _registered.add(name)
 
 
+def register_foreach() -> None:
+    """Registers the C++ kernels of the ``_foreach_*`` overloads (torch.optim's
+    default path on foo): each runs its per-tensor op's native kernel on
+    every tensor of its lists, so it is registered after every other op
+    (``_C.register_fast`` refuses one whose per-tensor op is not registered).
+    With the fast lane off, ATen's own per-tensor loops run them."""
+    for name in sorted(n for n in FAST_LANE if n.startswith("_foreach_")):
+        _C.register_fast(name)
+        _fast.add(name)
+        _registered.add(name)
+
+
 def fast_lane_ops() -> frozenset[str]:
     """The overloads registered behind the fast lane's C++ kernels."""
     return frozenset(_fast)

@@ -68,6 +68,9 @@ fn register_fast(name: &str) -> PyResult<()> {
     // SAFETY: `c` is a valid C string; registration happens at import, under the GIL.
     match unsafe { foo_glue_register_fast(c.as_ptr()) } {
         0 => Ok(()),
+        2 => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "foo: the kernel of {name} calls an op not registered before it"
+        ))),
         _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
             "foo: no fast-lane kernel for {name}"
         ))),
