@@ -222,13 +222,19 @@ def _transformers_step(kind: str):
     return make
 
 
-def _optimizer_step(kind: str):
-    """An AdamW step over 10M parameters (a 24-layer MLP's worth of tensors)
-    with the gradients already there: the optimizer alone."""
+#: A 24-layer MLP's parameters (9.85M + 15K), and 250 small tensors (1M
+#: parameters: a model of many small layers, where each tensor's call costs
+#: more than its arithmetic).
+OPT_LARGE = [(640, 640)] * 24 + [(640,)] * 24
+OPT_SMALL = [(64, 64)] * 125 + [(4096,)] * 125
+
+
+def _optimizer_step(kind: str, shapes=OPT_LARGE):
+    """An AdamW step over ``shapes`` with the gradients already there: the
+    optimizer alone."""
 
     def make(device):
         g = torch.Generator().manual_seed(0)
-        shapes = [(640, 640)] * 24 + [(640,)] * 24  # 9.85M + 15K parameters
         params = [torch.randn(s, generator=g).to(device).requires_grad_() for s in shapes]
         for p in params:
             p.grad = torch.randn(p.shape, generator=g).to(device)
@@ -842,6 +848,8 @@ CASES = [
     Case("GRU language model step, 2x256, seq 35 x batch 16", "training", _rnn_lm_step("gru")),
     Case("AdamW step, 10M params (fused=True)", "optimizer", _optimizer_step("fused")),
     Case("AdamW step, 10M params (foreach=True)", "optimizer", _optimizer_step("foreach")),
+    Case("AdamW step, 250 tensors of 4K (fused=True)", "optimizer", _optimizer_step("fused", OPT_SMALL)),
+    Case("AdamW step, 250 tensors of 4K (foreach=True)", "optimizer", _optimizer_step("foreach", OPT_SMALL)),
     *(
         [
             Case("GPT-2 2x128 step, batch 8x64 (transformers)", "training", _transformers_step("gpt2")),

@@ -257,6 +257,26 @@ int32_t foo_rs_conv2d_backward(const FooView* grad_output, const FooView* x, con
 int32_t foo_rs_batch_norm(const FooView* out, const FooView* save_mean, const FooView* save_invstd, const FooView* x,
                           const FooView* weight, const FooView* bias, const FooView* running_mean,
                           const FooView* running_var, uint8_t training, double momentum, double eps, FooStatus* st);
+struct FooAdam {
+  double lr, beta1, beta2, weight_decay, eps;
+  uint8_t amsgrad, maximize, decoupled;
+};
+struct FooSgd {
+  double lr, weight_decay, momentum, dampening;
+  uint8_t nesterov, maximize, first_step;
+};
+struct FooAdagrad {
+  double lr, lr_decay, weight_decay, eps;
+  uint8_t maximize;
+};
+int32_t foo_rs_fused_adam(const FooView* params, const FooView* grads, const FooView* exp_avgs,
+                          const FooView* exp_avg_sqs, const FooView* max_exp_avg_sqs, const FooView* steps, size_t n,
+                          const FooAdam* cfg, const FooView* grad_scale, FooStatus* st);
+int32_t foo_rs_fused_sgd(const FooView* params, const FooView* grads, const FooView* momentum_buffers, size_t n,
+                         const FooSgd* cfg, const FooView* grad_scale, FooStatus* st);
+int32_t foo_rs_fused_adagrad(const FooView* params, const FooView* grads, const FooView* state_sums,
+                             const FooView* steps, size_t n, const FooAdagrad* cfg, const FooView* grad_scale,
+                             FooStatus* st);
 int32_t foo_rs_batch_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
                                    const FooView* dy, const FooView* x, const FooView* weight,
                                    const FooView* running_mean, const FooView* running_var, const FooView* save_mean,
@@ -3523,6 +3543,149 @@ void foreach_copy_(TL self, TL src, bool non_blocking) {
   fe_bump(self);
 }
 
+// ---- Fused optimizers: torch.optim's fused=True -----------------------------
+//
+// One call into Rust with every parameter's views (rust/src/native.rs,
+// foo_rs_fused_adam): all parameters are checked before any is updated, then
+// their elements run together on the pool. A step whose lists are not all
+// dense foo tensors of one floating dtype and size per parameter (a strided
+// state, another device, lists of other lengths, an integer parameter) goes
+// to the op's Python kernel, which copies strided tensors and raises CPU's
+// errors.
+
+// Dense views of the `n` tensors of `ts`, each a foo tensor on `dev` of
+// `like`'s dtype and size (the parameters' when given), or false.
+bool fused_views(TL ts, size_t n, const c10::Device& dev, std::vector<FooView>& out, TL like = {}) {
+  if (ts.size() != n) return false;
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& t = ts[i];
+    if (!t.defined() || t.device() != dev || !t.is_contiguous() || !c10::isFloatingType(t.scalar_type()) ||
+        t.is_neg() || !view_of(t, &out[i]))
+      return false;
+    if (!like.empty() && (t.scalar_type() != like[i].scalar_type() || t.numel() != like[i].numel())) return false;
+  }
+  return true;
+}
+
+// A one-element float tensor on `dev` (a grad scale, found_inf), as a view.
+bool fused_scalar(const at::Tensor& t, const c10::Device& dev, FooView* v) {
+  return t.defined() && t.device() == dev && t.numel() == 1 && t.scalar_type() == c10::ScalarType::Float &&
+         view_of(t, v);
+}
+
+double lr_value(double lr) { return lr; }
+double lr_value(const at::Tensor& lr) { return lr.item().toDouble(); }
+
+// The step's shared inputs: the device, the grad scale's view (null if
+// none), and whether found_inf says to skip the step; false: not ours.
+struct FusedStep {
+  c10::Device dev{c10::DeviceType::PrivateUse1};
+  FooView scale_view{};
+  const FooView* scale = nullptr;
+  bool skip = false;
+  bool init(TL self, OptT grad_scale, OptT found_inf) {
+    if (self.empty() || !self[0].defined() || !is_foo(self[0])) return false;
+    dev = self[0].device();
+    if (grad_scale.has_value() && grad_scale->defined()) {
+      if (!fused_scalar(*grad_scale, dev, &scale_view)) return false;
+      scale = &scale_view;
+    }
+    if (found_inf.has_value() && found_inf->defined()) {
+      FooView f;
+      if (!fused_scalar(*found_inf, dev, &f)) return false;
+      skip = *static_cast<const float*>(f.ptr) == 1.0f;  // torch's rule: 1.0 skips the whole step
+    }
+    return true;
+  }
+};
+
+constexpr char kFusedAdam[] = "_fused_adam_";
+constexpr char kFusedAdamLr[] = "_fused_adam_.tensor_lr";
+constexpr char kFusedAdamW[] = "_fused_adamw_";
+constexpr char kFusedAdamWLr[] = "_fused_adamw_.tensor_lr";
+constexpr char kFusedSgd[] = "_fused_sgd_";
+constexpr char kFusedSgdLr[] = "_fused_sgd_.tensor_lr";
+constexpr char kFusedAdagrad[] = "_fused_adagrad_";
+constexpr char kFusedAdagradLr[] = "_fused_adagrad_.tensor_lr";
+
+template <const char* NAME, bool DECOUPLED, class Lr>
+void fused_adam(TL self, TL grads, TL exp_avgs, TL exp_avg_sqs, TL max_exp_avg_sqs, TL state_steps, Lr lr,
+                double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
+                OptT grad_scale, OptT found_inf) {
+  if (named([&] {
+        FusedStep s;
+        if (!s.init(self, grad_scale, found_inf)) return false;
+        if (s.skip) return true;
+        const size_t n = self.size();
+        std::vector<FooView> p, g, m, v, mx, st;
+        if (!fused_views(self, n, s.dev, p) || !fused_views(grads, n, s.dev, g, self) ||
+            !fused_views(exp_avgs, n, s.dev, m, self) || !fused_views(exp_avg_sqs, n, s.dev, v, self) ||
+            !fused_views(max_exp_avg_sqs, amsgrad ? n : max_exp_avg_sqs.size(), s.dev, mx, amsgrad ? self : TL{}) ||
+            (amsgrad && mx.size() != n) || !fused_views(state_steps, n, s.dev, st))
+          return false;
+        const FooAdam cfg{lr_value(lr), beta1, beta2, weight_decay, eps, static_cast<uint8_t>(amsgrad),
+                          static_cast<uint8_t>(maximize), static_cast<uint8_t>(DECOUPLED)};
+        FooStatus status{};
+        return done(foo_rs_fused_adam(p.data(), g.data(), m.data(), v.data(), mx.data(), st.data(), n, &cfg, s.scale,
+                                      &status),
+                    status);
+      }))
+    return;
+  Slow<NAME, void(TL, TL, TL, TL, TL, TL, Lr, double, double, double, double, bool, bool, OptT, OptT)>::call(
+      self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad,
+      maximize, grad_scale, found_inf);
+}
+
+template <const char* NAME, class Lr>
+void fused_sgd(TL self, TL grads, TL momentum_buffers, double weight_decay, double momentum, Lr lr, double dampening,
+               bool nesterov, bool maximize, bool is_first_step, OptT grad_scale, OptT found_inf) {
+  if (named([&] {
+        FusedStep s;
+        if (!s.init(self, grad_scale, found_inf)) return false;
+        if (s.skip) return true;
+        const size_t n = self.size();
+        std::vector<FooView> p, g, b;
+        if (!fused_views(self, n, s.dev, p) || !fused_views(grads, n, s.dev, g, self) ||
+            (momentum != 0 && !fused_views(momentum_buffers, n, s.dev, b, self)))
+          return false;
+        const FooSgd cfg{lr_value(lr),
+                         weight_decay,
+                         momentum,
+                         dampening,
+                         static_cast<uint8_t>(nesterov),
+                         static_cast<uint8_t>(maximize),
+                         static_cast<uint8_t>(is_first_step)};
+        FooStatus status{};
+        return done(foo_rs_fused_sgd(p.data(), g.data(), b.data(), n, &cfg, s.scale, &status), status);
+      }))
+    return;
+  Slow<NAME, void(TL, TL, TL, double, double, Lr, double, bool, bool, bool, OptT, OptT)>::call(
+      self, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step,
+      grad_scale, found_inf);
+}
+
+template <const char* NAME, class Lr>
+void fused_adagrad(TL self, TL grads, TL state_sums, TL state_steps, Lr lr, double lr_decay, double weight_decay,
+                   double eps, bool maximize, OptT grad_scale, OptT found_inf) {
+  if (named([&] {
+        FusedStep s;
+        if (!s.init(self, grad_scale, found_inf)) return false;
+        if (s.skip) return true;
+        const size_t n = self.size();
+        std::vector<FooView> p, g, ss, st;
+        if (!fused_views(self, n, s.dev, p) || !fused_views(grads, n, s.dev, g, self) ||
+            !fused_views(state_sums, n, s.dev, ss, self) || !fused_views(state_steps, n, s.dev, st))
+          return false;
+        const FooAdagrad cfg{lr_value(lr), lr_decay, weight_decay, eps, static_cast<uint8_t>(maximize)};
+        FooStatus status{};
+        return done(foo_rs_fused_adagrad(p.data(), g.data(), ss.data(), st.data(), n, &cfg, s.scale, &status), status);
+      }))
+    return;
+  Slow<NAME, void(TL, TL, TL, TL, Lr, double, double, double, bool, OptT, OptT)>::call(
+      self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -3618,6 +3781,13 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kBatchNorm, native_batch_norm) FOO_REG(kBatchNormLegit, native_batch_norm_legit)
     FOO_REG(kBatchNormNoStats, native_batch_norm_legit_no_stats) FOO_REG(kBatchNormUpdate, batch_norm_with_update)
     FOO_REG(kBatchNormBack, native_batch_norm_backward) FOO_REG(kBatchNormBackNew, batch_norm_backward)
+    FOO_REG(kFusedAdam, (fused_adam<kFusedAdam, false, double>))
+    FOO_REG(kFusedAdamLr, (fused_adam<kFusedAdamLr, false, const at::Tensor&>))
+    FOO_REG(kFusedAdamW, (fused_adam<kFusedAdamW, true, double>))
+    FOO_REG(kFusedAdamWLr, (fused_adam<kFusedAdamWLr, true, const at::Tensor&>))
+    FOO_REG(kFusedSgd, (fused_sgd<kFusedSgd, double>)) FOO_REG(kFusedSgdLr, (fused_sgd<kFusedSgdLr, const at::Tensor&>))
+    FOO_REG(kFusedAdagrad, (fused_adagrad<kFusedAdagrad, double>))
+    FOO_REG(kFusedAdagradLr, (fused_adagrad<kFusedAdagradLr, const at::Tensor&>))
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

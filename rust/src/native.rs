@@ -1366,3 +1366,203 @@ pub unsafe extern "C" fn foo_rs_scatter(
         entry::scatter(&o, src, &i, dim_of(dim)?, op, include_self != 0)
     })
 }
+
+// ---- Fused optimizers (torch.optim's fused=True) ---------------------------
+
+/// `n` views from the array `p` (which may be null when `n` is 0).
+///
+/// # Safety
+/// `p` holds `n` views, each as in [`strided_of`].
+unsafe fn views_of(p: *const FooView, n: usize) -> Result<Vec<Strided>, KernelError> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() {
+        return Err(invalid("foo: missing operand list"));
+    }
+    (0..n).map(|i| strided_of(p.add(i))).collect()
+}
+
+/// The value of a one-element tensor (a step count, a grad scale), if any.
+///
+/// # Safety
+/// `v` is null or as in [`strided_of`].
+unsafe fn scalar_value(v: *const FooView) -> Result<Option<f64>, KernelError> {
+    Ok(opt_strided(v)?.map(|s| crate::kernels::norm::ld(&s, 0)))
+}
+
+/// Adam's hyper-parameters as the C++ kernel passes them.
+#[repr(C)]
+pub struct FooAdam {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub weight_decay: f64,
+    pub eps: f64,
+    pub amsgrad: u8,
+    pub maximize: u8,
+    pub decoupled: u8,
+}
+
+/// `_fused_adam_` / `_fused_adamw_` over `n` parameters: dense views of
+/// each list (`max_exp_avg_sqs` holds `n` with amsgrad, else none), `steps`
+/// one-element step counts (already incremented), `grad_scale` null or one
+/// element. Every parameter is checked before any is updated; then all run
+/// together ([`crate::kernels::optim::run_tasks`]).
+///
+/// # Safety
+/// Each list holds its views, as in [`strided_of`]; `cfg` is valid.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_fused_adam(
+    params: *const FooView,
+    grads: *const FooView,
+    exp_avgs: *const FooView,
+    exp_avg_sqs: *const FooView,
+    max_exp_avg_sqs: *const FooView,
+    steps: *const FooView,
+    n: usize,
+    cfg: *const FooAdam,
+    grad_scale: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::optim;
+    run(st, false, || {
+        let c = cfg
+            .as_ref()
+            .ok_or_else(|| invalid("foo: missing optimizer arguments"))?;
+        let cfg = optim::Adam {
+            lr: c.lr,
+            beta1: c.beta1,
+            beta2: c.beta2,
+            weight_decay: c.weight_decay,
+            eps: c.eps,
+            amsgrad: c.amsgrad != 0,
+            maximize: c.maximize != 0,
+            decoupled: c.decoupled != 0,
+        };
+        let (p, g, m, v, s) = (
+            views_of(params, n)?,
+            views_of(grads, n)?,
+            views_of(exp_avgs, n)?,
+            views_of(exp_avg_sqs, n)?,
+            views_of(steps, n)?,
+        );
+        let mx = views_of(max_exp_avg_sqs, if cfg.amsgrad { n } else { 0 })?;
+        let scale = scalar_value(grad_scale)?;
+        let tasks = (0..n)
+            .map(|i| {
+                let step = crate::kernels::norm::ld(&s[i], 0);
+                optim::adam(&p[i], &g[i], &m[i], &v[i], mx.get(i), step, &cfg, scale)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        optim::run_tasks(&tasks);
+        Ok(())
+    })
+}
+
+/// SGD's hyper-parameters as the C++ kernel passes them.
+#[repr(C)]
+pub struct FooSgd {
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub nesterov: u8,
+    pub maximize: u8,
+    pub first_step: u8,
+}
+
+/// `_fused_sgd_` over `n` parameters (`momentum_buffers` holds `n` views
+/// when momentum is not 0, else none); as [`foo_rs_fused_adam`].
+///
+/// # Safety
+/// As [`foo_rs_fused_adam`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_fused_sgd(
+    params: *const FooView,
+    grads: *const FooView,
+    momentum_buffers: *const FooView,
+    n: usize,
+    cfg: *const FooSgd,
+    grad_scale: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::optim;
+    run(st, false, || {
+        let c = cfg
+            .as_ref()
+            .ok_or_else(|| invalid("foo: missing optimizer arguments"))?;
+        let cfg = optim::Sgd {
+            lr: c.lr,
+            weight_decay: c.weight_decay,
+            momentum: c.momentum,
+            dampening: c.dampening,
+            nesterov: c.nesterov != 0,
+            maximize: c.maximize != 0,
+            first_step: c.first_step != 0,
+        };
+        let (p, g) = (views_of(params, n)?, views_of(grads, n)?);
+        let b = views_of(momentum_buffers, if cfg.momentum != 0.0 { n } else { 0 })?;
+        let scale = scalar_value(grad_scale)?;
+        let tasks = (0..n)
+            .map(|i| optim::sgd(&p[i], &g[i], b.get(i), &cfg, scale))
+            .collect::<Result<Vec<_>, _>>()?;
+        optim::run_tasks(&tasks);
+        Ok(())
+    })
+}
+
+/// Adagrad's hyper-parameters as the C++ kernel passes them.
+#[repr(C)]
+pub struct FooAdagrad {
+    pub lr: f64,
+    pub lr_decay: f64,
+    pub weight_decay: f64,
+    pub eps: f64,
+    pub maximize: u8,
+}
+
+/// `_fused_adagrad_` over `n` parameters; as [`foo_rs_fused_adam`].
+///
+/// # Safety
+/// As [`foo_rs_fused_adam`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_fused_adagrad(
+    params: *const FooView,
+    grads: *const FooView,
+    state_sums: *const FooView,
+    steps: *const FooView,
+    n: usize,
+    cfg: *const FooAdagrad,
+    grad_scale: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::optim;
+    run(st, false, || {
+        let c = cfg
+            .as_ref()
+            .ok_or_else(|| invalid("foo: missing optimizer arguments"))?;
+        let cfg = optim::Adagrad {
+            lr: c.lr,
+            lr_decay: c.lr_decay,
+            weight_decay: c.weight_decay,
+            eps: c.eps,
+            maximize: c.maximize != 0,
+        };
+        let (p, g, ss, s) = (
+            views_of(params, n)?,
+            views_of(grads, n)?,
+            views_of(state_sums, n)?,
+            views_of(steps, n)?,
+        );
+        let scale = scalar_value(grad_scale)?;
+        let tasks = (0..n)
+            .map(|i| {
+                let step = crate::kernels::norm::ld(&s[i], 0);
+                optim::adagrad(&p[i], &g[i], &ss[i], step, &cfg, scale)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        optim::run_tasks(&tasks);
+        Ok(())
+    })
+}

@@ -81,10 +81,21 @@ fn fused_adam(
         decoupled,
     };
     py.detach(|| {
-        for i in 0..n {
-            let step = ld(&s[i], 0);
-            optim::adam(&p[i], &g[i], &m[i], &v[i], mx.get(i), step, &cfg, scale)?;
-        }
+        let tasks = (0..n)
+            .map(|i| {
+                optim::adam(
+                    &p[i],
+                    &g[i],
+                    &m[i],
+                    &v[i],
+                    mx.get(i),
+                    ld(&s[i], 0),
+                    &cfg,
+                    scale,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        optim::run_tasks(&tasks);
         Ok(())
     })
     .map_err(kernel_err)
@@ -128,9 +139,10 @@ fn fused_sgd(
         first_step,
     };
     py.detach(|| {
-        for i in 0..n {
-            optim::sgd(&p[i], &g[i], b.get(i), &cfg, scale)?;
-        }
+        let tasks = (0..n)
+            .map(|i| optim::sgd(&p[i], &g[i], b.get(i), &cfg, scale))
+            .collect::<Result<Vec<_>, _>>()?;
+        optim::run_tasks(&tasks);
         Ok(())
     })
     .map_err(kernel_err)
@@ -172,9 +184,10 @@ fn fused_adagrad(
         maximize,
     };
     py.detach(|| {
-        for i in 0..n {
-            optim::adagrad(&p[i], &g[i], &ss[i], ld(&s[i], 0), &cfg, scale)?;
-        }
+        let tasks = (0..n)
+            .map(|i| optim::adagrad(&p[i], &g[i], &ss[i], ld(&s[i], 0), &cfg, scale))
+            .collect::<Result<Vec<_>, _>>()?;
+        optim::run_tasks(&tasks);
         Ok(())
     })
     .map_err(kernel_err)

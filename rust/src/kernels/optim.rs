@@ -48,15 +48,47 @@ fn c<M: Float>(x: f64) -> M {
     M::from(x).unwrap_or_else(M::nan)
 }
 
+/// One tensor's update, as a function of a range `[start, end)` of its `n`
+/// elements: a step's tensors are checked and their constants computed
+/// first, then [`run_tasks`] runs all of them at once.
+#[must_use = "a task does nothing until run_tasks runs it"]
+pub struct Task<'a> {
+    n: usize,
+    f: Box<dyn Fn(usize, usize) + Sync + 'a>,
+}
+
+fn task<'a>(n: usize, f: impl Fn(usize, usize) + Sync + 'a) -> Task<'a> {
+    Task { n, f: Box::new(f) }
+}
+
+/// Runs every task's elements in GRAIN_SIZE pieces on the pool, the pieces
+/// of all tensors together: a step over many small tensors (each under one
+/// grain, so serial alone) uses every thread, as one large tensor does.
+pub fn run_tasks(tasks: &[Task<'_>]) {
+    let mut pieces: Vec<(usize, usize, usize)> = Vec::new();
+    for (t, task) in tasks.iter().enumerate() {
+        let mut s = 0;
+        while s < task.n {
+            let e = (s + GRAIN_SIZE).min(task.n);
+            pieces.push((t, s, e));
+            s = e;
+        }
+    }
+    let run = |k: usize| {
+        let (t, s, e) = pieces[k];
+        (tasks[t].f)(s, e)
+    };
+    let total: usize = tasks.iter().map(|t| t.n).sum();
+    if total <= GRAIN_SIZE {
+        (0..pieces.len()).for_each(run);
+    } else {
+        super::parallel::parallel_for(pieces.len(), run);
+    }
+}
+
 /// Runs `f(start, end)` over `[0, n)` in GRAIN_SIZE chunks on the pool.
 fn chunks(n: usize, f: impl Fn(usize, usize) + Sync) {
-    if n <= GRAIN_SIZE {
-        f(0, n);
-    } else {
-        super::parallel::parallel_for(n.div_ceil(GRAIN_SIZE), |k| {
-            f(k * GRAIN_SIZE, ((k + 1) * GRAIN_SIZE).min(n))
-        });
-    }
+    run_tasks(&[task(n, f)]);
 }
 
 /// Checks that `views` are contiguous, of `like`'s dtype and element count,
@@ -113,21 +145,21 @@ pub struct Adam {
 }
 
 /// One Adam/AdamW step of one parameter (torch CPU's `_fused_adam_` /
-/// `_fused_adamw_` for one tensor): updates `param`, `exp_avg`,
-/// `exp_avg_sq` (and `max_exp_avg_sq` with amsgrad) in place; `step` is the
-/// already incremented step count; with `grad_scale` the gradient is
-/// divided by it and written back.
+/// `_fused_adamw_` for one tensor), checked, as a task ([`run_tasks`]):
+/// updates `param`, `exp_avg`, `exp_avg_sq` (and `max_exp_avg_sq` with
+/// amsgrad) in place; `step` is the already incremented step count; with
+/// `grad_scale` the gradient is divided by it and written back.
 #[allow(clippy::too_many_arguments)]
-pub fn adam(
-    param: &Strided,
-    grad: &Strided,
-    exp_avg: &Strided,
-    exp_avg_sq: &Strided,
-    max_exp_avg_sq: Option<&Strided>,
+pub fn adam<'a>(
+    param: &'a Strided,
+    grad: &'a Strided,
+    exp_avg: &'a Strided,
+    exp_avg_sq: &'a Strided,
+    max_exp_avg_sq: Option<&'a Strided>,
     step: f64,
     cfg: &Adam,
     grad_scale: Option<f64>,
-) -> Result<(), KernelError> {
+) -> Result<Task<'a>, KernelError> {
     let mut views = vec![grad, exp_avg, exp_avg_sq];
     if cfg.amsgrad {
         let m = max_exp_avg_sq.ok_or_else(|| {
@@ -136,16 +168,17 @@ pub fn adam(
         views.push(m);
     }
     check_same("fused adam", param, &views)?;
-    fn run<T: Elem>(
-        p: &Strided,
-        g: &Strided,
-        m: &Strided,
-        v: &Strided,
-        mx: Option<&Strided>,
+    #[allow(clippy::too_many_arguments)]
+    fn run<'a, T: Elem>(
+        p: &'a Strided,
+        g: &'a Strided,
+        m: &'a Strided,
+        v: &'a Strided,
+        mx: Option<&'a Strided>,
         step: f64,
         cfg: &Adam,
         scale: Option<f64>,
-    ) {
+    ) -> Task<'a> {
         // f64 here, as torch's fused and for-loop Adam compute them.
         let bias_correction1 = 1.0 - cfg.beta1.powf(step);
         let bias_correction2 = 1.0 - cfg.beta2.powf(step);
@@ -189,7 +222,7 @@ pub fn adam(
         }
     }
     let mx = if cfg.amsgrad { max_exp_avg_sq } else { None };
-    dispatch_float!(
+    Ok(dispatch_float!(
         "fused_adam",
         param.dtype,
         run,
@@ -201,8 +234,7 @@ pub fn adam(
         step,
         cfg,
         grad_scale
-    );
-    Ok(())
+    ))
 }
 
 const WD_NONE: u8 = 0;
@@ -210,6 +242,7 @@ const WD_L2: u8 = 1;
 const WD_DECOUPLED: u8 = 2;
 
 /// Adam's per-step constants in the arithmetic type.
+#[derive(Clone, Copy)]
 struct AdamConsts<M> {
     bc2_sqrt: M,
     lerp_w: M,
@@ -234,19 +267,20 @@ unsafe fn part<'a, T>(s: &Strided, start: usize, len: usize) -> &'a mut [T] {
 
 /// Adam over GRAIN_SIZE chunks; each chunk's tensors are distinct slices (no
 /// aliasing) and the options are constants, so the loop vectorizes.
-fn adam_chunks<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
-    p: &Strided,
-    g: &Strided,
-    m: &Strided,
-    v: &Strided,
-    mx: Option<&Strided>,
+fn adam_chunks<'a, T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
+    p: &'a Strided,
+    g: &'a Strided,
+    m: &'a Strided,
+    v: &'a Strided,
+    mx: Option<&'a Strided>,
     k: &AdamConsts<T::M>,
-) {
+) -> Task<'a> {
     let one: T::M = c(1.0);
     let half: T::M = c(0.5);
     let small = k.lerp_w.abs() < half;
     let coeff = if small { k.lerp_w } else { k.lerp_w - one };
-    chunks(p.numel(), |s, e| {
+    let k = *k;
+    task(p.numel(), move |s, e| {
         let n = e - s;
         // SAFETY: every view holds numel elements (checked by the caller);
         // chunks are disjoint, and the tensors of one parameter are distinct.
@@ -267,9 +301,9 @@ fn adam_chunks<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
         // at the CPU's SIMD width (sqrt and division vectorize; results are the same at every level)
         simd::dispatch(
             #[inline(always)]
-            || adam_loop::<T, SCALE, AMS, WD>(ps, gs, ms, vs, xs, k, small, coeff),
+            || adam_loop::<T, SCALE, AMS, WD>(ps, gs, ms, vs, xs, &k, small, coeff),
         );
-    });
+    })
 }
 
 /// One chunk of Adam: the loop `adam_chunks` compiles once per SIMD level.
@@ -336,14 +370,15 @@ pub struct Sgd {
     pub first_step: bool,
 }
 
-/// One SGD step of one parameter (torch CPU's `_fused_sgd_` for one tensor).
-pub fn sgd(
-    param: &Strided,
-    grad: &Strided,
-    momentum_buffer: Option<&Strided>,
+/// One SGD step of one parameter (torch CPU's `_fused_sgd_` for one
+/// tensor), checked, as a task ([`run_tasks`]).
+pub fn sgd<'a>(
+    param: &'a Strided,
+    grad: &'a Strided,
+    momentum_buffer: Option<&'a Strided>,
     cfg: &Sgd,
     grad_scale: Option<f64>,
-) -> Result<(), KernelError> {
+) -> Result<Task<'a>, KernelError> {
     let mut views = vec![grad];
     if cfg.momentum != 0.0 {
         views.push(momentum_buffer.ok_or_else(|| {
@@ -351,14 +386,21 @@ pub fn sgd(
         })?);
     }
     check_same("fused sgd", param, &views)?;
-    fn run<T: Elem>(p: &Strided, g: &Strided, b: Option<&Strided>, cfg: &Sgd, scale: Option<f64>) {
+    fn run<'a, T: Elem>(
+        p: &'a Strided,
+        g: &'a Strided,
+        b: Option<&'a Strided>,
+        cfg: &Sgd,
+        scale: Option<f64>,
+    ) -> Task<'a> {
+        let cfg = *cfg;
         let wd: T::M = c(cfg.weight_decay);
         let momentum: T::M = c(cfg.momentum);
         let damp: T::M = c(1.0 - cfg.dampening);
         let lr: T::M = c(cfg.lr);
         let scale: Option<T::M> = scale.map(c);
         let has_buf = cfg.momentum != 0.0;
-        chunks(p.numel(), |s, e| {
+        task(p.numel(), move |s, e| {
             let n = e - s;
             // SAFETY: as in `adam_chunks`.
             let (ps, gs) = unsafe { (part::<T>(p, s, n), part::<T>(g, s, n)) };
@@ -396,9 +438,9 @@ pub fn sgd(
                 }
                 ps[i] = T::down(param - grad * lr);
             }
-        });
+        })
     }
-    dispatch_float!(
+    Ok(dispatch_float!(
         "fused_sgd",
         param.dtype,
         run,
@@ -407,8 +449,7 @@ pub fn sgd(
         momentum_buffer,
         cfg,
         grad_scale
-    );
-    Ok(())
+    ))
 }
 
 /// The hyper-parameters of one Adagrad step.
@@ -422,29 +463,31 @@ pub struct Adagrad {
 }
 
 /// One Adagrad step of one parameter (torch CPU's `_fused_adagrad_` for one
-/// tensor); `step` is the already incremented step count.
-pub fn adagrad(
-    param: &Strided,
-    grad: &Strided,
-    state_sum: &Strided,
+/// tensor), checked, as a task ([`run_tasks`]); `step` is the already
+/// incremented step count.
+pub fn adagrad<'a>(
+    param: &'a Strided,
+    grad: &'a Strided,
+    state_sum: &'a Strided,
     step: f64,
     cfg: &Adagrad,
     grad_scale: Option<f64>,
-) -> Result<(), KernelError> {
+) -> Result<Task<'a>, KernelError> {
     check_same("fused adagrad", param, &[grad, state_sum])?;
-    fn run<T: Elem>(
-        p: &Strided,
-        g: &Strided,
-        ss: &Strided,
+    fn run<'a, T: Elem>(
+        p: &'a Strided,
+        g: &'a Strided,
+        ss: &'a Strided,
         step: f64,
         cfg: &Adagrad,
         scale: Option<f64>,
-    ) {
+    ) -> Task<'a> {
+        let cfg = *cfg;
         let clr: T::M = c(cfg.lr / (1.0 + (step - 1.0) * cfg.lr_decay));
         let wd: T::M = c(cfg.weight_decay);
         let eps: T::M = c(cfg.eps);
         let scale: Option<T::M> = scale.map(c);
-        chunks(p.numel(), |s, e| {
+        task(p.numel(), move |s, e| {
             let n = e - s;
             // SAFETY: as in `adam_chunks`.
             let (ps, gs, ss) =
@@ -467,9 +510,9 @@ pub fn adagrad(
                 let std = sum.sqrt() + eps;
                 ps[i] = T::down(param - clr * grad / std);
             }
-        });
+        })
     }
-    dispatch_float!(
+    Ok(dispatch_float!(
         "fused_adagrad",
         param.dtype,
         run,
@@ -479,8 +522,7 @@ pub fn adagrad(
         step,
         cfg,
         grad_scale
-    );
-    Ok(())
+    ))
 }
 
 /// GradScaler's unscale of one contiguous gradient: multiplies it in place
@@ -569,6 +611,50 @@ mod tests {
     }
 
     #[test]
+    fn tasks_of_many_tensors_cover_every_element_at_any_thread_count() {
+        // Tensors below, at and across the grain, run together: every
+        // element updated once, the same at 1 and 4 threads.
+        let sizes = [
+            0,
+            1,
+            7,
+            GRAIN_SIZE - 1,
+            GRAIN_SIZE,
+            GRAIN_SIZE + 1,
+            3 * GRAIN_SIZE + 5,
+        ];
+        let cfg = Sgd {
+            lr: 0.5,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            dampening: 0.0,
+            nesterov: false,
+            maximize: false,
+            first_step: true,
+        };
+        let run = |threads: usize| {
+            let mut ps: Vec<Vec<f32>> = sizes
+                .iter()
+                .map(|&n| (0..n).map(|i| i as f32).collect())
+                .collect();
+            let mut gs: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![2.0f32; n]).collect();
+            let pv: Vec<Strided> = ps.iter_mut().map(|p| view(p, DType::F32)).collect();
+            let gv: Vec<Strided> = gs.iter_mut().map(|g| view(g, DType::F32)).collect();
+            let tasks: Vec<Task> = (0..sizes.len())
+                .map(|i| sgd(&pv[i], &gv[i], None, &cfg, None).unwrap())
+                .collect();
+            super::super::parallel::with_threads(threads, || run_tasks(&tasks));
+            ps
+        };
+        let one = run(1);
+        for (n, p) in sizes.iter().zip(&one) {
+            assert_eq!(p.len(), *n);
+            assert!(p.iter().enumerate().all(|(i, &x)| x == i as f32 - 1.0));
+        }
+        assert_eq!(one, run(4));
+    }
+
+    #[test]
     fn adam_first_step_moves_by_lr() {
         // Step 1 with zero state: m = (1-b1) g, v = (1-b2) g^2, the update is
         // lr * sign(g) (up to eps).
@@ -591,7 +677,7 @@ mod tests {
             view(&mut m, DType::F32),
             view(&mut v, DType::F32),
         );
-        adam(&pv, &gv, &mv, &vv, None, 1.0, &cfg, None).unwrap();
+        run_tasks(&[adam(&pv, &gv, &mv, &vv, None, 1.0, &cfg, None).unwrap()]);
         assert!((p[0] - 0.9).abs() < 1e-6 && (p[1] + 1.9).abs() < 1e-6 && p[2] == 3.0);
         assert!((m[0] - 0.05).abs() < 1e-7 && (v[1] - 0.016).abs() < 1e-7);
     }
@@ -619,7 +705,7 @@ mod tests {
             view(&mut v, DType::F64),
             view(&mut mx, DType::F64),
         );
-        adam(&pv, &gv, &mv, &vv, Some(&xv), 1.0, &cfg, Some(4.0)).unwrap();
+        run_tasks(&[adam(&pv, &gv, &mv, &vv, Some(&xv), 1.0, &cfg, Some(4.0)).unwrap()]);
         assert_eq!(g, vec![2.0, -2.0]);
         assert_eq!(mx[0], 1.0); // max(1, 0.01 * 4)
         assert!((mx[1] - 0.04).abs() < 1e-15);
@@ -647,7 +733,7 @@ mod tests {
             Err(KernelError::InvalidArgument(_))
         ));
         // Disjoint halves of one buffer are fine.
-        sgd(&half, &tail, None, &cfg, None).unwrap();
+        run_tasks(&[sgd(&half, &tail, None, &cfg, None).unwrap()]);
         assert_eq!(p[0], 0.9);
     }
 
@@ -670,11 +756,11 @@ mod tests {
             view(&mut g, DType::F32),
             view(&mut b, DType::F32),
         );
-        sgd(&pv, &gv, Some(&bv), &cfg, None).unwrap();
+        run_tasks(&[sgd(&pv, &gv, Some(&bv), &cfg, None).unwrap()]);
         assert_eq!((p[0], b[0]), (0.0, 2.0));
         cfg.first_step = false;
         cfg.nesterov = true;
-        sgd(&pv, &gv, Some(&bv), &cfg, None).unwrap();
+        run_tasks(&[sgd(&pv, &gv, Some(&bv), &cfg, None).unwrap()]);
         // buf = 0.9 * 2 + 2 = 3.8; grad = 2 + 0.9 * 3.8 = 5.42
         assert!((b[0] - 3.8).abs() < 1e-6 && (p[0] + 2.71).abs() < 1e-6);
     }
