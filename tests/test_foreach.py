@@ -44,6 +44,7 @@ OPTIM_OVERLOADS = {
     "_foreach_maximum_.List",
     "_foreach_zero_",
     "_foreach_copy_",
+    "_foreach_norm.Scalar",
 }
 
 SHAPES = [(4, 5), (7,), (2, 3, 2)]
@@ -93,6 +94,8 @@ def _args(name, dtype, strided):
             args.append(torch.tensor(_numbers(dtype, 1)[0], dtype=dtype))
         elif kind == "bool":
             args.append(False)
+        elif kind == "Optional[int]":  # a ScalarType? (dtype=)
+            args.append(None)
         else:
             raise AssertionError(f"{name}: no test value for an argument of type {kind}")
     return args
@@ -172,6 +175,28 @@ def test_bad_arguments_raise_like_cpu(name, make):
         make("foo")
 
 
+@pytest.mark.parametrize("ord", [2, 1, 3.5, 0, float("inf"), float("-inf"), -1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, None], ids=str)
+def test_norm_orders_and_dtypes_match_cpu(ord, dtype):
+    """clip_grad_norm_'s per-tensor norms, every order, with and without
+    dtype= (float32 tensors; a bf16 dtype= is a cast first), an empty tensor
+    among them (CPU's error for orders without an identity)."""
+    g = torch.Generator().manual_seed(3)
+    ts = [torch.randn(s, generator=g) for s in SHAPES] + [torch.randn(70_000, generator=g)]
+    for with_empty in (False, True):
+        cpu_ts = ts + [torch.empty(0)] if with_empty else ts
+        try:
+            expected = torch._foreach_norm(cpu_ts, ord, dtype=dtype)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                torch._foreach_norm([t.to("foo") for t in cpu_ts], ord, dtype=dtype)
+            continue
+        actual = torch._foreach_norm([t.to("foo") for t in cpu_ts], ord, dtype=dtype)
+        for a, e in zip(actual, expected):
+            assert a.device.type == "foo" and a.dtype == e.dtype and a.shape == e.shape
+            torch.testing.assert_close(a.cpu(), e, rtol=1e-5 if e.dtype != torch.bfloat16 else 1e-2, atol=1e-6)
+
+
 def test_a_list_with_a_cpu_tensor_runs_each_on_its_device():
     """A foo tensor and a CPU one in one list: ATen's loop, each tensor on its device."""
     a, b = torch.arange(3.0, device="foo"), torch.arange(3.0)
@@ -246,17 +271,16 @@ def test_foreach_optimizer_matches_cpu_for_loop(name, dtype):
 @pytest.mark.parametrize("name", ["adam-amsgrad-wd-max", "adamw", "sgd-nesterov-max"])
 def test_foreach_optimizer_step_runs_no_python(name):
     """The optimizer step (after its first, which creates the state) and
-    clip_grad_norm_'s scaling reach Rust with no Python kernel."""
+    clip_grad_norm_ (norms, total, scaling) reach Rust with no Python kernel."""
     opt_cls, kwargs = OPTIMIZERS[name]
     ps = [torch.randn(s).to("foo").requires_grad_() for s in OPT_SHAPES]
     opt = opt_cls(ps, **kwargs)
     for p in ps:
         p.grad = torch.randn(p.shape).to("foo")
     opt.step()
-    scale = torch.tensor(0.5, device="foo")
     before = foo_rs.python_kernel_calls()
     opt.step()
-    torch._foreach_mul_([p.grad for p in ps], scale)  # clip_grad_norm_'s scaling
+    torch.nn.utils.clip_grad_norm_(ps, 1.0, foreach=True)
     ran = foo_rs.python_kernel_calls() - before
     assert not ran, f"Python kernels ran: {dict(ran)}"
 

@@ -315,6 +315,19 @@ PER_OP = {
     )(),
     "hardswish": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.hardswish(a))(),
     "zero_": lambda t: (lambda a=t(4, 8): lambda: a.zero_())(),
+    # torch.optim's foreach path (foo's default), per call over 8 tiny tensors
+    "_foreach_mul_ number x8": lambda t: (lambda a=[t(4, 8) for _ in range(8)]: lambda: torch._foreach_mul_(a, 0.9))(),
+    "clip_grad_norm_ x8": lambda t: (
+        lambda ps=[t(4, 8).requires_grad_() for _ in range(8)]: (
+            [setattr(p, "grad", t(4, 8)) for p in ps],
+            lambda: torch.nn.utils.clip_grad_norm_(ps, 1.0),
+        )[1]
+    )(),
+    "_foreach_add_ lists x8": lambda t: (
+        lambda a=[t(4, 8) for _ in range(8)], b=[t(4, 8) for _ in range(8)]: (
+            lambda: torch._foreach_add_(a, b, alpha=0.1)
+        )
+    )(),
 }
 PER_OP_INNER = 200
 

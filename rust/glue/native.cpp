@@ -94,6 +94,8 @@
 #include <ATen/ops/addcdiv_meta.h>
 #include <ATen/ops/addcmul_meta.h>
 #include <ATen/ops/lerp_meta.h>
+#include <ATen/ops/linalg_vector_norm_meta.h>
+#include <ATen/ops/_foreach_norm_native.h>
 #include <ATen/ops/nll_loss_backward_meta.h>
 #include <ATen/ops/nll_loss_forward_meta.h>
 #include <ATen/ops/neg_meta.h>
@@ -1371,6 +1373,28 @@ FOO_META_OP(Mean, structured_mean_dim, "mean.dim", "mean.out")
     same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
     h.meta(self, dim, keepdim, dtype);
     return run_reduce(h, "mean", self, dim, false);
+  }
+};
+// The p-norm over dims (every dim for none): Rust in the input's floating
+// dtype; a dtype= asking for another (a cast first) or a complex input or
+// order takes the slow path.
+FOO_META_OP(VectorNorm, structured_linalg_vector_norm, "linalg_vector_norm", "linalg_vector_norm.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, ord, dim, keepdim, dtype);
+    const at::Tensor& out = h.result();
+    FooView vo, vi;
+    if (ord.isComplex() || ord.isSymbolic() || out.scalar_type() != self.scalar_type() || !view_of(out, &vo) ||
+        !view_of(self, &vi))
+      return false;
+    const auto dims = reduce_dims(self, dim);
+    FooStatus st{};
+    if (!done(foo_rs_reduce("norm", &vo, nullptr, &vi, dims.data(), dims.size(), 1.0, ord.toDouble(), &st), st))
+      return false;
+    h.finish();
+    return true;
   }
 };
 FOO_META_OP(Amax, structured_amax, "amax", "amax.out")
@@ -3525,6 +3549,10 @@ FeRet<In> fe_tensor_scalar(TL self, T other, S s) {
   return fe_each<P, In>(self, [&](size_t) { return std::tie(other, s); });
 }
 
+// _foreach_norm.Scalar(Tensor[] self, Scalar ord, ScalarType? dtype): each
+// tensor's norm over all its elements (clip_grad_norm_'s first step).
+std::vector<at::Tensor> foreach_norm(TL self, S ord, std::optional<c10::ScalarType> dtype);
+
 void foreach_zero_(TL self) {
   if (!fe_foo({self})) return at::native::foreach_tensor_zero_slow_(self);
   at::native::check_foreach_api_restrictions(self);
@@ -3541,6 +3569,21 @@ void foreach_copy_(TL self, TL src, bool non_blocking) {
   at::native::check_foreach_api_restrictions(self, src);
   for (size_t i = 0; i < self.size(); ++i) copy_(const_cast<at::Tensor&>(self[i]), src[i], non_blocking);
   fe_bump(self);
+}
+
+std::vector<at::Tensor> foreach_norm(TL self, S ord, std::optional<c10::ScalarType> dtype) {
+  // ATen's loop checks the order's type and empty tensors itself (its
+  // messages differ from linalg_vector_norm's): those calls are its.
+  if (!fe_foo({self}) || !(ord.isIntegral(false) || ord.isFloatingPoint()) ||
+      std::any_of(self.begin(), self.end(), [](const at::Tensor& t) { return t.numel() == 0; }))
+    return at::native::foreach_tensor_norm_slow(self, ord, dtype);
+  at::native::check_foreach_api_restrictions(self);
+  std::vector<at::Tensor> r;
+  r.reserve(self.size());
+  for (const auto& t : self)
+    r.push_back(m_functional<VectorNorm, T, S, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>>(
+        t, ord, at::IntArrayRef{}, false, dtype));
+  return r;
 }
 
 // ---- Fused optimizers: torch.optim's fused=True -----------------------------
@@ -3748,6 +3791,7 @@ const NativeOp kNativeOps[] = {
     FOO_REGM(Sum, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
     FOO_REGM(Mean, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
     FOO_REGM(Amax, T, at::IntArrayRef, bool) FOO_REGM(Amin, T, at::IntArrayRef, bool)
+    FOO_REGM(VectorNorm, T, S, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
     FOO_REGM(Softmax, T, int64_t, bool) FOO_REGM(LogSoftmax, T, int64_t, bool)
     FOO_REGM(SoftmaxBackward, T, T, int64_t, c10::ScalarType)
     FOO_REGM(LogSoftmaxBackward, T, T, int64_t, c10::ScalarType)
@@ -3828,6 +3872,8 @@ const NativeOp kNativeOps[] = {
     FOO_FE1(neg, Neg) FOO_FE1(exp, Exp) FOO_FE1(log, Log) FOO_FE1(log1p, Log1p) FOO_FE1(expm1, Expm1)
     FOO_FE1(sqrt, Sqrt) FOO_FE1(rsqrt, Rsqrt) FOO_FE1(sigmoid, Sigmoid) FOO_FE1(tanh, Tanh) FOO_FE1(sin, Sin)
     FOO_FE1(cos, Cos) FOO_FE1(reciprocal, Reciprocal) FOO_FE1(erf, Erf) FOO_FE1(erfc, Erfc)
+    {"_foreach_norm.Scalar", [](torch::Library& m) { m.impl("_foreach_norm.Scalar", TORCH_FN(foreach_norm)); },
+     nullptr, VectorNorm::O},
     {"_foreach_zero_", [](torch::Library& m) { m.impl("_foreach_zero_", TORCH_FN(foreach_zero_)); }, nullptr, kZero},
     {"_foreach_copy_", [](torch::Library& m) { m.impl("_foreach_copy_", TORCH_FN(foreach_copy_)); }, nullptr, kCopy},
 };
