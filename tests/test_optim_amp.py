@@ -392,3 +392,33 @@ def test_fused_step_reaches_rust_with_no_python(opt_cls, tensor_lr):
     cpu_opt.step()
     for a, b in zip(foo, cpu):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_grad_scaler_step_reaches_rust_with_no_python():
+    """GradScaler's unscale_, step and update (and the fused optimizer under
+    it) run no Python kernel on dense gradients: one call into Rust each."""
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).to("foo")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    scaler = torch.amp.GradScaler("foo", init_scale=2.0**8)
+    x, y = torch.randn(5, 6).to("foo"), torch.randn(5, 3).to("foo")
+
+    def step(poison=False):
+        opt.zero_grad()
+        scaler.scale(torch.nn.functional.mse_loss(model(x), y)).backward()
+        if poison:
+            model[0].weight.grad[0, 0] = float("inf")
+        scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+
+    step()  # creates the optimizer state
+    kernels = ("_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_", "_fused_adamw_")
+    before = foo_rs.python_kernel_calls()
+    weights = [p.detach().clone() for p in model.parameters()]
+    step(poison=True)  # skipped: the scale halves, the weights stay
+    assert scaler.get_scale() == 2.0**7
+    for p, w in zip(model.parameters(), weights):
+        assert torch.equal(p.detach(), w)
+    step()
+    ran = foo_rs.python_kernel_calls() - before
+    assert not any(k in ran for k in kernels), f"Python kernels ran: {dict(ran)}"

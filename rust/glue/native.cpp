@@ -279,6 +279,9 @@ int32_t foo_rs_fused_sgd(const FooView* params, const FooView* grads, const FooV
 int32_t foo_rs_fused_adagrad(const FooView* params, const FooView* grads, const FooView* state_sums,
                              const FooView* steps, size_t n, const FooAdagrad* cfg, const FooView* grad_scale,
                              FooStatus* st);
+int32_t foo_rs_amp_unscale(const FooView* grads, size_t n, float inv_scale, uint8_t* found, FooStatus* st);
+int32_t foo_rs_amp_update_scale(const FooView* scale, const FooView* growth_tracker, const FooView* found_inf,
+                                double growth_factor, double backoff_factor, int64_t growth_interval, FooStatus* st);
 int32_t foo_rs_batch_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
                                    const FooView* dy, const FooView* x, const FooView* weight,
                                    const FooView* running_mean, const FooView* running_var, const FooView* save_mean,
@@ -3729,6 +3732,58 @@ void fused_adagrad(TL self, TL grads, TL state_sums, TL state_steps, Lr lr, doub
       self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf);
 }
 
+// ---- GradScaler: torch.amp's two ops ---------------------------------------
+// Dense foo gradients and one-element foo state go to Rust in one call; any
+// other call (the Python kernel raises CPU's errors for bad arguments and
+// handles strided gradients) to the Python kernel.
+
+constexpr char kAmpUnscale[] = "_amp_foreach_non_finite_check_and_unscale_";
+constexpr char kAmpUpdate[] = "_amp_update_scale_";
+
+// A one-element tensor of dtype `t` on `dev`, as a view.
+bool amp_scalar(const at::Tensor& x, const c10::Device& dev, c10::ScalarType t, FooView* v) {
+  return x.defined() && x.device() == dev && x.numel() == 1 && x.scalar_type() == t && view_of(x, v);
+}
+
+void amp_unscale(TL self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+  if (named([&] {
+        if (self.empty() || !is_foo(found_inf)) return false;
+        const auto dev = found_inf.device();
+        FooView vf, vi;
+        std::vector<FooView> g;
+        if (!amp_scalar(found_inf, dev, c10::ScalarType::Float, &vf) ||
+            !amp_scalar(inv_scale, dev, c10::ScalarType::Float, &vi) || !fused_views(self, self.size(), dev, g))
+          return false;
+        uint8_t found = 0;
+        FooStatus st{};
+        if (!done(foo_rs_amp_unscale(g.data(), g.size(), *static_cast<const float*>(vi.ptr), &found, &st), st))
+          return false;
+        if (found) *static_cast<float*>(vf.ptr) = 1.0f;
+        return true;
+      }))
+    return;
+  Slow<kAmpUnscale, void(TL, at::Tensor&, const at::Tensor&)>::call(self, found_inf, inv_scale);
+}
+
+at::Tensor& amp_update_scale(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                             double growth_factor, double backoff_factor, int64_t growth_interval) {
+  if (named([&] {
+        if (!is_foo(self)) return false;
+        const auto dev = self.device();
+        FooView vs, vt, vf;
+        if (!amp_scalar(self, dev, c10::ScalarType::Float, &vs) ||
+            !amp_scalar(growth_tracker, dev, c10::ScalarType::Int, &vt) ||
+            !amp_scalar(found_inf, dev, c10::ScalarType::Float, &vf))
+          return false;
+        FooStatus st{};
+        return done(
+            foo_rs_amp_update_scale(&vs, &vt, &vf, growth_factor, backoff_factor, growth_interval, &st), st);
+      }))
+    return self;
+  return Slow<kAmpUpdate, at::Tensor&(at::Tensor&, at::Tensor&, const at::Tensor&, double, double, int64_t)>::call(
+      self, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
+}
+
 // ---- The table Python registers from ----------------------------------------
 
 using Registrar = void (*)(torch::Library&);
@@ -3832,6 +3887,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kFusedSgd, (fused_sgd<kFusedSgd, double>)) FOO_REG(kFusedSgdLr, (fused_sgd<kFusedSgdLr, const at::Tensor&>))
     FOO_REG(kFusedAdagrad, (fused_adagrad<kFusedAdagrad, double>))
     FOO_REG(kFusedAdagradLr, (fused_adagrad<kFusedAdagradLr, const at::Tensor&>))
+    FOO_REG(kAmpUnscale, amp_unscale) FOO_REG(kAmpUpdate, amp_update_scale)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

@@ -1566,3 +1566,60 @@ pub unsafe extern "C" fn foo_rs_fused_adagrad(
         Ok(())
     })
 }
+
+// ---- GradScaler -------------------------------------------------------------
+
+/// `_amp_foreach_non_finite_check_and_unscale_` over `n` dense gradients:
+/// scales each by `inv_scale` and sets `*found` to 1 if any held an inf or
+/// NaN (else leaves it).
+///
+/// # Safety
+/// `grads` holds `n` views, as in [`strided_of`]; `found` is valid.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_amp_unscale(
+    grads: *const FooView,
+    n: usize,
+    inv_scale: f32,
+    found: *mut u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let g = views_of(grads, n)?;
+        if crate::kernels::optim::unscale(&g, inv_scale)? {
+            *found = 1;
+        }
+        Ok(())
+    })
+}
+
+/// `_amp_update_scale_` on one-element views: float `scale`, int32
+/// `growth_tracker`, float `found_inf`.
+///
+/// # Safety
+/// Each view as in [`strided_of`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_amp_update_scale(
+    scale: *const FooView,
+    growth_tracker: *const FooView,
+    found_inf: *const FooView,
+    growth_factor: f64,
+    backoff_factor: f64,
+    growth_interval: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (s, t, f) = (
+            strided_of(scale)?,
+            strided_of(growth_tracker)?,
+            strided_of(found_inf)?,
+        );
+        crate::kernels::optim::update_scale(
+            &s,
+            &t,
+            &f,
+            growth_factor,
+            backoff_factor,
+            growth_interval,
+        )
+    })
+}

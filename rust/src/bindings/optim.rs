@@ -198,14 +198,8 @@ fn fused_adagrad(
 #[pyfunction]
 fn amp_unscale(py: Python<'_>, grads: Vec<TensorDesc>, inv_scale: f32) -> PyResult<bool> {
     let g = views(grads)?;
-    py.detach(|| {
-        let mut found = false;
-        for t in &g {
-            found |= optim::unscale(t, inv_scale)?;
-        }
-        Ok(found)
-    })
-    .map_err(kernel_err)
+    py.detach(|| optim::unscale(&g, inv_scale))
+        .map_err(kernel_err)
 }
 
 /// GradScaler's scale update on one-element tensors.

@@ -86,11 +86,6 @@ pub fn run_tasks(tasks: &[Task<'_>]) {
     }
 }
 
-/// Runs `f(start, end)` over `[0, n)` in GRAIN_SIZE chunks on the pool.
-fn chunks(n: usize, f: impl Fn(usize, usize) + Sync) {
-    run_tasks(&[task(n, f)]);
-}
-
 /// Checks that `views` are contiguous, of `like`'s dtype and element count,
 /// and that no two of them (and `like`) share memory: the kernels write
 /// through one slice per tensor, which must not alias.
@@ -525,16 +520,16 @@ pub fn adagrad<'a>(
     ))
 }
 
-/// GradScaler's unscale of one contiguous gradient: multiplies it in place
+/// GradScaler's unscale of contiguous gradients: multiplies each in place
 /// by `inv_scale` (unless that is 1) in its opmath type and returns whether
-/// any element was inf or NaN before scaling.
-pub fn unscale(grad: &Strided, inv_scale: f32) -> Result<bool, KernelError> {
-    check_same("amp unscale", grad, &[])?;
-    fn run<T: Elem>(g: &Strided, inv: f32) -> bool {
+/// any element of any of them was inf or NaN before scaling. Every gradient
+/// is checked first; then all run together ([`run_tasks`]).
+pub fn unscale(grads: &[Strided], inv_scale: f32) -> Result<bool, KernelError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    fn run<'a, T: Elem>(g: &'a Strided, inv: f32, found: &'a AtomicBool) -> Task<'a> {
         let inv_m: T::M = c(inv as f64);
-        let found = std::sync::atomic::AtomicBool::new(false);
-        chunks(g.numel(), |s, e| {
-            // SAFETY: chunks are disjoint parts of the contiguous gradient.
+        task(g.numel(), move |s, e| {
+            // SAFETY: pieces are disjoint parts of the contiguous gradient.
             let gs = unsafe { part::<T>(g, s, e - s) };
             let mut bad = false;
             for x in gs.iter_mut() {
@@ -545,18 +540,29 @@ pub fn unscale(grad: &Strided, inv_scale: f32) -> Result<bool, KernelError> {
                 }
             }
             if bad {
-                found.store(true, std::sync::atomic::Ordering::Relaxed);
+                found.store(true, Ordering::Relaxed);
             }
-        });
-        found.into_inner()
+        })
     }
-    Ok(dispatch_float!(
-        "_amp_foreach_non_finite_check_and_unscale_",
-        grad.dtype,
-        run,
-        grad,
-        inv_scale
-    ))
+    let found = AtomicBool::new(false);
+    {
+        let tasks = grads
+            .iter()
+            .map(|g| {
+                check_same("amp unscale", g, &[])?;
+                Ok(dispatch_float!(
+                    "_amp_foreach_non_finite_check_and_unscale_",
+                    g.dtype,
+                    run,
+                    g,
+                    inv_scale,
+                    &found
+                ))
+            })
+            .collect::<Result<Vec<_>, KernelError>>()?;
+        run_tasks(&tasks);
+    }
+    Ok(found.into_inner())
 }
 
 /// GradScaler's `_amp_update_scale_` on its one-element float `scale`,
@@ -772,10 +778,10 @@ mod tests {
             half::bf16::from_f32(f32::INFINITY),
         ];
         let gv = view(&mut g, DType::BF16);
-        assert!(unscale(&gv, 0.5).unwrap());
+        assert!(unscale(&[gv], 0.5).unwrap());
         assert_eq!(g[0].to_f32(), 2.0);
         let mut h = vec![1.0f32; 100_000];
-        assert!(!unscale(&view(&mut h, DType::F32), 0.25).unwrap());
+        assert!(!unscale(&[view(&mut h, DType::F32)], 0.25).unwrap());
         assert!(h.iter().all(|&x| x == 0.25));
     }
 
