@@ -1383,14 +1383,6 @@ unsafe fn views_of(p: *const FooView, n: usize) -> Result<Vec<Strided>, KernelEr
     (0..n).map(|i| strided_of(p.add(i))).collect()
 }
 
-/// The value of a one-element tensor (a step count, a grad scale), if any.
-///
-/// # Safety
-/// `v` is null or as in [`strided_of`].
-unsafe fn scalar_value(v: *const FooView) -> Result<Option<f64>, KernelError> {
-    Ok(opt_strided(v)?.map(|s| crate::kernels::norm::ld(&s, 0)))
-}
-
 /// Adam's hyper-parameters as the C++ kernel passes them.
 #[repr(C)]
 pub struct FooAdam {
@@ -1440,23 +1432,17 @@ pub unsafe extern "C" fn foo_rs_fused_adam(
             maximize: c.maximize != 0,
             decoupled: c.decoupled != 0,
         };
-        let (p, g, m, v, s) = (
-            views_of(params, n)?,
-            views_of(grads, n)?,
-            views_of(exp_avgs, n)?,
-            views_of(exp_avg_sqs, n)?,
-            views_of(steps, n)?,
-        );
         let mx = views_of(max_exp_avg_sqs, if cfg.amsgrad { n } else { 0 })?;
-        let scale = scalar_value(grad_scale)?;
-        let tasks = (0..n)
-            .map(|i| {
-                let step = crate::kernels::norm::ld(&s[i], 0);
-                optim::adam(&p[i], &g[i], &m[i], &v[i], mx.get(i), step, &cfg, scale)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        optim::run_tasks(&tasks);
-        Ok(())
+        optim::adam_step(
+            &views_of(params, n)?,
+            &views_of(grads, n)?,
+            &views_of(exp_avgs, n)?,
+            &views_of(exp_avg_sqs, n)?,
+            &mx,
+            &views_of(steps, n)?,
+            &cfg,
+            opt_strided(grad_scale)?.as_ref(),
+        )
     })
 }
 
@@ -1501,14 +1487,14 @@ pub unsafe extern "C" fn foo_rs_fused_sgd(
             maximize: c.maximize != 0,
             first_step: c.first_step != 0,
         };
-        let (p, g) = (views_of(params, n)?, views_of(grads, n)?);
         let b = views_of(momentum_buffers, if cfg.momentum != 0.0 { n } else { 0 })?;
-        let scale = scalar_value(grad_scale)?;
-        let tasks = (0..n)
-            .map(|i| optim::sgd(&p[i], &g[i], b.get(i), &cfg, scale))
-            .collect::<Result<Vec<_>, _>>()?;
-        optim::run_tasks(&tasks);
-        Ok(())
+        optim::sgd_step(
+            &views_of(params, n)?,
+            &views_of(grads, n)?,
+            &b,
+            &cfg,
+            opt_strided(grad_scale)?.as_ref(),
+        )
     })
 }
 
@@ -1549,21 +1535,14 @@ pub unsafe extern "C" fn foo_rs_fused_adagrad(
             eps: c.eps,
             maximize: c.maximize != 0,
         };
-        let (p, g, ss, s) = (
-            views_of(params, n)?,
-            views_of(grads, n)?,
-            views_of(state_sums, n)?,
-            views_of(steps, n)?,
-        );
-        let scale = scalar_value(grad_scale)?;
-        let tasks = (0..n)
-            .map(|i| {
-                let step = crate::kernels::norm::ld(&s[i], 0);
-                optim::adagrad(&p[i], &g[i], &ss[i], step, &cfg, scale)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        optim::run_tasks(&tasks);
-        Ok(())
+        optim::adagrad_step(
+            &views_of(params, n)?,
+            &views_of(grads, n)?,
+            &views_of(state_sums, n)?,
+            &views_of(steps, n)?,
+            &cfg,
+            opt_strided(grad_scale)?.as_ref(),
+        )
     })
 }
 

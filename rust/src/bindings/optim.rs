@@ -1,31 +1,15 @@
 //! Fused optimizer steps and AMP gradient scaling (rust/src/kernels/optim.rs).
-//! One call per optimizer op: the lists of tensors cross once, step counts
-//! and grad scales are read from their (foo) tensors here, and the GIL is
-//! released for the whole update.
+//! The Python kernels' path (strided state, made contiguous in Python; the
+//! native path's C++ kernels call rust/src/native.rs instead): the lists of
+//! tensors cross once, and the GIL is released for the whole update.
 
 use super::{kernel_err, strided, TensorDesc};
-use crate::kernels::norm::ld;
 use crate::kernels::optim::{self, Adagrad, Adam, Sgd};
 use crate::kernels::Strided;
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 fn views(descs: Vec<TensorDesc>) -> PyResult<Vec<Strided>> {
     descs.into_iter().map(strided).collect()
-}
-
-fn same_len(what: &str, n: usize, got: usize) -> PyResult<()> {
-    if got != n {
-        return Err(PyRuntimeError::new_err(format!(
-            "foo fused optimizer: {got} {what} for {n} parameters"
-        )));
-    }
-    Ok(())
-}
-
-/// The value of a one-element tensor (a step count or a grad scale).
-fn scalar_of(d: Option<TensorDesc>) -> PyResult<Option<f64>> {
-    d.map(|d| strided(d).map(|s| ld(&s, 0))).transpose()
 }
 
 /// `_fused_adam_` / `_fused_adamw_` over lists of parameters (torch CPU's
@@ -51,16 +35,6 @@ fn fused_adam(
     decoupled: bool,
     grad_scale: Option<TensorDesc>,
 ) -> PyResult<()> {
-    let n = params.len();
-    same_len("grads", n, grads.len())?;
-    same_len("exp_avgs", n, exp_avgs.len())?;
-    same_len("exp_avg_sqs", n, exp_avg_sqs.len())?;
-    same_len("state_steps", n, steps.len())?;
-    same_len(
-        "max_exp_avg_sqs",
-        if amsgrad { n } else { 0 },
-        max_exp_avg_sqs.len(),
-    )?;
     let (p, g, m, v, mx, s) = (
         views(params)?,
         views(grads)?,
@@ -69,7 +43,7 @@ fn fused_adam(
         views(max_exp_avg_sqs)?,
         views(steps)?,
     );
-    let scale = scalar_of(grad_scale)?;
+    let scale = grad_scale.map(strided).transpose()?;
     let cfg = Adam {
         lr,
         beta1,
@@ -80,25 +54,8 @@ fn fused_adam(
         maximize,
         decoupled,
     };
-    py.detach(|| {
-        let tasks = (0..n)
-            .map(|i| {
-                optim::adam(
-                    &p[i],
-                    &g[i],
-                    &m[i],
-                    &v[i],
-                    mx.get(i),
-                    ld(&s[i], 0),
-                    &cfg,
-                    scale,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        optim::run_tasks(&tasks);
-        Ok(())
-    })
-    .map_err(kernel_err)
+    py.detach(|| optim::adam_step(&p, &g, &m, &v, &mx, &s, &cfg, scale.as_ref()))
+        .map_err(kernel_err)
 }
 
 /// `_fused_sgd_` over lists of parameters (`momentum_buffers` is empty when
@@ -120,15 +77,8 @@ fn fused_sgd(
     first_step: bool,
     grad_scale: Option<TensorDesc>,
 ) -> PyResult<()> {
-    let n = params.len();
-    same_len("grads", n, grads.len())?;
-    same_len(
-        "momentum buffers",
-        if momentum != 0.0 { n } else { 0 },
-        momentum_buffers.len(),
-    )?;
     let (p, g, b) = (views(params)?, views(grads)?, views(momentum_buffers)?);
-    let scale = scalar_of(grad_scale)?;
+    let scale = grad_scale.map(strided).transpose()?;
     let cfg = Sgd {
         lr,
         weight_decay,
@@ -138,14 +88,8 @@ fn fused_sgd(
         maximize,
         first_step,
     };
-    py.detach(|| {
-        let tasks = (0..n)
-            .map(|i| optim::sgd(&p[i], &g[i], b.get(i), &cfg, scale))
-            .collect::<Result<Vec<_>, _>>()?;
-        optim::run_tasks(&tasks);
-        Ok(())
-    })
-    .map_err(kernel_err)
+    py.detach(|| optim::sgd_step(&p, &g, &b, &cfg, scale.as_ref()))
+        .map_err(kernel_err)
 }
 
 /// `_fused_adagrad_` over lists of parameters.
@@ -165,17 +109,13 @@ fn fused_adagrad(
     maximize: bool,
     grad_scale: Option<TensorDesc>,
 ) -> PyResult<()> {
-    let n = params.len();
-    same_len("grads", n, grads.len())?;
-    same_len("state_sums", n, state_sums.len())?;
-    same_len("state_steps", n, steps.len())?;
     let (p, g, ss, s) = (
         views(params)?,
         views(grads)?,
         views(state_sums)?,
         views(steps)?,
     );
-    let scale = scalar_of(grad_scale)?;
+    let scale = grad_scale.map(strided).transpose()?;
     let cfg = Adagrad {
         lr,
         lr_decay,
@@ -183,14 +123,8 @@ fn fused_adagrad(
         eps,
         maximize,
     };
-    py.detach(|| {
-        let tasks = (0..n)
-            .map(|i| optim::adagrad(&p[i], &g[i], &ss[i], ld(&s[i], 0), &cfg, scale))
-            .collect::<Result<Vec<_>, _>>()?;
-        optim::run_tasks(&tasks);
-        Ok(())
-    })
-    .map_err(kernel_err)
+    py.detach(|| optim::adagrad_step(&p, &g, &ss, &s, &cfg, scale.as_ref()))
+        .map_err(kernel_err)
 }
 
 /// Multiplies each contiguous gradient by `inv_scale` in place; True if any

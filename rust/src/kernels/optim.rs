@@ -124,6 +124,120 @@ fn check_same(op: &str, like: &Strided, views: &[&Strided]) -> Result<(), Kernel
     Ok(())
 }
 
+fn same_len(op: &str, what: &str, n: usize, got: usize) -> Result<(), KernelError> {
+    if got != n {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo {op}: {got} {what} for {n} parameters"
+        )));
+    }
+    Ok(())
+}
+
+/// The value of a one-element tensor (a step count, a grad scale).
+fn value(s: &Strided) -> f64 {
+    super::norm::ld(s, 0)
+}
+
+/// A whole `_fused_adam_` / `_fused_adamw_` step over parallel lists
+/// (`mx` holds one view per parameter with amsgrad, else none; `steps`
+/// one-element step counts, already incremented; `grad_scale` one
+/// element): every parameter is checked before any is updated, then all
+/// run together ([`run_tasks`]).
+#[allow(clippy::too_many_arguments)]
+pub fn adam_step(
+    p: &[Strided],
+    g: &[Strided],
+    m: &[Strided],
+    v: &[Strided],
+    mx: &[Strided],
+    steps: &[Strided],
+    cfg: &Adam,
+    grad_scale: Option<&Strided>,
+) -> Result<(), KernelError> {
+    let n = p.len();
+    for (what, len) in [
+        ("grads", g.len()),
+        ("exp_avgs", m.len()),
+        ("exp_avg_sqs", v.len()),
+        ("state_steps", steps.len()),
+    ] {
+        same_len("fused adam", what, n, len)?;
+    }
+    same_len(
+        "fused adam",
+        "max_exp_avg_sqs",
+        if cfg.amsgrad { n } else { 0 },
+        mx.len(),
+    )?;
+    let scale = grad_scale.map(value);
+    let tasks = (0..n)
+        .map(|i| {
+            adam(
+                &p[i],
+                &g[i],
+                &m[i],
+                &v[i],
+                mx.get(i),
+                value(&steps[i]),
+                cfg,
+                scale,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    run_tasks(&tasks);
+    Ok(())
+}
+
+/// A whole `_fused_sgd_` step (`bufs` holds one view per parameter when
+/// momentum is not 0, else none); as [`adam_step`].
+pub fn sgd_step(
+    p: &[Strided],
+    g: &[Strided],
+    bufs: &[Strided],
+    cfg: &Sgd,
+    grad_scale: Option<&Strided>,
+) -> Result<(), KernelError> {
+    let n = p.len();
+    same_len("fused sgd", "grads", n, g.len())?;
+    same_len(
+        "fused sgd",
+        "momentum buffers",
+        if cfg.momentum != 0.0 { n } else { 0 },
+        bufs.len(),
+    )?;
+    let scale = grad_scale.map(value);
+    let tasks = (0..n)
+        .map(|i| sgd(&p[i], &g[i], bufs.get(i), cfg, scale))
+        .collect::<Result<Vec<_>, _>>()?;
+    run_tasks(&tasks);
+    Ok(())
+}
+
+/// A whole `_fused_adagrad_` step; as [`adam_step`].
+pub fn adagrad_step(
+    p: &[Strided],
+    g: &[Strided],
+    sums: &[Strided],
+    steps: &[Strided],
+    cfg: &Adagrad,
+    grad_scale: Option<&Strided>,
+) -> Result<(), KernelError> {
+    let n = p.len();
+    for (what, len) in [
+        ("grads", g.len()),
+        ("state_sums", sums.len()),
+        ("state_steps", steps.len()),
+    ] {
+        same_len("fused adagrad", what, n, len)?;
+    }
+    let scale = grad_scale.map(value);
+    let tasks = (0..n)
+        .map(|i| adagrad(&p[i], &g[i], &sums[i], value(&steps[i]), cfg, scale))
+        .collect::<Result<Vec<_>, _>>()?;
+    run_tasks(&tasks);
+    Ok(())
+}
+
 /// The hyper-parameters of one Adam/AdamW step.
 #[derive(Clone, Copy, Debug)]
 pub struct Adam {
