@@ -45,6 +45,7 @@ OPTIM_OVERLOADS = {
     "_foreach_zero_",
     "_foreach_copy_",
     "_foreach_norm.Scalar",
+    "_foreach_sign_",  # Rprop
 }
 
 SHAPES = [(4, 5), (7,), (2, 3, 2)]

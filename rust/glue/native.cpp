@@ -107,6 +107,8 @@
 #include <ATen/ops/scatter_reduce_meta.h>
 #include <ATen/ops/sigmoid_backward_meta.h>
 #include <ATen/ops/sigmoid_meta.h>
+#include <ATen/ops/sign_meta.h>
+#include <ATen/ops/_foreach_sign_native.h>
 #include <ATen/ops/silu_backward_meta.h>
 #include <ATen/ops/silu_meta.h>
 #include <ATen/ops/sin_meta.h>
@@ -836,6 +838,7 @@ FOO_EW(Erf, structured_erf, "erf", Gate::Float, "erf", "erf_", "erf.out")
 FOO_EW(Erfc, structured_erfc, "erfc", Gate::Float, "erfc", "erfc_", "erfc.out")
 FOO_EW(Silu, structured_silu, "silu", Gate::Float, "silu", "silu_", "silu.out")
 FOO_EW(Mish, structured_mish, "mish", Gate::Float, "mish", "mish_", "mish.out")
+FOO_EW(Sign, structured_sign, "sign", Gate::Numeric, "sign", "sign_", "sign.out")
 FOO_EW(Hardsigmoid, structured_hardsigmoid, "hardsigmoid", Gate::Float, "hardsigmoid", "hardsigmoid_",
        "hardsigmoid.out")
 
@@ -3831,7 +3834,7 @@ struct NativeOp {
 const NativeOp kNativeOps[] = {
     FOO_REG3(Neg) FOO_REG3(Exp) FOO_REG3(Log) FOO_REG3(Log1p) FOO_REG3(Expm1) FOO_REG3(Sqrt) FOO_REG3(Rsqrt)
     FOO_REG3(Sigmoid) FOO_REG3(Tanh) FOO_REG3(Sin) FOO_REG3(Cos) FOO_REG3(Reciprocal) FOO_REG3(Erf) FOO_REG3(Erfc)
-    FOO_REG3(Silu) FOO_REG3(Mish) FOO_REG3(Hardsigmoid) FOO_REG3(Relu)
+    FOO_REG3(Silu) FOO_REG3(Mish) FOO_REG3(Hardsigmoid) FOO_REG3(Relu) FOO_REG3(Sign)
     FOO_REG3(Add, T, S) FOO_REG3(Sub, T, S) FOO_REG3(Mul, T) FOO_REG3(Div, T)
     FOO_REG3(DivMode, T, std::optional<c10::string_view>)
     FOO_REG3(Maximum, T) FOO_REG3(Minimum, T) FOO_REG3(PowTT, T) FOO_REG3(Atan2, T)
@@ -3927,7 +3930,7 @@ const NativeOp kNativeOps[] = {
     FOO_FE(lerp, List, fe_lists, ternary_lerp_slow, Per<LerpT, T, T>)
     FOO_FE1(neg, Neg) FOO_FE1(exp, Exp) FOO_FE1(log, Log) FOO_FE1(log1p, Log1p) FOO_FE1(expm1, Expm1)
     FOO_FE1(sqrt, Sqrt) FOO_FE1(rsqrt, Rsqrt) FOO_FE1(sigmoid, Sigmoid) FOO_FE1(tanh, Tanh) FOO_FE1(sin, Sin)
-    FOO_FE1(cos, Cos) FOO_FE1(reciprocal, Reciprocal) FOO_FE1(erf, Erf) FOO_FE1(erfc, Erfc)
+    FOO_FE1(cos, Cos) FOO_FE1(reciprocal, Reciprocal) FOO_FE1(erf, Erf) FOO_FE1(erfc, Erfc) FOO_FE1(sign, Sign)
     {"_foreach_norm.Scalar", [](torch::Library& m) { m.impl("_foreach_norm.Scalar", TORCH_FN(foreach_norm)); },
      nullptr, VectorNorm::O},
     {"_foreach_zero_", [](torch::Library& m) { m.impl("_foreach_zero_", TORCH_FN(foreach_zero_)); }, nullptr, kZero},
