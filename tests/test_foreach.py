@@ -209,9 +209,14 @@ def test_a_list_with_a_cpu_tensor_runs_each_on_its_device():
 
 def test_in_place_bumps_each_version_and_functional_has_autograd():
     xs = [torch.randn(3, device="foo") for _ in range(2)]
-    before = [x._version for x in xs]
-    torch._foreach_add_(xs, 1.0)
-    assert [x._version for x in xs] == [v + 1 for v in before]
+    for write in (
+        lambda: torch._foreach_add_(xs, 1.0),
+        lambda: torch._foreach_zero_(xs),
+        lambda: torch._foreach_copy_(xs, [torch.ones(3)] * 2),
+    ):
+        before = [x._version for x in xs]
+        write()
+        assert [x._version for x in xs] == [v + 1 for v in before]
 
     leaves = [torch.randn(s, dtype=torch.float64).requires_grad_() for s in SHAPES]
     grads = {}

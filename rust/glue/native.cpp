@@ -3430,18 +3430,18 @@ struct PerOutSelf : Per<Op, T> {
 
 // An in-place foreach op bumps its tensors' version counters itself, as
 // CUDA's do (autograd's generated layer does not for tensor lists; the
-// per-tensor kernels called directly skip theirs).
-void fe_bump(TL self) {
-  for (const auto& t : self) t.unsafeGetTensorImpl()->bump_version();
-}
+// per-tensor kernels called directly skip theirs): each tensor once it is
+// written, as ATen's per-tensor loop does.
+void fe_bump(const at::Tensor& t) { t.unsafeGetTensorImpl()->bump_version(); }
 
 // The per-tensor calls: arg(i) gives tensor i's arguments after self.
 template <class P, bool InPlace, class Arg>
 FeRet<InPlace> fe_each(TL self, Arg&& arg) {
   if constexpr (InPlace) {
-    for (size_t i = 0; i < self.size(); ++i)
+    for (size_t i = 0; i < self.size(); ++i) {
       std::apply([&](const auto&... x) { P::i(self[i], x...); }, arg(i));
-    fe_bump(self);
+      fe_bump(self[i]);
+    }
   } else {
     std::vector<at::Tensor> r;
     r.reserve(self.size());
@@ -3562,8 +3562,10 @@ std::vector<at::Tensor> foreach_norm(TL self, S ord, std::optional<c10::ScalarTy
 void foreach_zero_(TL self) {
   if (!fe_foo({self})) return at::native::foreach_tensor_zero_slow_(self);
   at::native::check_foreach_api_restrictions(self);
-  for (const auto& t : self) foo_rs::native::zero_(const_cast<at::Tensor&>(t));
-  fe_bump(self);
+  for (const auto& t : self) {
+    foo_rs::native::zero_(const_cast<at::Tensor&>(t));
+    fe_bump(t);
+  }
 }
 
 // _foreach_copy_(Tensor[] self, Tensor[] src, bool non_blocking): src may
@@ -3573,8 +3575,10 @@ void foreach_copy_(TL self, TL src, bool non_blocking) {
       std::any_of(src.begin(), src.end(), [](const at::Tensor& t) { return !t.defined() || t.is_complex(); }))
     return at::native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
   at::native::check_foreach_api_restrictions(self, src);
-  for (size_t i = 0; i < self.size(); ++i) copy_(const_cast<at::Tensor&>(self[i]), src[i], non_blocking);
-  fe_bump(self);
+  for (size_t i = 0; i < self.size(); ++i) {
+    copy_(const_cast<at::Tensor&>(self[i]), src[i], non_blocking);
+    fe_bump(self[i]);
+  }
 }
 
 std::vector<at::Tensor> foreach_norm(TL self, S ord, std::optional<c10::ScalarType> dtype) {
