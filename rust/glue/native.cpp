@@ -261,17 +261,19 @@ int32_t foo_rs_conv2d_backward(const FooView* grad_output, const FooView* x, con
 int32_t foo_rs_batch_norm(const FooView* out, const FooView* save_mean, const FooView* save_invstd, const FooView* x,
                           const FooView* weight, const FooView* bias, const FooView* running_mean,
                           const FooView* running_var, uint8_t training, double momentum, double eps, FooStatus* st);
+// The optimizers' hyper-parameters: rust/src/kernels/optim.rs's repr(C)
+// structs (Adam, Sgd, Adagrad), field for field.
 struct FooAdam {
   double lr, beta1, beta2, weight_decay, eps;
-  uint8_t amsgrad, maximize, decoupled;
+  bool amsgrad, maximize, decoupled;
 };
 struct FooSgd {
   double lr, weight_decay, momentum, dampening;
-  uint8_t nesterov, maximize, first_step;
+  bool nesterov, maximize, first_step;
 };
 struct FooAdagrad {
   double lr, lr_decay, weight_decay, eps;
-  uint8_t maximize;
+  bool maximize;
 };
 int32_t foo_rs_fused_adam(const FooView* params, const FooView* grads, const FooView* exp_avgs,
                           const FooView* exp_avg_sqs, const FooView* max_exp_avg_sqs, const FooView* steps, size_t n,
@@ -3677,8 +3679,7 @@ void fused_adam(TL self, TL grads, TL exp_avgs, TL exp_avg_sqs, TL max_exp_avg_s
             !fused_views(max_exp_avg_sqs, amsgrad ? n : max_exp_avg_sqs.size(), s.dev, mx, amsgrad ? self : TL{}) ||
             (amsgrad && mx.size() != n) || !fused_views(state_steps, n, s.dev, st))
           return false;
-        const FooAdam cfg{lr_value(lr), beta1, beta2, weight_decay, eps, static_cast<uint8_t>(amsgrad),
-                          static_cast<uint8_t>(maximize), static_cast<uint8_t>(DECOUPLED)};
+        const FooAdam cfg{lr_value(lr), beta1, beta2, weight_decay, eps, amsgrad, maximize, DECOUPLED};
         FooStatus status{};
         return done(foo_rs_fused_adam(p.data(), g.data(), m.data(), v.data(), mx.data(), st.data(), n, &cfg, s.scale,
                                       &status),
@@ -3702,13 +3703,7 @@ void fused_sgd(TL self, TL grads, TL momentum_buffers, double weight_decay, doub
         if (!fused_views(self, n, s.dev, p) || !fused_views(grads, n, s.dev, g, self) ||
             (momentum != 0 && !fused_views(momentum_buffers, n, s.dev, b, self)))
           return false;
-        const FooSgd cfg{lr_value(lr),
-                         weight_decay,
-                         momentum,
-                         dampening,
-                         static_cast<uint8_t>(nesterov),
-                         static_cast<uint8_t>(maximize),
-                         static_cast<uint8_t>(is_first_step)};
+        const FooSgd cfg{lr_value(lr), weight_decay, momentum, dampening, nesterov, maximize, is_first_step};
         FooStatus status{};
         return done(foo_rs_fused_sgd(p.data(), g.data(), b.data(), n, &cfg, s.scale, &status), status);
       }))
@@ -3730,7 +3725,7 @@ void fused_adagrad(TL self, TL grads, TL state_sums, TL state_steps, Lr lr, doub
         if (!fused_views(self, n, s.dev, p) || !fused_views(grads, n, s.dev, g, self) ||
             !fused_views(state_sums, n, s.dev, ss, self) || !fused_views(state_steps, n, s.dev, st))
           return false;
-        const FooAdagrad cfg{lr_value(lr), lr_decay, weight_decay, eps, static_cast<uint8_t>(maximize)};
+        const FooAdagrad cfg{lr_value(lr), lr_decay, weight_decay, eps, maximize};
         FooStatus status{};
         return done(foo_rs_fused_adagrad(p.data(), g.data(), ss.data(), st.data(), n, &cfg, s.scale, &status), status);
       }))

@@ -1383,19 +1383,6 @@ unsafe fn views_of(p: *const FooView, n: usize) -> Result<Vec<Strided>, KernelEr
     (0..n).map(|i| strided_of(p.add(i))).collect()
 }
 
-/// Adam's hyper-parameters as the C++ kernel passes them.
-#[repr(C)]
-pub struct FooAdam {
-    pub lr: f64,
-    pub beta1: f64,
-    pub beta2: f64,
-    pub weight_decay: f64,
-    pub eps: f64,
-    pub amsgrad: u8,
-    pub maximize: u8,
-    pub decoupled: u8,
-}
-
 /// `_fused_adam_` / `_fused_adamw_` over `n` parameters: dense views of
 /// each list (`max_exp_avg_sqs` holds `n` with amsgrad, else none), `steps`
 /// one-element step counts (already incremented), `grad_scale` null or one
@@ -1413,25 +1400,15 @@ pub unsafe extern "C" fn foo_rs_fused_adam(
     max_exp_avg_sqs: *const FooView,
     steps: *const FooView,
     n: usize,
-    cfg: *const FooAdam,
+    cfg: *const crate::kernels::optim::Adam,
     grad_scale: *const FooView,
     st: *mut FooStatus,
 ) -> i32 {
     use crate::kernels::optim;
     run(st, false, || {
-        let c = cfg
+        let cfg = cfg
             .as_ref()
             .ok_or_else(|| invalid("foo: missing optimizer arguments"))?;
-        let cfg = optim::Adam {
-            lr: c.lr,
-            beta1: c.beta1,
-            beta2: c.beta2,
-            weight_decay: c.weight_decay,
-            eps: c.eps,
-            amsgrad: c.amsgrad != 0,
-            maximize: c.maximize != 0,
-            decoupled: c.decoupled != 0,
-        };
         let mx = views_of(max_exp_avg_sqs, if cfg.amsgrad { n } else { 0 })?;
         optim::adam_step(
             &views_of(params, n)?,
@@ -1440,22 +1417,10 @@ pub unsafe extern "C" fn foo_rs_fused_adam(
             &views_of(exp_avg_sqs, n)?,
             &mx,
             &views_of(steps, n)?,
-            &cfg,
+            cfg,
             opt_strided(grad_scale)?.as_ref(),
         )
     })
-}
-
-/// SGD's hyper-parameters as the C++ kernel passes them.
-#[repr(C)]
-pub struct FooSgd {
-    pub lr: f64,
-    pub weight_decay: f64,
-    pub momentum: f64,
-    pub dampening: f64,
-    pub nesterov: u8,
-    pub maximize: u8,
-    pub first_step: u8,
 }
 
 /// `_fused_sgd_` over `n` parameters (`momentum_buffers` holds `n` views
@@ -1469,43 +1434,24 @@ pub unsafe extern "C" fn foo_rs_fused_sgd(
     grads: *const FooView,
     momentum_buffers: *const FooView,
     n: usize,
-    cfg: *const FooSgd,
+    cfg: *const crate::kernels::optim::Sgd,
     grad_scale: *const FooView,
     st: *mut FooStatus,
 ) -> i32 {
     use crate::kernels::optim;
     run(st, false, || {
-        let c = cfg
+        let cfg = cfg
             .as_ref()
             .ok_or_else(|| invalid("foo: missing optimizer arguments"))?;
-        let cfg = optim::Sgd {
-            lr: c.lr,
-            weight_decay: c.weight_decay,
-            momentum: c.momentum,
-            dampening: c.dampening,
-            nesterov: c.nesterov != 0,
-            maximize: c.maximize != 0,
-            first_step: c.first_step != 0,
-        };
         let b = views_of(momentum_buffers, if cfg.momentum != 0.0 { n } else { 0 })?;
         optim::sgd_step(
             &views_of(params, n)?,
             &views_of(grads, n)?,
             &b,
-            &cfg,
+            cfg,
             opt_strided(grad_scale)?.as_ref(),
         )
     })
-}
-
-/// Adagrad's hyper-parameters as the C++ kernel passes them.
-#[repr(C)]
-pub struct FooAdagrad {
-    pub lr: f64,
-    pub lr_decay: f64,
-    pub weight_decay: f64,
-    pub eps: f64,
-    pub maximize: u8,
 }
 
 /// `_fused_adagrad_` over `n` parameters; as [`foo_rs_fused_adam`].
@@ -1519,28 +1465,21 @@ pub unsafe extern "C" fn foo_rs_fused_adagrad(
     state_sums: *const FooView,
     steps: *const FooView,
     n: usize,
-    cfg: *const FooAdagrad,
+    cfg: *const crate::kernels::optim::Adagrad,
     grad_scale: *const FooView,
     st: *mut FooStatus,
 ) -> i32 {
     use crate::kernels::optim;
     run(st, false, || {
-        let c = cfg
+        let cfg = cfg
             .as_ref()
             .ok_or_else(|| invalid("foo: missing optimizer arguments"))?;
-        let cfg = optim::Adagrad {
-            lr: c.lr,
-            lr_decay: c.lr_decay,
-            weight_decay: c.weight_decay,
-            eps: c.eps,
-            maximize: c.maximize != 0,
-        };
         optim::adagrad_step(
             &views_of(params, n)?,
             &views_of(grads, n)?,
             &views_of(state_sums, n)?,
             &views_of(steps, n)?,
-            &cfg,
+            cfg,
             opt_strided(grad_scale)?.as_ref(),
         )
     })

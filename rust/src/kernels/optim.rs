@@ -133,6 +133,17 @@ fn same_len(op: &str, what: &str, n: usize, got: usize) -> Result<(), KernelErro
     Ok(())
 }
 
+/// Builds every parameter's task (each checked) before running any, then
+/// runs them all together: a step updates all of its tensors or none.
+fn run_each<'a>(
+    n: usize,
+    task_of: impl FnMut(usize) -> Result<Task<'a>, KernelError>,
+) -> Result<(), KernelError> {
+    let tasks = (0..n).map(task_of).collect::<Result<Vec<_>, _>>()?;
+    run_tasks(&tasks);
+    Ok(())
+}
+
 /// The value of a one-element tensor (a step count, a grad scale).
 fn value(s: &Strided) -> f64 {
     super::norm::ld(s, 0)
@@ -170,22 +181,18 @@ pub fn adam_step(
         mx.len(),
     )?;
     let scale = grad_scale.map(value);
-    let tasks = (0..n)
-        .map(|i| {
-            adam(
-                &p[i],
-                &g[i],
-                &m[i],
-                &v[i],
-                mx.get(i),
-                value(&steps[i]),
-                cfg,
-                scale,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    run_tasks(&tasks);
-    Ok(())
+    run_each(n, |i| {
+        adam(
+            &p[i],
+            &g[i],
+            &m[i],
+            &v[i],
+            mx.get(i),
+            value(&steps[i]),
+            cfg,
+            scale,
+        )
+    })
 }
 
 /// A whole `_fused_sgd_` step (`bufs` holds one view per parameter when
@@ -206,11 +213,7 @@ pub fn sgd_step(
         bufs.len(),
     )?;
     let scale = grad_scale.map(value);
-    let tasks = (0..n)
-        .map(|i| sgd(&p[i], &g[i], bufs.get(i), cfg, scale))
-        .collect::<Result<Vec<_>, _>>()?;
-    run_tasks(&tasks);
-    Ok(())
+    run_each(n, |i| sgd(&p[i], &g[i], bufs.get(i), cfg, scale))
 }
 
 /// A whole `_fused_adagrad_` step; as [`adam_step`].
@@ -231,14 +234,14 @@ pub fn adagrad_step(
         same_len("fused adagrad", what, n, len)?;
     }
     let scale = grad_scale.map(value);
-    let tasks = (0..n)
-        .map(|i| adagrad(&p[i], &g[i], &sums[i], value(&steps[i]), cfg, scale))
-        .collect::<Result<Vec<_>, _>>()?;
-    run_tasks(&tasks);
-    Ok(())
+    run_each(n, |i| {
+        adagrad(&p[i], &g[i], &sums[i], value(&steps[i]), cfg, scale)
+    })
 }
 
-/// The hyper-parameters of one Adam/AdamW step.
+/// The hyper-parameters of one Adam/AdamW step. `repr(C)`: the native path's C++
+/// kernels pass it as it is (rust/glue/native.cpp declares the same fields).
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Adam {
     pub lr: f64,
@@ -466,7 +469,9 @@ fn adam_loop<T: Elem, const SCALE: bool, const AMS: bool, const WD: u8>(
     }
 }
 
-/// The hyper-parameters of one SGD step.
+/// The hyper-parameters of one SGD step. `repr(C)`: the native path's C++
+/// kernels pass it as it is (rust/glue/native.cpp declares the same fields).
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Sgd {
     pub lr: f64,
@@ -561,7 +566,9 @@ pub fn sgd<'a>(
     ))
 }
 
-/// The hyper-parameters of one Adagrad step.
+/// The hyper-parameters of one Adagrad step. `repr(C)`: the native path's C++
+/// kernels pass it as it is (rust/glue/native.cpp declares the same fields).
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Adagrad {
     pub lr: f64,
@@ -659,23 +666,18 @@ pub fn unscale(grads: &[Strided], inv_scale: f32) -> Result<bool, KernelError> {
         })
     }
     let found = AtomicBool::new(false);
-    {
-        let tasks = grads
-            .iter()
-            .map(|g| {
-                check_same("amp unscale", g, &[])?;
-                Ok(dispatch_float!(
-                    "_amp_foreach_non_finite_check_and_unscale_",
-                    g.dtype,
-                    run,
-                    g,
-                    inv_scale,
-                    &found
-                ))
-            })
-            .collect::<Result<Vec<_>, KernelError>>()?;
-        run_tasks(&tasks);
-    }
+    run_each(grads.len(), |i| {
+        let g = &grads[i];
+        check_same("amp unscale", g, &[])?;
+        Ok(dispatch_float!(
+            "_amp_foreach_non_finite_check_and_unscale_",
+            g.dtype,
+            run,
+            g,
+            inv_scale,
+            &found
+        ))
+    })?;
     Ok(found.into_inner())
 }
 
