@@ -405,6 +405,40 @@ NATIVE_CASES = {
     "mean_dim": lambda t: t(_f((3, 4, 5))).mean(-1),
     "amax": lambda t: t(_f((3, 4, 5))).amax(1),
     "softmax": lambda t: t(_f((3, 7))).softmax(-1),
+    # max/min over a dim (values and indices), argmax/argmin, full max/min, var/std, MSE loss
+    "max_dim": lambda t: _pair(t(_f((3, 4, 5))).max(1)),
+    "min_dim_keepdim_int64": lambda t: _pair(t(_f((3, 4), torch.int64)).min(0, keepdim=True)),
+    "max_dim_out_strided": lambda t: _pair(
+        torch.max(t(_f((4, 6))).t(), 1, out=(t(torch.empty(0)), t(torch.empty(0, dtype=torch.int64))))
+    ),
+    "max_dim_0d": lambda t: _pair(t(torch.tensor(2.5)).max(0)),
+    "argmax_dim": lambda t: t(_f((3, 4, 5))).argmax(2),
+    "argmax_every_dim_strided": lambda t: t(_f((4, 6))).t().argmax(),
+    "argmin_every_dim_keepdim": lambda t: t(_f((3, 4), torch.float64)).argmin(keepdim=True),
+    "argmin_out": lambda t: torch.argmin(t(_f((3, 4), torch.int32)), 1, out=t(torch.empty(0, dtype=torch.int64))),
+    "max_every_element": lambda t: t(_f((3, 4))).max(),
+    "min_every_element_int32": lambda t: t(_f((5,), torch.int32)).min(),
+    "var_dim": lambda t: t(_f((3, 4, 5))).var(1),
+    "std_every_dim_correction0": lambda t: t(_f((3, 4))).std(correction=0),
+    "var_dims_keepdim_float64": lambda t: t(_f((3, 4, 2), torch.float64)).var((0, 2), keepdim=True),
+    "var_out": lambda t: torch.var(t(_f((3, 4))), 1, out=t(torch.empty(0))),
+    "var_mean": lambda t: torch.stack(torch.var_mean(t(_f((3, 4))), 1)),
+    "std_mean_strided": lambda t: torch.stack(torch.std_mean(t(_f((3, 4))).t(), 1, correction=2)),
+    "mse_loss_mean": lambda t: torch.nn.functional.mse_loss(t(_f((3, 4))), t(_f((3, 4), seed=1))),
+    "mse_loss_none_float64": lambda t: torch.nn.functional.mse_loss(
+        t(_f((3, 4), torch.float64)), t(_f((3, 4), torch.float64, 1)), reduction="none"
+    ),
+    "mse_loss_sum_out": lambda t: torch.ops.aten.mse_loss.out(
+        t(_f((3, 4))), t(_f((3, 4), seed=1)), 2, out=t(torch.empty(0))
+    ),
+    "mse_loss_backward": lambda t: _grad(
+        lambda x: torch.nn.functional.mse_loss(x, t(_f((3, 4), seed=1))), t(_f((3, 4))), t(torch.tensor(1.5))
+    ),
+    "mse_loss_backward_none": lambda t: _grad(
+        lambda x: torch.nn.functional.mse_loss(x, t(_f((3, 4), seed=1)), reduction="none"),
+        t(_f((3, 4))),
+        t(_f((3, 4), seed=2)),
+    ),
     "log_softmax": lambda t: t(_f((2, 3, 7))).log_softmax(1),
     # indexing, embedding, losses, pooling (forward and, through autograd, backward)
     "index_select": lambda t: t(_f((5, 4))).index_select(0, t(torch.tensor([4, 0, 4, 2]))),
@@ -480,6 +514,12 @@ def _adamw_steps(t):
             p.grad = t(_f(p.shape, seed=10 * step + i + 2))
         opt.step()
     return torch.cat([p.detach().flatten() for p in params])
+
+
+def _pair(values_indices):
+    """max/min's (values, indices) as one float64 tensor (values, then indices)."""
+    v, i = values_indices
+    return torch.cat((v.double().flatten(), i.double().flatten()))
 
 
 def _grad(f, x, g):

@@ -263,6 +263,9 @@ PER_OP = {
     "sum dim": lambda t: (lambda a=t(4, 8): lambda: a.sum(1))(),
     "mean": lambda t: (lambda a=t(4, 8): lambda: a.mean())(),
     "amax dim": lambda t: (lambda a=t(4, 8): lambda: a.amax(1))(),
+    "max dim": lambda t: (lambda a=t(4, 8): lambda: a.max(1))(),
+    "argmax dim": lambda t: (lambda a=t(4, 8): lambda: a.argmax(1))(),
+    "var dim": lambda t: (lambda a=t(4, 8): lambda: a.var(1))(),
     "softmax": lambda t: (lambda a=t(4, 8): lambda: a.softmax(-1))(),
     "log_softmax": lambda t: (lambda a=t(4, 8): lambda: a.log_softmax(-1))(),
     "mm": lambda t: (lambda a=t(4, 8), b=t(8, 8): lambda: a @ b)(),
@@ -279,6 +282,7 @@ PER_OP = {
     "cross_entropy": lambda t: (
         lambda a=t(4, 8), y=torch.tensor([1, 0, 3, 7]).to(t.device): lambda: torch.nn.functional.cross_entropy(a, y)
     )(),
+    "mse_loss": lambda t: (lambda a=t(4, 8), b=t(4, 8): lambda: torch.nn.functional.mse_loss(a, b))(),
     "gather": lambda t: (
         lambda a=t(4, 8), i=torch.tensor([[1, 3], [5, 7], [0, 0], [2, 6]]).to(t.device): lambda: torch.gather(a, 1, i)
     )(),

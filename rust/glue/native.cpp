@@ -51,6 +51,12 @@
 #include <ATen/ops/add_meta.h>
 #include <ATen/ops/addmm_meta.h>
 #include <ATen/ops/amax_meta.h>
+#include <ATen/ops/argmax_meta.h>
+#include <ATen/ops/argmin_meta.h>
+#include <ATen/ops/max_meta.h>
+#include <ATen/ops/min_meta.h>
+#include <ATen/ops/mse_loss_meta.h>
+#include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/ops/amin_meta.h>
 #include <ATen/ops/atan2_meta.h>
 #include <ATen/ops/cat_meta.h>
@@ -284,6 +290,10 @@ int32_t foo_rs_fused_adagrad(const FooView* params, const FooView* grads, const 
                              const FooView* steps, size_t n, const FooAdagrad* cfg, const FooView* grad_scale,
                              FooStatus* st);
 int32_t foo_rs_amp_unscale(const FooView* grads, size_t n, float inv_scale, uint8_t* found, FooStatus* st);
+int32_t foo_rs_mse_loss(const FooView* out, const FooView* a, const FooView* b, const int64_t* shape, size_t ndim,
+                        int64_t reduction, FooStatus* st);
+int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* a, const FooView* b,
+                                 int64_t reduction, FooStatus* st);
 int32_t foo_rs_amp_update_scale(const FooView* scale, const FooView* growth_tracker, const FooView* found_inf,
                                 double growth_factor, double backoff_factor, int64_t growth_interval, FooStatus* st);
 int32_t foo_rs_batch_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
@@ -1479,6 +1489,66 @@ FOO_SOFTMAX_BACKWARD(SoftmaxBackward, structured__softmax_backward_data, "_softm
 FOO_SOFTMAX_BACKWARD(LogSoftmaxBackward, structured__log_softmax_backward_data, "_log_softmax_backward_data",
                      "_log_softmax_backward_data.out", true)
 #undef FOO_SOFTMAX_BACKWARD
+// argmax/argmin: ATen's structured meta (the empty-input checks, the
+// output's shape), then Rust; over every dim (dim=None) the input is read
+// flattened (reshape: a view when it can be) and the output as one element.
+// Bool and complex inputs keep their Python kernel (CPU's errors).
+template <class H>
+bool run_arg(H& h, const char* rust, const at::Tensor& self, std::optional<int64_t> dim) {
+  const at::Tensor& out = h.result();
+  if (self.scalar_type() == at::kBool || self.is_complex()) return false;
+  if (out.numel() > 0) {
+    FooView vo, vx;
+    const at::Tensor x = dim.has_value() ? self : self.reshape({-1});
+    if (!view_of(out, &vo) || !view_of(x, &vx)) return false;
+    const int64_t one = 1;
+    if (!dim.has_value()) vo = {vo.ptr, 1, &one, &one, vo.dtype};
+    const int64_t d = dim.has_value() ? c10::maybe_wrap_dim(*dim, self.dim()) : 0;
+    FooStatus st{};
+    if (!done(foo_rs_reduce(rust, &vo, nullptr, &vx, &d, x.dim() > 0 ? 1 : 0, 1.0, 2.0, &st), st)) return false;
+  }
+  h.finish();
+  return true;
+}
+FOO_META_OP(Argmax, structured_argmax, "argmax", "argmax.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, dim, keepdim);
+    return run_arg(h, "argmax", self, dim);
+  }
+};
+FOO_META_OP(Argmin, structured_argmin, "argmin", "argmin.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, dim, keepdim);
+    return run_arg(h, "argmin", self, dim);
+  }
+};
+
+// MSE loss: ATen's structured meta (reduction none: the broadcast output of
+// the promoted dtype; mean/sum: a 0-d output of the input's dtype), then
+// Rust over the broadcast shape. Mixed or non-floating dtypes keep the
+// Python kernel.
+FOO_META_OP(MseLoss, structured_mse_loss, "mse_loss", "mse_loss.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+    same_device(kDev, {{"self", &self}, {"target", &target}, {"out", h.out_arg()}});
+    h.meta(self, target, reduction);
+    const at::Tensor& out = h.result();
+    const auto dt = self.scalar_type();
+    if (!c10::isFloatingType(dt) || target.scalar_type() != dt || out.scalar_type() != dt) return false;
+    const auto shape = at::infer_size(self.sizes(), target.sizes());
+    FooView vo, va, vb;
+    if (!view_of(out, &vo) || !view_of(self, &va) || !view_of(target, &vb)) return false;
+    FooStatus st{};
+    if (!done(foo_rs_mse_loss(&vo, &va, &vb, shape.data(), shape.size(), reduction, &st), st)) return false;
+    h.finish();
+    return true;
+  }
+};
+
 #undef FOO_META_OP
 
 
@@ -1979,6 +2049,206 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                        const std::optional<at::Tensor>&, int64_t, c10::SymInt, const at::Tensor&,
                                        at::Tensor&)>::call(grad_output, self, target, weight, reduction,
                                                            std::move(ignore_index), total_weight, grad_input);
+}
+
+// ---- max/min/argmax/argmin over a dim, full max/min, var/std, MSE loss -----
+
+// max/min over one dim with indices: ATen's structured meta (the dim
+// wrapped, the zero-size check, both outputs sized and typed), then Rust.
+// Complex inputs keep their Python kernel (CPU's error).
+template <class Meta, Mode M>
+bool extreme_dim_native(Holder<Meta, M, 2>& h, const char* rust, const char* dev, const at::Tensor& self,
+                        int64_t dim, bool keepdim) {
+  same_device(dev, {{"self", &self}, {"values", h.out_arg(0)}, {"indices", h.out_arg(1)}});
+  const auto pre = h.meta(self, dim, keepdim);
+  if (self.is_complex()) return false;
+  if (self.numel() > 0) {
+    FooView vv, vi, vx;
+    if (!view_of(h.result(0), &vv) || !view_of(h.result(1), &vi) || !view_of(self, &vx)) return false;
+    const int64_t d = pre.dim;
+    FooStatus st{};
+    if (!done(foo_rs_reduce(rust, &vv, &vi, &vx, &d, self.dim() > 0 ? 1 : 0, 1.0, 2.0, &st), st)) return false;
+  }
+  h.finish();
+  return true;
+}
+
+template <class Meta, const char* F, const char* O, const char* Rust>
+struct ExtremeDim {
+  static Tensor2 functional(const at::Tensor& self, int64_t dim, bool keepdim) {
+    Tensor2 result;
+    if (is_foo(self) && named([&] {
+          Holder<Meta, Mode::Functional, 2> h;
+          if (!extreme_dim_native(h, Rust, F, self, dim, keepdim)) return false;
+          result = Tensor2(std::move(h.out_[0]), std::move(h.out_[1]));
+          return true;
+        }))
+      return result;
+    // the out= overload's Python kernel fills outputs made here
+    at::Tensor v = at::empty({0}, self.options()), i = at::empty({0}, self.options().dtype(at::kLong));
+    Slow<O, Tensor2Ref(const at::Tensor&, int64_t, bool, at::Tensor&, at::Tensor&)>::call(self, dim, keepdim, v, i);
+    return Tensor2(v, i);
+  }
+  static Tensor2Ref out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values, at::Tensor& indices) {
+    if (is_foo(self) && named([&] {
+          Holder<Meta, Mode::Out, 2> h(values, indices);
+          return extreme_dim_native(h, Rust, F, self, dim, keepdim);
+        }))
+      return Tensor2Ref(values, indices);
+    return Slow<O, Tensor2Ref(const at::Tensor&, int64_t, bool, at::Tensor&, at::Tensor&)>::call(self, dim, keepdim,
+                                                                                               values, indices);
+  }
+};
+constexpr char kMaxDim[] = "max.dim";
+constexpr char kMaxDimOut[] = "max.dim_max";
+constexpr char kMinDim[] = "min.dim";
+constexpr char kMinDimOut[] = "min.dim_min";
+constexpr char kRustMaxDim[] = "max_dim";
+constexpr char kRustMinDim[] = "min_dim";
+using MaxDim = ExtremeDim<at::meta::structured_max_dim, kMaxDim, kMaxDimOut, kRustMaxDim>;
+using MinDim = ExtremeDim<at::meta::structured_min_dim, kMinDim, kMinDimOut, kRustMinDim>;
+
+// max()/min() of every element into a 0-d tensor: Rust. An empty or
+// complex input keeps the Python kernel (CPU's errors).
+template <const char* N, const char* Rust>
+at::Tensor full_extreme(const at::Tensor& self) {
+  at::Tensor out;
+  if (is_foo(self) && named([&] {
+        if (self.numel() == 0 || self.is_complex()) return false;
+        out = at::empty({}, self.options());
+        FooView vo, vx;
+        if (!view_of(out, &vo) || !view_of(self, &vx)) return false;
+        const auto dims = reduce_dims(self, std::nullopt);
+        FooStatus st{};
+        return done(foo_rs_reduce(Rust, &vo, nullptr, &vx, dims.data(), dims.size(), 1.0, 2.0, &st), st);
+      }))
+    return out;
+  return Slow<N, at::Tensor(const at::Tensor&)>::call(self);
+}
+constexpr char kMax[] = "max";
+constexpr char kMin[] = "min";
+
+// var/std (and var_mean/std_mean) of a floating tensor: ATen's reduction
+// shape (create_reduction_result/resize_reduction_result: its dim checks),
+// then Rust with the correction. Integers (CPU's error), empty inputs and
+// degrees of freedom <= 0 (CPU's warning, NaN/inf) keep the Python kernel.
+bool var_common_case(const at::Tensor& self, at::OptionalIntArrayRef dim, double correction) {
+  if (!is_foo(self) || !c10::isFloatingType(self.scalar_type()) || self.numel() == 0) return false;
+  double count = 1;
+  for (const int64_t d : reduce_dims(self, dim)) count *= static_cast<double>(self.size(d));
+  return count - correction > 0;
+}
+
+bool run_var(const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim, double correction,
+             const at::Tensor& out, const at::Tensor* mean) {
+  FooView vo, vm, vx;
+  if (out.scalar_type() != self.scalar_type() || (mean != nullptr && mean->scalar_type() != self.scalar_type()) ||
+      !view_of(out, &vo) || (mean != nullptr && !view_of(*mean, &vm)) || !view_of(self, &vx))
+    return false;
+  const auto dims = reduce_dims(self, dim);
+  FooStatus st{};
+  return done(foo_rs_reduce(rust, &vo, mean != nullptr ? &vm : nullptr, &vx, dims.data(), dims.size(), correction,
+                            2.0, &st),
+              st);
+}
+
+template <const char* N, const char* Rust>
+at::Tensor var_functional(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                          const std::optional<c10::Scalar>& correction, bool keepdim) {
+  at::Tensor out;
+  const double c = correction.value_or(1).toDouble();
+  if (named([&] {
+        if (!var_common_case(self, dim, c)) return false;
+        out = at::native::create_reduction_result(self, dim, keepdim, self.scalar_type());
+        return run_var(Rust, self, dim, c, out, nullptr);
+      }))
+    return out;
+  return Slow<N, at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, const std::optional<c10::Scalar>&, bool)>::call(
+      self, dim, correction, keepdim);
+}
+
+template <const char* N, const char* Rust>
+at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+                    bool keepdim, at::Tensor& out) {
+  const double c = correction.value_or(1).toDouble();
+  if (is_foo(out) && named([&] {
+        if (!var_common_case(self, dim, c) || out.scalar_type() != self.scalar_type()) return false;
+        at::native::resize_reduction_result(out, self, at::native::make_dim_mask(dim, self.dim()), keepdim,
+                                            self.scalar_type());
+        return run_var(Rust, self, dim, c, out, nullptr);
+      }))
+    return out;
+  return Slow<N, at::Tensor&(const at::Tensor&, at::OptionalIntArrayRef, const std::optional<c10::Scalar>&, bool,
+                             at::Tensor&)>::call(self, dim, correction, keepdim, out);
+}
+
+template <const char* N, const char* Rust>
+Tensor2 var_mean_functional(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                            const std::optional<c10::Scalar>& correction, bool keepdim) {
+  Tensor2 result;
+  const double c = correction.value_or(1).toDouble();
+  if (named([&] {
+        if (!var_common_case(self, dim, c)) return false;
+        at::Tensor v = at::native::create_reduction_result(self, dim, keepdim, self.scalar_type());
+        at::Tensor m = at::empty_like(v);
+        if (!run_var(Rust, self, dim, c, v, &m)) return false;
+        result = Tensor2(std::move(v), std::move(m));
+        return true;
+      }))
+    return result;
+  return Slow<N, Tensor2(const at::Tensor&, at::OptionalIntArrayRef, const std::optional<c10::Scalar>&, bool)>::call(
+      self, dim, correction, keepdim);
+}
+constexpr char kVar[] = "var.correction";
+constexpr char kVarOut[] = "var.correction_out";
+constexpr char kStd[] = "std.correction";
+constexpr char kStdOut[] = "std.correction_out";
+constexpr char kVarMean[] = "var_mean.correction";
+constexpr char kStdMean[] = "std_mean.correction";
+constexpr char kRustVar[] = "var";
+constexpr char kRustStd[] = "std";
+
+// MSE loss backward as ATen's CPU kernel runs it: grad_input shaped like
+// the input, ATen's TensorIterator over (grad_input, input, target,
+// grad_output) for the checks (one dtype, broadcastable) and grad_input's
+// size, then Rust.
+constexpr char kMseBack[] = "mse_loss_backward";
+constexpr char kMseBackOut[] = "mse_loss_backward.grad_input";
+at::Tensor& mse_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  int64_t reduction, at::Tensor& grad_input) {
+  if (named([&] {
+        same_device("wrapper_PrivateUse1_mse_loss_backward",
+                    {{"grad_output", &grad_output}, {"self", &self}, {"target", &target}, {"grad_input", &grad_input}});
+        const auto dt = self.scalar_type();
+        if (!c10::isFloatingType(dt) || target.scalar_type() != dt || grad_output.scalar_type() != dt ||
+            grad_input.scalar_type() != dt)
+          return false;
+        at::TensorIteratorConfig()
+            .add_output(grad_input)
+            .add_const_input(self)
+            .add_const_input(target)
+            .add_const_input(grad_output)
+            .build();
+        FooView vgi, vg, va, vb;
+        if (!view_of(grad_input, &vgi) || !view_of(grad_output, &vg) || !view_of(self, &va) ||
+            !view_of(target, &vb))
+          return false;
+        FooStatus st{};
+        return done(foo_rs_mse_loss_backward(&vgi, &vg, &va, &vb, reduction, &st), st);
+      }))
+    return grad_input;
+  return Slow<kMseBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
+                                       at::Tensor&)>::call(grad_output, self, target, reduction, grad_input);
+}
+
+at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             int64_t reduction) {
+  if (is_foo(self)) {
+    at::Tensor grad_input = at::empty_like(self, at::MemoryFormat::Contiguous);
+    return mse_loss_backward_out(grad_output, self, target, reduction, grad_input);
+  }
+  return Slow<kMseBack, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>::call(
+      grad_output, self, target, reduction);
 }
 
 constexpr char kMaxPool[] = "max_pool2d_with_indices";
@@ -3860,6 +4130,18 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kEmbeddingBack, embedding_dense_backward)
     FOO_REG(kNll, nll_loss_forward) FOO_REG(kNllOut, nll_loss_forward_out)
     FOO_REG(kNllBack, nll_loss_backward) FOO_REG(kNllBackOut, nll_loss_backward_out)
+    {kMaxDim, [](torch::Library& m) { m.impl(kMaxDim, TORCH_FN(MaxDim::functional)); }, kMaxDimOut},
+    FOO_REG(kMaxDimOut, MaxDim::out)
+    {kMinDim, [](torch::Library& m) { m.impl(kMinDim, TORCH_FN(MinDim::functional)); }, kMinDimOut},
+    FOO_REG(kMinDimOut, MinDim::out)
+    FOO_REGM(Argmax, T, std::optional<int64_t>, bool) FOO_REGM(Argmin, T, std::optional<int64_t>, bool)
+    FOO_REG(kMax, (full_extreme<kMax, kMax>)) FOO_REG(kMin, (full_extreme<kMin, kMin>))
+    FOO_REG(kVar, (var_functional<kVar, kRustVar>)) FOO_REG(kVarOut, (var_out<kVarOut, kRustVar>))
+    FOO_REG(kStd, (var_functional<kStd, kRustStd>)) FOO_REG(kStdOut, (var_out<kStdOut, kRustStd>))
+    FOO_REG(kVarMean, (var_mean_functional<kVarMean, kRustVar>))
+    FOO_REG(kStdMean, (var_mean_functional<kStdMean, kRustStd>))
+    FOO_REGM(MseLoss, T, T, int64_t)
+    FOO_REG(kMseBack, mse_loss_backward) FOO_REG(kMseBackOut, mse_loss_backward_out)
     FOO_REG(kMaxPool, max_pool2d_with_indices) FOO_REG(kMaxPoolOut, max_pool2d_with_indices_out)
     FOO_REG(kMaxPoolBack, max_pool2d_with_indices_backward)
     FOO_REG(kMaxPoolBackOut, max_pool2d_with_indices_backward_out)

@@ -1541,3 +1541,61 @@ pub unsafe extern "C" fn foo_rs_amp_update_scale(
         )
     })
 }
+
+/// MSE loss of `a` and `b` over their broadcast shape (`shape`, `ndim`
+/// dims) into `out` ([`entry::mse_loss`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `shape` holds `ndim` values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_mse_loss(
+    out: *const FooView,
+    a: *const FooView,
+    b: *const FooView,
+    shape: *const i64,
+    ndim: usize,
+    reduction: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let shape: Vec<usize> = if ndim == 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(shape, ndim)
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| invalid("foo: negative size")))
+                .collect::<Result<_, _>>()?
+        };
+        entry::mse_loss(
+            &strided_of(out)?,
+            &strided_of(a)?,
+            &strided_of(b)?,
+            &shape,
+            reduction,
+        )
+    })
+}
+
+/// MSE loss backward over `grad_input`'s shape ([`entry::mse_loss_backward`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_mse_loss_backward(
+    grad_input: *const FooView,
+    grad: *const FooView,
+    a: *const FooView,
+    b: *const FooView,
+    reduction: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::mse_loss_backward(
+            &strided_of(grad_input)?,
+            &strided_of(grad)?,
+            &strided_of(a)?,
+            &strided_of(b)?,
+            reduction,
+        )
+    })
+}

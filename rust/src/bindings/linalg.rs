@@ -6,7 +6,7 @@ use super::{strided, TensorDesc};
 use crate::dtype::DType;
 use crate::kernels::linalg::{self, Coef};
 use crate::kernels::reduce::{self as red, ReduceOp};
-use crate::kernels::{entry, nn, with_out, KernelError, Strided};
+use crate::kernels::{entry, with_out, KernelError, Strided};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -284,12 +284,8 @@ fn mse_loss(
     reduction: i64,
 ) -> PyResult<()> {
     let (o, a, b) = (strided(out)?, strided(a)?, strided(b)?);
-    py.detach(|| {
-        with_out(&o, &[Some(&a), Some(&b)], false, false, |o| {
-            nn::mse_loss(o, &a, &b, &shape, reduction)
-        })
-    })
-    .map_err(|e| py_err(e, false))
+    py.detach(|| entry::mse_loss(&o, &a, &b, &shape, reduction))
+        .map_err(|e| py_err(e, false))
 }
 
 /// MSE loss backward over `grad_input`'s shape.
@@ -308,12 +304,8 @@ fn mse_loss_backward(
         strided(a)?,
         strided(b)?,
     );
-    py.detach(|| {
-        with_out(&gi, &[Some(&g), Some(&a), Some(&b)], false, false, |gi| {
-            nn::mse_loss_backward(gi, &g, &a, &b, reduction)
-        })
-    })
-    .map_err(|e| py_err(e, false))
+    py.detach(|| entry::mse_loss_backward(&gi, &g, &a, &b, reduction))
+        .map_err(|e| py_err(e, false))
 }
 
 /// Dense embedding gradient: contiguous `grad` `[n, d]`, `indices` `[n]`.

@@ -51,6 +51,39 @@ pub fn addmm(
     })
 }
 
+/// MSE loss of `a` (input) and `b` (target), one floating dtype, over their
+/// broadcast `shape`: into `out` of that shape (reduction none) or its mean
+/// or sum into a 0-d `out`.
+pub fn mse_loss(
+    out: &Strided,
+    a: &Strided,
+    b: &Strided,
+    shape: &[usize],
+    reduction: i64,
+) -> Result<(), KernelError> {
+    with_out(out, &[Some(a), Some(b)], false, false, |o| {
+        nn::mse_loss(o, a, b, shape, reduction)
+    })
+}
+
+/// MSE loss backward over `grad_input`'s shape (`grad`, `a`, `b` broadcast
+/// to it).
+pub fn mse_loss_backward(
+    grad_input: &Strided,
+    grad: &Strided,
+    a: &Strided,
+    b: &Strided,
+    reduction: i64,
+) -> Result<(), KernelError> {
+    with_out(
+        grad_input,
+        &[Some(grad), Some(a), Some(b)],
+        false,
+        false,
+        |gi| nn::mse_loss_backward(gi, grad, a, b, reduction),
+    )
+}
+
 /// `out = (log_)softmax(inp, dim)`; `inp` contiguous.
 pub fn softmax(out: &Strided, inp: &Strided, dim: usize, log: bool) -> Result<(), KernelError> {
     with_out(out, &[Some(inp)], true, false, |o| {
