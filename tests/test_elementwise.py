@@ -542,7 +542,7 @@ def test_binary_with_python_scalar(op, dtype, scalar):
     }
     fn = fns.get(op) or BINARY[op]
     a = values(dtype, seed=3)
-    if (scalar == 0 or scalar is False) and op in ("div_floor", "remainder", "fmod") and not dtype.is_floating_point:
+    if (scalar == 0 or scalar is False) and op in ("div_floor", "remainder", "fmod") and dtype in INTS:
         pytest.skip("integer division by zero is covered in test_integer_division_by_zero")
     check(fn, a, scalar)
     # The number first (`2 - x`, `0.5 ** x`): another overload or a wrapped number on the left.
@@ -704,6 +704,7 @@ def test_integer_division_by_zero(op, dtype):
     b = torch.tensor([1, 0, 2], dtype=dtype)
     check(BINARY[op], a, b)
     check(BINARY[op], a, 0)
+    check(BINARY[op], a, False)  # a bool number is an integer zero too
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         BINARY[op](a.to("foo"), b.to("foo"))
 

@@ -1,28 +1,17 @@
 """The element types foo holds, and the codes the Rust core knows them by.
 
-The same table lives in rust/src/dtype.rs (`DType`, with c10's ScalarType
-values in `DType::from_c10`) and rust/glue/foo_glue.cpp (`foo_supports`);
-keep the three in step."""
+The table lives once, in rust/src/dtype.rs (`DType`): ``_C.dtype_table()``
+gives each dtype's code and name, the C++ glue reads the same table through
+``foo_rs_dtype_code``."""
 
 from __future__ import annotations
 
 import torch
 
+from . import _C
+
 #: torch.dtype -> code of rust/src/dtype.rs `DType`.
-DTYPE_CODE: dict[torch.dtype, int] = {
-    torch.bool: 0,
-    torch.uint8: 1,
-    torch.int8: 2,
-    torch.int16: 3,
-    torch.int32: 4,
-    torch.int64: 5,
-    torch.float16: 6,
-    torch.bfloat16: 7,
-    torch.float32: 8,
-    torch.float64: 9,
-    torch.complex64: 10,
-    torch.complex128: 11,
-}
+DTYPE_CODE: dict[torch.dtype, int] = {getattr(torch, name): code for code, name, _c10 in _C.dtype_table()}
 
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = tuple(DTYPE_CODE)
 

@@ -88,6 +88,10 @@ uint64_t foo_rs_now_ns();
 void* foo_rs_host_alloc(size_t nbytes, char* err, size_t err_len);
 void foo_rs_host_free(void* ptr);
 int32_t foo_rs_host_is_pinned(const void* ptr);
+// rust/src/native.rs: the foo dtype code of a c10 ScalarType, or -1, and
+// the names of the dtypes foo holds.
+int32_t foo_rs_dtype_code(int32_t scalar_type);
+const char* foo_rs_dtype_names();
 
 }
 
@@ -105,27 +109,10 @@ c10::DeviceIndex checked_index(c10::DeviceIndex index) {
   return index;
 }
 
-// The element types foo holds (rust/src/dtype.rs); anything else is refused
-// at allocation time (checked_dtype) and left out of the device capability.
-bool foo_supports(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool:
-    case c10::ScalarType::Byte:
-    case c10::ScalarType::Char:
-    case c10::ScalarType::Short:
-    case c10::ScalarType::Int:
-    case c10::ScalarType::Long:
-    case c10::ScalarType::Half:
-    case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Float:
-    case c10::ScalarType::Double:
-    case c10::ScalarType::ComplexFloat:
-    case c10::ScalarType::ComplexDouble:
-      return true;
-    default:
-      return false;
-  }
-}
+// The element types foo holds: Rust's table (rust/src/dtype.rs, through
+// foo_rs_dtype_code, as native.cpp reads it); anything else is refused at
+// allocation time (checked_dtype) and left out of the device capability.
+bool foo_supports(c10::ScalarType t) { return foo_rs_dtype_code(static_cast<int32_t>(t)) >= 0; }
 
 // ---- Allocator -----------------------------------------------------------
 
@@ -809,8 +796,7 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
 // so no kernel ever sees one.
 c10::ScalarType checked_dtype(std::optional<c10::ScalarType> dtype) {
   const auto t = c10::dtype_or_default(dtype);
-  TORCH_CHECK(foo_supports(t), "foo does not support dtype ", t,
-              " (supported: bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)");
+  TORCH_CHECK(foo_supports(t), "foo does not support dtype ", t, " (supported: ", foo_rs_dtype_names(), ")");
   return t;
 }
 

@@ -1,5 +1,7 @@
-//! Element types foo can hold. The numeric codes are shared with the Python
-//! layer (`foo_rs._dtypes`), which maps them to `torch.dtype`.
+//! Element types foo can hold: the one table of them. The C++ glue reads it
+//! through `foo_rs_dtype_code` (rust/src/native.rs), the Python layer
+//! (`foo_rs._dtypes`) through `_C.dtype_table()`, which gives each dtype's
+//! code, name (its `torch.<name>`) and c10 `ScalarType` value.
 
 use half::{bf16, f16};
 
@@ -62,6 +64,14 @@ impl DType {
             15 => DType::BF16,
             _ => return None,
         })
+    }
+
+    /// c10's `ScalarType` value of this dtype: [`DType::from_c10`] inverted,
+    /// so that the mapping is written once.
+    pub fn c10(self) -> i32 {
+        (0..64)
+            .find(|&st| DType::from_c10(st) == Some(self))
+            .expect("DType::from_c10 maps a c10 value to every DType")
     }
 
     /// Size of one element in bytes.
@@ -150,6 +160,13 @@ mod tests {
             assert_eq!(DType::from_code(d as u8), Some(d));
         }
         assert_eq!(DType::from_code(12), None);
+    }
+
+    #[test]
+    fn c10_values_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_c10(d.c10()), Some(d));
+        }
     }
 
     #[test]

@@ -70,6 +70,19 @@ pub extern "C" fn foo_rs_dtype_code(scalar_type: i32) -> i32 {
     DType::from_c10(scalar_type).map_or(-1, |d| d as i32)
 }
 
+/// The names of the dtypes foo holds, in code order, comma-separated
+/// (NUL-terminated, static): for the glue's "does not support dtype" error.
+#[no_mangle]
+pub extern "C" fn foo_rs_dtype_names() -> *const c_char {
+    static NAMES: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    NAMES
+        .get_or_init(|| {
+            let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+            std::ffi::CString::new(names.join(", ")).unwrap()
+        })
+        .as_ptr()
+}
+
 fn invalid(msg: impl Into<String>) -> KernelError {
     KernelError::InvalidArgument(msg.into())
 }

@@ -6,43 +6,12 @@ import warnings
 
 import torch
 
+from ._overlap import assert_no_internal_overlap, assert_no_partial_overlap, same_storage
 from ._registry import _C, desc, impl
 
 
 def _is_host_or_foo(t: torch.Tensor) -> bool:
     return t.device.type in ("cpu", "foo")
-
-
-def _has_internal_overlap(t: torch.Tensor) -> bool:
-    # As ATen's has_internal_overlap: a stride of 0 on a dimension of size > 1.
-    return any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride()))
-
-
-def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0 or b.numel() == 0:
-        return False
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
-    dims = sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
-
-
-def _partial_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """ATen's get_overlap_status(a, b) == PARTIAL, for views of one storage."""
-    if not (_non_overlapping_and_dense(a) and _non_overlapping_and_dense(b)):
-        return False  # "too hard": ATen lets it through
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    a1, b1 = a0 + a.numel() * a.element_size(), b0 + b.numel() * b.element_size()
-    if a0 == b0 and a1 == b1:
-        return a.stride() != b.stride()
-    return a0 < b1 and b0 < a1
 
 
 def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
@@ -53,12 +22,8 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
         # Still check that the shapes broadcast, as CPU does.
         torch.broadcast_shapes(src.shape, dst.shape)
         return dst
-    if _has_internal_overlap(dst):
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to tensor refers to a "
-            "single memory location. Please clone() the tensor before performing the operation."
-        )
-    if _same_memory(dst, src):
+    assert_no_internal_overlap(dst)
+    if same_storage(dst, src):
         if (
             dst.data_ptr() == src.data_ptr()
             and dst.shape == src.shape
@@ -66,12 +31,7 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
             and dst.dtype == src.dtype
         ):
             return dst
-        if _partial_overlap(dst, src):
-            raise RuntimeError(
-                "unsupported operation: some elements of the input tensor and the written-to "
-                "tensor refer to a single memory location. Please clone() the tensor before "
-                "performing the operation."
-            )
+        assert_no_partial_overlap(dst, src)
         # Views of one storage whose overlap ATen cannot decide ("too hard"):
         # read everything before writing anything.
         tmp = torch.empty(src.shape, dtype=src.dtype, device=src.device)
@@ -121,11 +81,7 @@ def _local_scalar_dense(self):
 
 @impl("fill_.Scalar", complex_ok=True)
 def fill_scalar(self, value):
-    if _has_internal_overlap(self):
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to tensor refers to a "
-            "single memory location. Please clone() the tensor before performing the operation."
-        )
+    assert_no_internal_overlap(self)
     if isinstance(value, complex):
         if not self.is_complex():
             raise RuntimeError(f"value cannot be converted to type {self.dtype} without overflow")

@@ -17,7 +17,8 @@ also gets a functional kernel, which skips the meta's extra nonzero pass).
 Scatters run serially in row-major order, so duplicate indices accumulate in
 a fixed order; like CPU, sums of f16/bf16 in scatter*/index_add (scatter
 path) accumulate in f32, index_put_(accumulate=True) rounds per add. Output
-and input memory that overlap (both dense) raise as ATen's assert_no_overlap.
+and input memory that overlap (both dense, or one tensor) raise as ATen's assert_no_overlap
+(_overlap.py, shared with the copies).
 roll is cat of two narrowed views per dim; masked_scatter_ is nonzero +
 index_put_ (native foo ops both).
 """
@@ -30,6 +31,7 @@ import warnings
 import torch
 
 from .. import _compat
+from ._overlap import assert_no_overlap, overlaps
 from ._registry import _C, check_same_device, desc, impl
 from .elementwise import _C_TYPE
 from .linalg import SCALAR_NAME, c10_name, check_out, resize_out
@@ -43,56 +45,6 @@ _RUNTIME_OOB = (1, "foo: " + _OOB)
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-
-
-def _extent(t: torch.Tensor) -> tuple[int, int]:
-    if t.numel() == 0:
-        return (0, 0)
-    lo = hi = 0
-    for n, st in zip(t.shape, t.stride()):
-        span = (n - 1) * st
-        if span < 0:
-            lo += span
-        else:
-            hi += span
-    es = t.element_size()
-    p = t.data_ptr()
-    return (p + lo * es, p + (hi + 1) * es)
-
-
-def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors' memory ranges intersect (conservative)."""
-    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
-        return False
-    (a0, a1), (b0, b1) = _extent(a), _extent(b)
-    return a0 < b1 and b0 < a1
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """ATen's is_non_overlapping_and_dense."""
-    expected = 1
-    for d in sorted(range(t.dim()), key=lambda d: t.stride(d)):
-        if t.shape[d] == 1:
-            continue
-        if t.stride(d) != expected:
-            return False
-        expected *= t.shape[d]
-    return True
-
-
-_OVERLAP_MSG = (
-    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory "
-    "location. Please clone() the tensor before performing the operation. (foo {})"
-)
-
-
-def _assert_no_overlap(name: str, out: torch.Tensor, *inputs) -> None:
-    """ATen's assert_no_overlap: raises when ``out`` and an input, both
-    non-overlapping and dense, share memory (other overlaps are left to the
-    caller, which computes them safely)."""
-    for t in inputs:
-        if isinstance(t, torch.Tensor) and _overlaps(out, t) and _dense(out) and _dense(t):
-            raise RuntimeError(_OVERLAP_MSG.format(name))
 
 
 def _on(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -117,7 +69,7 @@ def _index_dtype(t: torch.Tensor, allowed, exc, msg):
 def _run_gather(out: torch.Tensor, fn, *inputs: torch.Tensor) -> torch.Tensor:
     """Calls ``fn(target)`` with ``out``, or with a fresh tensor copied into
     ``out`` afterwards when ``out`` overlaps an input."""
-    if any(isinstance(i, torch.Tensor) and _overlaps(out, i) for i in inputs):
+    if any(isinstance(i, torch.Tensor) and overlaps(out, i) for i in inputs):
         tmp = torch.empty(out.shape, dtype=out.dtype, device=out.device)
         fn(tmp)
         out.copy_(tmp)
@@ -185,7 +137,7 @@ def cat_out(tensors, dim=0, *, out):
         shape[d] = sum(t.shape[d] for t in valid)
     else:
         shape = [0]
-    _assert_no_overlap("cat", out, *tensors)
+    assert_no_overlap("cat", out, *tensors)
     if tuple(out.shape) != tuple(shape):
         resize_out(out, tuple(shape))
         fmt = _cat_memory_format(valid)
@@ -259,7 +211,7 @@ def index_select_out(self, dim, index, *, out):
     if self.dim():
         shape[d] = index.numel()
     resize_out(out, tuple(shape))
-    _assert_no_overlap("index_select", out, self, index)
+    assert_no_overlap("index_select", out, self, index)
     return _index_select_into(out, self, d, index)
 
 
@@ -354,7 +306,7 @@ def index_out(self, indices, *, out):
     check_same_device("index", self, out)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     check_out(out, tuple(shape), self.dtype)
-    _assert_no_overlap("index", out, self, *[i for i in indices if i is not None])
+    assert_no_overlap("index", out, self, *[i for i in indices if i is not None])
 
     def run(target):
         _C.index_gather(desc(target), _desc_as(view, shape, dstr), args, True, _INDEX_ERR)
@@ -393,8 +345,8 @@ def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     check_same_device("index_put_", self, values)  # CPU index tensors are allowed (moved to foo)
     view, shape, dstr, args, _keep = _index_plan(self, list(indices))
     v = _put_value(values, shape, self.dtype, self.device)
-    _assert_no_overlap("index_put_", self, values, *[i for i in indices if i is not None])
-    if _overlaps(self, v):
+    assert_no_overlap("index_put_", self, values, *[i for i in indices if i is not None])
+    if overlaps(self, v):
         v = v.clone()
     _C.index_scatter(
         _desc_as(view, shape, dstr), desc(v), None, args, True, "add" if accumulate else "assign", True, _INDEX_ERR
@@ -436,7 +388,7 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
         return out
     _gather_checks("gather", self, d, index)
     check_out(out, index.shape, self.dtype)
-    _assert_no_overlap("gather", out, self, index)
+    assert_no_overlap("gather", out, self, index)
     # The plan and CPU's out-of-range error are Rust's (kernels::entry::gather,
     # shared with the native path in rust/glue/native.cpp).
     return _run_gather(out, lambda target: _C.gather(desc(target), desc(self), desc(index), d), self, index)
@@ -476,14 +428,14 @@ def _scatter_into(name, self, dim, index, src, value, op, include_self, out):
                     + " (foo)"
                 )
     check_out(out, self.shape, self.dtype)
-    _assert_no_overlap(name, out, index, src)
-    if src is not None and _overlaps(out, src):
+    assert_no_overlap(name, out, index, src)
+    if src is not None and overlaps(out, src):
         src = src.clone()
     if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
         out.copy_(self)
     if index.numel() == 0:
         return out
-    if _overlaps(out, index):
+    if overlaps(out, index):
         index = index.clone()
         i = _as1d(index)
     o = _as1d(out)
@@ -588,8 +540,8 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
                 f"self.shape = {list(self.shape)} source.shape = {list(source.shape)} (foo)"
             )
     check_out(out, self.shape, self.dtype)
-    _assert_no_overlap("index_add/index_copy", out, index, source)
-    if _overlaps(out, source) or _overlaps(out, index):
+    assert_no_overlap("index_add/index_copy", out, index, source)
+    if overlaps(out, source) or overlaps(out, index):
         source, index = source.clone(), index.clone()
         src1 = _as1d(source)
     if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
@@ -630,7 +582,7 @@ def _index_fill(self, dim, index, value):
         raise IndexError("index_fill_(): Expected dtype int64 for index. (foo)")
     if index.dim() > 1:
         raise RuntimeError("Index has to be a vector/scalar (foo)")
-    _assert_no_overlap("index_fill_", self, index)
+    assert_no_overlap("index_fill_", self, index)
     o = _as1d(self)
     shape = list(o.shape)
     shape[d] = index.numel()
@@ -853,7 +805,7 @@ def _tri_out(name, upper, self, diagonal, out):
         raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions (foo)")
     check_out(out, self.shape, self.dtype)
     same = out.data_ptr() == self.data_ptr() and out.stride() == self.stride()
-    if not same and _overlaps(out, self):
+    if not same and overlaps(out, self):
         return _run_gather(out, lambda t: _C.tri(desc(t), desc(self), diagonal, upper), self)
     _C.tri(desc(out), desc(self), diagonal, upper)
     return out
@@ -1055,8 +1007,8 @@ def index_copy_out(self, dim, index, source, *, out):
                 f"{s1.shape[k]} at dimension {k} and source slice shape: {src1.shape[k]} at dimension {k}. (foo)"
             )
     check_out(out, self.shape, self.dtype)
-    _assert_no_overlap("index_add/index_copy", out, index, source)
-    if _overlaps(out, source) or _overlaps(out, index):
+    assert_no_overlap("index_add/index_copy", out, index, source)
+    if overlaps(out, source) or overlaps(out, index):
         source, index = source.clone(), index.clone()
         src1 = _as1d(source)
     if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
@@ -1133,13 +1085,13 @@ def put_(self, index, source, accumulate=False):
         )
     if self.numel() == 0 and index.numel() > 0:
         raise IndexError("put_(): Tried to put elements into an empty tensor (foo)")
-    _assert_no_overlap("put_", self, index, source)
+    assert_no_overlap("put_", self, index, source)
     if index.numel() == 0:
         return self
     flat = self.reshape(-1) if self.is_contiguous() else None
     target = flat if flat is not None else self.contiguous().reshape(-1)
     src, idx = _flat(source), _flat(index)
-    if _overlaps(target, src):
+    if overlaps(target, src):
         src = src.clone()
     n = idx.numel()
     _C.index_scatter(
@@ -1179,7 +1131,7 @@ def masked_scatter_(self, mask, source):
     src = _flat(source).narrow(0, 0, count)
     if self.dim() == 0:
         return self.copy_(src.view(()))
-    index_put_impl_(self, [nz.select(1, j) for j in range(self.dim())], src.clone() if _overlaps(self, src) else src)
+    index_put_impl_(self, [nz.select(1, j) for j in range(self.dim())], src.clone() if overlaps(self, src) else src)
     return self
 
 
@@ -1258,7 +1210,7 @@ def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out
         # CPU: the index_fill_ / 1-d paths have no Bool kernel
         raise NotImplementedError("\"index_func_\" not implemented for 'Bool' (foo)")
     check_out(out, self.shape, self.dtype)
-    _assert_no_overlap("index_reduce", out, index, source)
+    assert_no_overlap("index_reduce", out, index, source)
     if out is not self and not (out.data_ptr() == self.data_ptr() and out.stride() == self.stride()):
         out.copy_(self)
     if n == 0:

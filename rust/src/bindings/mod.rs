@@ -193,6 +193,17 @@ fn stream(blocks: u64, device: Option<i64>, state: Option<(u64, u64)>) -> PyResu
     })
 }
 
+/// The element types foo holds, in code order: (foo dtype code, name as in
+/// `torch.<name>`, c10 `ScalarType` value), from rust/src/dtype.rs, the one
+/// table of them (foo_rs._dtypes builds its `torch.dtype` map from this).
+#[pyfunction]
+fn dtype_table() -> Vec<(u8, &'static str, i32)> {
+    DType::ALL
+        .iter()
+        .map(|&d| (d as u8, d.name(), d.c10()))
+        .collect()
+}
+
 /// Whether this process is a child forked after foo_rs was loaded.
 #[pyfunction]
 fn in_bad_fork() -> bool {
@@ -208,6 +219,7 @@ fn foo_rs_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::fork::install();
     m.add("BUILT_TORCH_VERSION", env!("FOO_RS_BUILT_TORCH"))?;
     m.add_function(wrap_pyfunction!(in_bad_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(dtype_table, m)?)?;
     m.add_function(wrap_pyfunction!(fast_ops, m)?)?;
     m.add_function(wrap_pyfunction!(register_fast, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
