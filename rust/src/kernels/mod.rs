@@ -181,23 +181,36 @@ impl Strided {
 
     /// Byte range `[lo, hi)` the view's elements occupy (empty, at `ptr`,
     /// for no elements). The one extent rule every overlap check uses.
+    ///
+    /// # Panics
+    /// If the extent overflows the address space: a view built from a live
+    /// tensor never does ([`Strided::try_byte_range`] is the check for views
+    /// from outside).
     pub fn byte_range(&self) -> (usize, usize) {
+        self.try_byte_range()
+            .expect("foo: a view's extent overflows the address space")
+    }
+
+    /// [`Strided::byte_range`], or `None` if the extent (or the view's
+    /// sizes, strides or address) overflows the address space.
+    pub fn try_byte_range(&self) -> Option<(usize, usize)> {
         let p = self.ptr as usize;
-        if self.numel() == 0 {
-            return (p, p);
+        if self.sizes.contains(&0) {
+            return Some((p, p));
         }
         let (mut lo, mut hi) = (0isize, 0isize);
         for (&n, &st) in self.sizes.iter().zip(&self.strides) {
-            let span = (n as isize - 1) * st;
+            let span = (isize::try_from(n).ok()? - 1).checked_mul(st)?;
             if span < 0 {
-                lo += span;
+                lo = lo.checked_add(span)?;
             } else {
-                hi += span;
+                hi = hi.checked_add(span)?;
             }
         }
         let es = self.dtype.size() as isize;
-        let p = p as isize;
-        ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
+        let lo = p.checked_add_signed(lo.checked_mul(es)?)?;
+        let hi = p.checked_add_signed(hi.checked_add(1)?.checked_mul(es)?)?;
+        Some((lo, hi))
     }
 
     /// Whether the byte ranges of two non-empty views intersect.
