@@ -198,6 +198,12 @@ impl From<AllocErr> for PyErr {
     }
 }
 
+/// Stream and event errors (rust/src/stream.rs) as Python exceptions:
+/// RuntimeError, as torch.cuda's.
+pub(crate) fn stream_err(e: crate::stream::StreamError) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
 /// Resolves an optional device index (None: the current device).
 pub(crate) fn device_index(device: Option<i64>) -> PyResult<usize> {
     match device {

@@ -288,6 +288,14 @@ pub enum KernelError {
     UnsupportedDtype { op: &'static str, dtype: DType },
     /// Any other invalid argument, with a message naming the op.
     InvalidArgument(String),
+    /// Index operand `arg` holds `value`, outside its dimension (callers
+    /// word it as CPU does for their op; unworded it is IndexError).
+    IndexOutOfRange { arg: usize, value: i64 },
+    /// An argument whose value the op does not know (an unknown reduction
+    /// or loss name, a dtype code): ValueError.
+    InvalidValue(String),
+    /// An argument of a type the op does not take: TypeError.
+    InvalidType(String),
 }
 
 impl fmt::Display for KernelError {
@@ -298,6 +306,13 @@ impl fmt::Display for KernelError {
                 write!(f, "\"{op}\" not implemented for '{}' on foo", dtype.name())
             }
             KernelError::InvalidArgument(m) => write!(f, "{m}"),
+            KernelError::IndexOutOfRange { arg, value } => {
+                write!(
+                    f,
+                    "foo: index {value} is out of range (index operand {arg})"
+                )
+            }
+            KernelError::InvalidValue(m) | KernelError::InvalidType(m) => write!(f, "{m}"),
         }
     }
 }
@@ -320,13 +335,17 @@ impl KernelError {
     /// An unsupported dtype is NotImplementedError (what CPU's dispatch
     /// macros raise: "... not implemented for 'Bool'"); with `index_errors`
     /// (kernels whose invalid arguments are bad indices: loss targets,
-    /// gather indices) an invalid argument is IndexError, as on CPU;
-    /// everything else RuntimeError.
+    /// gather indices) an invalid argument is IndexError, as on CPU; an
+    /// index out of range no caller worded is IndexError, an invalid value
+    /// ValueError, an invalid type TypeError; everything else RuntimeError.
     pub fn kind(&self, index_errors: bool) -> ErrorKind {
         match self {
             KernelError::UnsupportedDtype { .. } => ErrorKind::NotImplemented,
             KernelError::InvalidArgument(_) if index_errors => ErrorKind::Index,
-            _ => ErrorKind::Runtime,
+            KernelError::IndexOutOfRange { .. } => ErrorKind::Index,
+            KernelError::InvalidValue(_) => ErrorKind::Value,
+            KernelError::InvalidType(_) => ErrorKind::Type,
+            KernelError::ShapeMismatch(_) | KernelError::InvalidArgument(_) => ErrorKind::Runtime,
         }
     }
 }
