@@ -60,19 +60,19 @@ int32_t foo_rs_set_device(int32_t device);
 void* foo_rs_alloc(int32_t device, size_t nbytes, char* err, size_t err_len);
 void foo_rs_free(void* ptr);
 int32_t foo_rs_device_of_ptr(const void* ptr);
-void foo_rs_empty_cache(int32_t device);
+int32_t foo_rs_empty_cache(int32_t device);
 int64_t foo_rs_stat(int32_t device, const char* key);
-void foo_rs_reset_peak_stats(int32_t device);
-void foo_rs_reset_accumulated_stats(int32_t device);
-void foo_rs_mem_get_info(int32_t device, size_t* free_bytes, size_t* total_bytes);
+int32_t foo_rs_reset_peak_stats(int32_t device);
+int32_t foo_rs_reset_accumulated_stats(int32_t device);
+int32_t foo_rs_mem_get_info(int32_t device, size_t* free_bytes, size_t* total_bytes);
 uint64_t foo_rs_gen_new(int32_t device);
 uint64_t foo_rs_gen_default(int32_t device);
 uint64_t foo_rs_gen_clone(uint64_t id);
 void foo_rs_gen_release(uint64_t id);
 uint64_t foo_rs_gen_seed(uint64_t id);
 uint64_t foo_rs_gen_offset(uint64_t id);
-void foo_rs_gen_set_seed(uint64_t id, uint64_t seed);
-void foo_rs_gen_set_offset(uint64_t id, uint64_t offset);
+int32_t foo_rs_gen_set_seed(uint64_t id, uint64_t seed);
+int32_t foo_rs_gen_set_offset(uint64_t id, uint64_t offset);
 uint64_t foo_rs_gen_random_seed();
 int64_t foo_rs_stream_current(int32_t device);
 int64_t foo_rs_stream_exchange(int32_t device, int64_t id, char* err, size_t err_len);
@@ -88,6 +88,7 @@ uint64_t foo_rs_now_ns();
 void* foo_rs_host_alloc(size_t nbytes, char* err, size_t err_len);
 void foo_rs_host_free(void* ptr);
 int32_t foo_rs_host_is_pinned(const void* ptr);
+int32_t foo_rs_take_panic(char* buf, size_t len);
 // rust/src/native.rs: the foo dtype code of a c10 ScalarType, or -1, and
 // the names of the dtypes foo holds.
 int32_t foo_rs_dtype_code(int32_t scalar_type);
@@ -100,8 +101,35 @@ namespace {
 
 constexpr c10::DeviceType kFoo = c10::DeviceType::PrivateUse1;
 
+// Every foo_rs_* entry point catches panics and returns its documented
+// failure value (rust/src/ffi.rs). Where that value can also be an ordinary
+// answer (an id, a seed, a count), `checked` asks Rust whether a panic
+// caused it and raises its message as a c10 error. Deleters, destructors and
+// noexcept overrides cannot raise: Rust reports their panics on stderr.
+void check_panic() {
+  char msg[512] = {0};
+  TORCH_CHECK(foo_rs_take_panic(msg, sizeof(msg)) == 0, msg);
+}
+
+template <typename T, typename F>
+T checked(T value, F failure) {
+  if (value == static_cast<T>(failure)) check_panic();
+  return value;
+}
+
+// Status-returning entries (0 on success, -1 only after a panic).
+void check_status(int32_t status) {
+  if (status != 0) check_panic();
+}
+
+int32_t device_count() { return checked(foo_rs_device_count(), -1); }
+
+c10::DeviceIndex current_device() {
+  return static_cast<c10::DeviceIndex>(checked(foo_rs_current_device(), -1));
+}
+
 c10::DeviceIndex checked_index(c10::DeviceIndex index) {
-  const auto count = foo_rs_device_count();
+  const auto count = device_count();
   TORCH_CHECK(
       index >= 0 && index < count,
       "Invalid foo device index ", static_cast<int>(index), ": there are ",
@@ -121,10 +149,12 @@ void delete_block(void* ptr) { foo_rs_free(ptr); }
 struct FooAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     TORCH_CHECK(!foo_rs_in_bad_fork(), foo_rs_bad_fork_message());
-    const auto device = static_cast<c10::DeviceIndex>(foo_rs_current_device());
+    const auto device = current_device();
     char err[512] = {0};
     void* ptr = foo_rs_alloc(device, nbytes, err, sizeof(err));
-    if (ptr == nullptr && nbytes != 0) {
+    // Null with no message is a zero-byte block; a panic's message is an internal error.
+    if (ptr == nullptr && (nbytes != 0 || err[0] != 0)) {
+      check_panic();
       TORCH_CHECK_WITH(OutOfMemoryError, false, err);
     }
     return {ptr, ptr, &delete_block, c10::Device(kFoo, device)};
@@ -139,7 +169,7 @@ struct FooAllocator final : c10::DeviceAllocator {
 
   bool initialized() override { return true; }
 
-  void emptyCache(c10::MempoolId_t /*mempool_id*/) override { foo_rs_empty_cache(-1); }
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override { check_status(foo_rs_empty_cache(-1)); }
 
   // Tensor.record_stream: CUDA's allocator would hold the block until the
   // stream's pending work is done. foo's kernels run synchronously, so every
@@ -149,7 +179,7 @@ struct FooAllocator final : c10::DeviceAllocator {
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
     TORCH_CHECK(stream.device_type() == kFoo, "record_stream: expected a foo stream, got ", stream);
     if (ptr.get() == nullptr) return;
-    const auto d = foo_rs_device_of_ptr(ptr.get());
+    const auto d = checked(foo_rs_device_of_ptr(ptr.get()), -1);
     TORCH_CHECK(d >= 0, "record_stream: pointer ", ptr.get(), " was not allocated on any foo device");
     TORCH_CHECK(
         d == stream.device_index(), "record_stream: the tensor is on foo:", d, " but the stream is on foo:",
@@ -162,6 +192,8 @@ struct FooAllocator final : c10::DeviceAllocator {
     TORCH_CHECK(foo_rs_stream_check(stream.device_index(), stream.id(), err, sizeof(err)) == 1, err);
   }
 
+  static int64_t stat(int32_t device, const char* key) { return checked(foo_rs_stat(device, key), int64_t{-1}); }
+
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     const int32_t d = checked_index(device);
     c10::CachingDeviceAllocator::DeviceStats stats;
@@ -169,10 +201,10 @@ struct FooAllocator final : c10::DeviceAllocator {
     auto fill = [&](c10::CachingAllocator::StatArray& arr, const std::string& name) {
       for (int p = 0; p < 3; ++p) {
         const std::string base = name + "." + pools[p] + ".";
-        arr[p].current = foo_rs_stat(d, (base + "current").c_str());
-        arr[p].peak = foo_rs_stat(d, (base + "peak").c_str());
-        arr[p].allocated = foo_rs_stat(d, (base + "allocated").c_str());
-        arr[p].freed = foo_rs_stat(d, (base + "freed").c_str());
+        arr[p].current = stat(d, (base + "current").c_str());
+        arr[p].peak = stat(d, (base + "peak").c_str());
+        arr[p].allocated = stat(d, (base + "allocated").c_str());
+        arr[p].freed = stat(d, (base + "freed").c_str());
       }
     };
     fill(stats.allocation, "allocation");
@@ -184,25 +216,25 @@ struct FooAllocator final : c10::DeviceAllocator {
     fill(stats.active_bytes, "active_bytes");
     fill(stats.inactive_split_bytes, "inactive_split_bytes");
     fill(stats.requested_bytes, "requested_bytes");
-    stats.num_alloc_retries = foo_rs_stat(d, "num_alloc_retries");
-    stats.num_ooms = foo_rs_stat(d, "num_ooms");
-    stats.num_device_alloc = foo_rs_stat(d, "num_device_alloc");
-    stats.num_device_free = foo_rs_stat(d, "num_device_free");
-    stats.max_split_size = foo_rs_stat(d, "max_split_size");
+    stats.num_alloc_retries = stat(d, "num_alloc_retries");
+    stats.num_ooms = stat(d, "num_ooms");
+    stats.num_device_alloc = stat(d, "num_device_alloc");
+    stats.num_device_free = stat(d, "num_device_free");
+    stats.max_split_size = stat(d, "max_split_size");
     return stats;
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override {
-    foo_rs_reset_accumulated_stats(checked_index(device));
+    check_status(foo_rs_reset_accumulated_stats(checked_index(device)));
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
-    foo_rs_reset_peak_stats(checked_index(device));
+    check_status(foo_rs_reset_peak_stats(checked_index(device)));
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     size_t free_bytes = 0, total_bytes = 0;
-    foo_rs_mem_get_info(checked_index(device), &free_bytes, &total_bytes);
+    check_status(foo_rs_mem_get_info(checked_index(device), &free_bytes, &total_bytes));
     return {free_bytes, total_bytes};
   }
 };
@@ -224,13 +256,11 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return old;
   }
 
-  c10::Device getDevice() const override {
-    return c10::Device(kFoo, static_cast<c10::DeviceIndex>(foo_rs_current_device()));
-  }
+  c10::Device getDevice() const override { return c10::Device(kFoo, current_device()); }
 
   void setDevice(c10::Device d) const override {
     TORCH_INTERNAL_ASSERT(d.type() == kFoo);
-    foo_rs_set_device(checked_index(d.index()));
+    check_status(foo_rs_set_device(checked_index(d.index())));
   }
 
   void uncheckedSetDevice(c10::Device d) const noexcept override {
@@ -243,8 +273,7 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
   // stream has completed when its call returns: queries are true, waits and
   // synchronizations return at once, and an event completes when recorded.
   static c10::Device resolve(c10::Device d) {
-    return c10::Device(kFoo, d.has_index() ? checked_index(d.index())
-                                           : static_cast<c10::DeviceIndex>(foo_rs_current_device()));
+    return c10::Device(kFoo, d.has_index() ? checked_index(d.index()) : current_device());
   }
 
   static c10::Stream make_stream(c10::Device d, int64_t id) {
@@ -253,7 +282,7 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override {
     const auto dev = resolve(d);
-    return make_stream(dev, foo_rs_stream_current(dev.index()));
+    return make_stream(dev, checked(foo_rs_stream_current(dev.index()), int64_t{-1}));
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(resolve(d), 0); }
@@ -312,7 +341,7 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
   bool queryEvent(void* event) const override {
     if (event == nullptr) return true;
-    TORCH_CHECK(foo_rs_event_recorded(reinterpret_cast<uint64_t>(event)) >= 0, "foo: unknown event");
+    TORCH_CHECK(checked(foo_rs_event_recorded(reinterpret_cast<uint64_t>(event)), -1) >= 0, "foo: unknown event");
     return true;
   }
 
@@ -336,7 +365,8 @@ struct FooGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
-    return static_cast<c10::DeviceIndex>(foo_rs_device_count());
+    // noexcept: a panic (-1, reported on stderr by Rust) counts as no devices.
+    return static_cast<c10::DeviceIndex>(std::max(0, foo_rs_device_count()));
   }
 
 #if __has_include(<c10/core/DeviceCapability.h>)
@@ -378,13 +408,13 @@ struct FooGeneratorImpl final : c10::GeneratorImpl {
     if (owned_) foo_rs_gen_release(id_);
   }
 
-  void set_current_seed(uint64_t seed) override { foo_rs_gen_set_seed(id_, seed); }
-  void set_offset(uint64_t offset) override { foo_rs_gen_set_offset(id_, offset); }
-  uint64_t get_offset() const override { return foo_rs_gen_offset(id_); }
-  uint64_t current_seed() const override { return foo_rs_gen_seed(id_); }
+  void set_current_seed(uint64_t seed) override { check_status(foo_rs_gen_set_seed(id_, seed)); }
+  void set_offset(uint64_t offset) override { check_status(foo_rs_gen_set_offset(id_, offset)); }
+  uint64_t get_offset() const override { return checked(foo_rs_gen_offset(id_), uint64_t{0}); }
+  uint64_t current_seed() const override { return checked(foo_rs_gen_seed(id_), uint64_t{0}); }
 
   uint64_t seed() override {
-    const uint64_t s = foo_rs_gen_random_seed();
+    const uint64_t s = checked(foo_rs_gen_random_seed(), uint64_t{0});
     set_current_seed(s);
     return s;
   }
@@ -413,7 +443,7 @@ struct FooGeneratorImpl final : c10::GeneratorImpl {
 
  private:
   FooGeneratorImpl* clone_impl() const override {
-    return new FooGeneratorImpl(device().index(), foo_rs_gen_clone(id_), true);
+    return new FooGeneratorImpl(device().index(), checked(foo_rs_gen_clone(id_), UINT64_MAX), true);
   }
 
   uint64_t id_;
@@ -430,7 +460,8 @@ struct FooHostAllocator final : c10::Allocator {
     TORCH_CHECK(!foo_rs_in_bad_fork(), foo_rs_bad_fork_message());
     char err[512] = {0};
     void* ptr = foo_rs_host_alloc(nbytes, err, sizeof(err));
-    if (ptr == nullptr && nbytes != 0) {
+    if (ptr == nullptr && (nbytes != 0 || err[0] != 0)) {
+      check_panic();
       TORCH_CHECK_WITH(OutOfMemoryError, false, err);
     }
     return {ptr, ptr, &delete_host_block, c10::Device(c10::DeviceType::CPU)};
@@ -455,9 +486,9 @@ FooHostAllocator g_host_allocator;
 struct FooProfilerStubs final : torch::profiler::impl::ProfilerStubs {
   void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
               int64_t* cpu_ns) const override {
-    if (device != nullptr) *device = static_cast<c10::DeviceIndex>(foo_rs_current_device());
+    if (device != nullptr) *device = current_device();
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
-    auto* stamp = new uint64_t(foo_rs_now_ns());
+    auto* stamp = new uint64_t(checked(foo_rs_now_ns(), uint64_t{0}));
     *event = std::shared_ptr<void>(stamp, [](void* p) { delete static_cast<uint64_t*>(p); });
   }
 
@@ -476,7 +507,7 @@ struct FooProfilerStubs final : torch::profiler::impl::ProfilerStubs {
   bool enabled() const override { return true; }
 
   void onEachDevice(std::function<void(int)> op) const override {
-    const auto n = foo_rs_device_count();
+    const auto n = device_count();
     for (int32_t i = 0; i < n; ++i) {
       c10::DeviceGuard guard(c10::Device(kFoo, static_cast<c10::DeviceIndex>(i)));
       op(i);
@@ -551,6 +582,9 @@ bool is_foo_value(const c10::IValue& v) {
 void emit(const OpFrame& f, int64_t end_ns) {
   if (end_ns <= f.segment_start) return;
   std::lock_guard<std::mutex> lock(g_prof_mutex);
+  // A profiler observer must not raise (it may run in RecordFunction's
+  // destructor): a panic's -1 is recorded as the stream (Rust's panic hook
+  // has printed the message).
   g_prof_records.push_back({f.name, f.segment_start, end_ns, f.device,
                             foo_rs_stream_current(f.device), f.correlation,
                             static_cast<int32_t>(at::RecordFunction::currentThreadId())});
@@ -571,7 +605,7 @@ std::unique_ptr<at::ObserverContext> on_op_enter(const at::RecordFunction& fn) {
   const int64_t now = c10::getTime();
   if (frame->foo) {
     frame->name = std::string(fn.name()) + " (foo)";  // a kernel row apart from the CPU op's
-    frame->device = foo_rs_current_device();
+    frame->device = foo_rs_current_device();  // not raising in an observer (see emit)
     frame->segment_start = now;
   }
   // The enclosing foo op's work stops here; its next segment starts when this op ends.
@@ -724,19 +758,15 @@ class FooActivityProfiler final : public libkineto::IActivityProfiler {
 
 struct FooHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return foo_rs_device_count() > 0; }
+  bool isAvailable() const override { return device_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex /*device_index*/) const override { return true; }
   void init() const override {}
 
-  c10::DeviceIndex deviceCount() const override {
-    return static_cast<c10::DeviceIndex>(foo_rs_device_count());
-  }
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(device_count()); }
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    foo_rs_set_device(checked_index(device));
+    check_status(foo_rs_set_device(checked_index(device)));
   }
-  c10::DeviceIndex getCurrentDevice() const override {
-    return static_cast<c10::DeviceIndex>(foo_rs_current_device());
-  }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
     auto old = getCurrentDevice();
     setCurrentDevice(device);
@@ -750,10 +780,10 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
     static std::once_flag once;
     static std::vector<at::Generator> defaults;
     std::call_once(once, [] {
-      const auto n = foo_rs_device_count();
+      const auto n = device_count();
       for (int32_t i = 0; i < n; ++i) {
         defaults.emplace_back(c10::make_intrusive<FooGeneratorImpl>(
-            static_cast<c10::DeviceIndex>(i), foo_rs_gen_default(i), false));
+            static_cast<c10::DeviceIndex>(i), checked(foo_rs_gen_default(i), UINT64_MAX), false));
       }
     });
     const auto idx = device_index < 0 ? getCurrentDevice() : checked_index(device_index);
@@ -762,16 +792,16 @@ struct FooHooks final : at::PrivateUse1HooksInterface {
 
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
     const auto idx = device_index < 0 ? getCurrentDevice() : checked_index(device_index);
-    return at::Generator(c10::make_intrusive<FooGeneratorImpl>(idx, foo_rs_gen_new(idx), true));
+    return at::Generator(c10::make_intrusive<FooGeneratorImpl>(idx, checked(foo_rs_gen_new(idx), UINT64_MAX), true));
   }
 
   at::Device getDeviceFromPtr(void* data) const override {
-    const auto d = foo_rs_device_of_ptr(data);
+    const auto d = checked(foo_rs_device_of_ptr(data), -1);
     TORCH_CHECK(d >= 0, "pointer ", data, " was not allocated on any foo device");
     return c10::Device(kFoo, static_cast<c10::DeviceIndex>(d));
   }
 
-  bool isPinnedPtr(const void* data) const override { return foo_rs_host_is_pinned(data) != 0; }
+  bool isPinnedPtr(const void* data) const override { return checked(foo_rs_host_is_pinned(data), 0) != 0; }
 
   c10::Allocator* getPinnedMemoryAllocator() const override { return &g_host_allocator; }
 
@@ -807,8 +837,8 @@ at::Tensor view_as_complex(const at::Tensor& self) {
 }
 
 c10::Device foo_device(std::optional<c10::Device> device) {
-  if (!device.has_value()) return c10::Device(kFoo, foo_rs_current_device());
-  if (!device->has_index()) return c10::Device(kFoo, foo_rs_current_device());
+  if (!device.has_value()) return c10::Device(kFoo, current_device());
+  if (!device->has_index()) return c10::Device(kFoo, current_device());
   return c10::Device(kFoo, checked_index(device->index()));
 }
 

@@ -9,7 +9,8 @@ use std::sync::Once;
 static BAD_FORK: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn in_child() {
-    BAD_FORK.store(true, Ordering::SeqCst);
+    // The panic barrier of every entry point, though a store cannot panic.
+    let _ = crate::ffi::catch_panic(|| BAD_FORK.store(true, Ordering::SeqCst));
 }
 
 /// Registers the fork handler (once per process).

@@ -64,10 +64,11 @@ pub struct FooStatus {
     pub msg: [c_char; 512],
 }
 
-/// The foo dtype code of a c10 `ScalarType`, or -1 if foo cannot hold it.
+/// The foo dtype code of a c10 `ScalarType`, or -1 if foo cannot hold it
+/// (or after a panic: the type is then treated as one foo cannot hold).
 #[no_mangle]
 pub extern "C" fn foo_rs_dtype_code(scalar_type: i32) -> i32 {
-    DType::from_c10(scalar_type).map_or(-1, |d| d as i32)
+    crate::ffi::catch_panic(|| DType::from_c10(scalar_type).map_or(-1, |d| d as i32)).unwrap_or(-1)
 }
 
 /// The names of the dtypes foo holds, in code order, comma-separated
@@ -173,22 +174,20 @@ fn report(st: *mut FooStatus, kind: ErrorKind, msg: &str) -> i32 {
     ERROR
 }
 
-/// Runs one native-path call: bad-fork check, panic barrier, status code.
+/// Runs one native-path call: bad-fork check, panic barrier (the one of
+/// every entry point, [`crate::ffi::catch_panic`]; the panic's message goes
+/// to the status), status code.
 fn run(st: *mut FooStatus, index_errors: bool, f: impl FnOnce() -> Result<(), KernelError>) -> i32 {
     // A child forked after foo initialised refuses like every other entry
     // point (in-place ops never allocate, so the allocator's check is not enough).
     if crate::fork::in_bad_fork() {
         return report(st, ErrorKind::Runtime, crate::fork::BAD_FORK_MESSAGE);
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    match crate::ffi::catch_panic(f) {
         Ok(Ok(())) => OK,
         Ok(Err(KernelError::UnsupportedDtype { .. })) => SLOW,
         Ok(Err(e)) => report(st, e.kind(index_errors), &e.to_string()),
-        Err(_) => report(
-            st,
-            ErrorKind::Runtime,
-            "foo: internal error (panic) in a kernel",
-        ),
+        Err(msg) => report(st, ErrorKind::Runtime, &msg),
     }
 }
 

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 /// Streams per priority in each device's pool (as CUDA's 32).
@@ -97,6 +97,14 @@ struct Registry {
     cursors: Vec<(AtomicUsize, AtomicUsize)>,
 }
 
+/// Locks one of this file's tables. Every critical section is one map
+/// operation, which leaves the map whole even if it panics, so a poisoned
+/// lock still guards valid state (and panicking here would only turn one
+/// failure into a failure of every later stream call).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn registry() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| {
@@ -118,7 +126,7 @@ pub fn priority(device: i64, stream: i64) -> Result<i32, StreamError> {
         DEFAULT_STREAM => Ok(PRIORITY_LOW),
         s if (1..=POOL_SIZE).contains(&s) => Ok(PRIORITY_LOW),
         s if (POOL_SIZE + 1..=2 * POOL_SIZE).contains(&s) => Ok(PRIORITY_HIGH),
-        s => registry().created.lock().unwrap()[d]
+        s => lock(&registry().created)[d]
             .get(&s)
             .copied()
             .ok_or(StreamError::UnknownStream { device, stream }),
@@ -135,7 +143,7 @@ pub fn exists(device: i64, stream: i64) -> bool {
 pub fn new_stream(device: i64, priority: i32) -> Result<i64, StreamError> {
     let d = check_device(device)?;
     let id = registry().next_id.fetch_add(1, Ordering::Relaxed);
-    registry().created.lock().unwrap()[d].insert(id, clamp_priority(priority));
+    lock(&registry().created)[d].insert(id, clamp_priority(priority));
     Ok(id)
 }
 
@@ -203,7 +211,7 @@ static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
 pub fn event_create(device: i64, timing: bool) -> Result<u64, StreamError> {
     check_device(device)?;
     let id = NEXT_EVENT.fetch_add(1, Ordering::Relaxed);
-    events().lock().unwrap().insert(
+    lock(events()).insert(
         id,
         Event {
             device,
@@ -216,12 +224,12 @@ pub fn event_create(device: i64, timing: bool) -> Result<u64, StreamError> {
 
 /// Forgets an event (unknown ids are ignored: c10 destroys events once).
 pub fn event_destroy(event: u64) {
-    events().lock().unwrap().remove(&event);
+    lock(events()).remove(&event);
 }
 
 /// Events alive (created and not destroyed).
 pub fn live_events() -> usize {
-    events().lock().unwrap().len()
+    lock(events()).len()
 }
 
 /// Records `event` on `stream`: all work submitted to the stream so far has
@@ -232,7 +240,7 @@ pub fn event_record(event: u64, device: i64, stream: i64) -> Result<(), StreamEr
         check_device(device)?;
         return Err(StreamError::UnknownStream { device, stream });
     }
-    let mut map = events().lock().unwrap();
+    let mut map = lock(events());
     let e = map
         .get_mut(&event)
         .ok_or(StreamError::UnknownEvent { event })?;
@@ -248,9 +256,7 @@ pub fn event_record(event: u64, device: i64, stream: i64) -> Result<(), StreamEr
 
 /// Whether `event` was ever recorded (and so, complete).
 pub fn event_recorded(event: u64) -> Result<bool, StreamError> {
-    events()
-        .lock()
-        .unwrap()
+    lock(events())
         .get(&event)
         .map(|e| e.recorded.is_some())
         .ok_or(StreamError::UnknownEvent { event })
@@ -259,7 +265,7 @@ pub fn event_recorded(event: u64) -> Result<bool, StreamError> {
 /// Milliseconds between the records of `start` and `end` (as CUDA's
 /// `cudaEventElapsedTime`; negative if `end` was recorded first).
 pub fn elapsed_ms(start: u64, end: u64) -> Result<f64, StreamError> {
-    let map = events().lock().unwrap();
+    let map = lock(events());
     let a = map
         .get(&start)
         .ok_or(StreamError::UnknownEvent { event: start })?;

@@ -127,6 +127,8 @@ impl Block {
 struct Segment {
     size: usize,
     pool: Pool,
+    /// The block at the segment's base (the head of its block list).
+    head: BlockId,
 }
 
 /// Key of a free block in its pool: ordered by size, then address, so the
@@ -302,6 +304,33 @@ impl DeviceAllocator {
             .is_some_and(|(&base, seg)| addr < base + seg.size)
     }
 
+    /// The allocation holding byte `addr`: `[start, start + n)` of the live
+    /// block containing it, `n` the bytes its caller asked for (not the
+    /// rounding or colouring gap after them). `None` for an address in no
+    /// segment, in a cached block, or past its allocation's bytes.
+    ///
+    /// A range query on the segments, then a walk of that segment's blocks
+    /// (a few in the large pool; in the small pool at most 4096, and as many
+    /// as are split off): for checks on the Python kernels' path, not the
+    /// C++ fast lane.
+    pub fn allocation_at(&self, addr: usize) -> Option<std::ops::Range<usize>> {
+        let s = self.lock();
+        let (&base, seg) = s.segments.range(..=addr).next_back()?;
+        if addr >= base + seg.size {
+            return None;
+        }
+        let mut cur = seg.head;
+        while cur != NIL {
+            let b = &s.blocks[cur as usize];
+            if addr < b.addr + b.size {
+                let end = b.addr + b.requested;
+                return (b.allocated && addr < end).then_some(b.addr..end);
+            }
+            cur = b.next;
+        }
+        None
+    }
+
     /// Number of blocks handed out and not yet freed.
     pub fn live_blocks(&self) -> usize {
         self.lock().live.len()
@@ -465,7 +494,14 @@ impl State {
             pool,
             allocated: false,
         });
-        self.segments.insert(addr, Segment { size, pool });
+        self.segments.insert(
+            addr,
+            Segment {
+                size,
+                pool,
+                head: id,
+            },
+        );
         self.free[pool as usize].insert(self.key(id));
         self.stats.segment.increase(pool, 1);
         self.stats.reserved_bytes.increase(pool, size as i64);
@@ -568,6 +604,8 @@ impl State {
             d.prev = s.prev;
             if s.prev != NIL {
                 self.blocks[s.prev as usize].next = dst;
+            } else if let Some(seg) = self.segments.get_mut(&s.addr) {
+                seg.head = dst; // `src` was the segment's first block
             }
         } else {
             debug_assert_eq!(d.next, src);
@@ -627,6 +665,7 @@ impl State {
         for (&base, seg) in &self.segments {
             reserved[seg.pool as usize] += seg.size as i64;
             let id = heads[&base];
+            assert_eq!(seg.head, id, "the segment knows its head block");
             let (mut cur, mut addr, mut prev_free) = (id, base, false);
             while cur != NIL {
                 let b = &self.blocks[cur as usize];

@@ -13,7 +13,7 @@
 use super::os;
 use super::stats::Stat;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Smallest block the host allocator hands out (one page).
 pub const MIN_HOST_BLOCK: usize = 4096;
@@ -50,6 +50,14 @@ pub fn host_block_size(nbytes: usize) -> Option<usize> {
 }
 
 impl HostAllocator {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // As the device allocator's: every critical section updates the maps
+        // and counters with nothing that could panic in between, so a
+        // poisoned lock still guards valid state; and panicking here would
+        // fail every later pinned allocation (and free: c10's deleter).
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A block of at least `nbytes`; null for zero bytes; `None` when the
     /// system refuses (or the size overflows).
     pub fn allocate(&self, nbytes: usize) -> Option<*mut u8> {
@@ -57,7 +65,7 @@ impl HostAllocator {
             return Some(std::ptr::null_mut());
         }
         let size = host_block_size(nbytes).filter(|s| *s <= isize::MAX as usize / 2)?;
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         let addr = match g.cached.get_mut(&size).and_then(Vec::pop) {
             Some(a) => a,
             None => {
@@ -87,7 +95,7 @@ impl HostAllocator {
 
     /// Returns a block to the cache; false if `ptr` is not a live block.
     pub fn free(&self, ptr: *mut u8) -> bool {
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         let addr = ptr as usize;
         let size = match g.blocks.get_mut(&addr) {
             Some(b) if b.in_use => {
@@ -105,7 +113,7 @@ impl HostAllocator {
     /// Whether `ptr` points into a live block.
     pub fn is_pinned(&self, ptr: *const u8) -> bool {
         let addr = ptr as usize;
-        let g = self.inner.lock().unwrap();
+        let g = self.lock();
         g.blocks
             .range(..=addr)
             .next_back()
@@ -128,12 +136,12 @@ impl HostAllocator {
 
     /// Gives every cached block back to the system.
     pub fn empty_cache(&self) {
-        Self::release_cached(&mut self.inner.lock().unwrap());
+        Self::release_cached(&mut self.lock());
     }
 
     /// Statistics with the keys of `torch.cuda.host_memory_stats()`.
     pub fn stats_map(&self) -> Vec<(String, i64)> {
-        let g = self.inner.lock().unwrap();
+        let g = self.lock();
         let mut out = Vec::new();
         for (name, s) in [
             ("allocations", g.allocation),
@@ -153,7 +161,7 @@ impl HostAllocator {
 
     /// Resets the peaks to the current values.
     pub fn reset_peak_stats(&self) {
-        let mut guard = self.inner.lock().unwrap();
+        let mut guard = self.lock();
         let g = &mut *guard;
         for s in [
             &mut g.allocation,
@@ -167,7 +175,7 @@ impl HostAllocator {
 
     /// Resets the allocated/freed sums and the system call counts.
     pub fn reset_accumulated_stats(&self) {
-        let mut guard = self.inner.lock().unwrap();
+        let mut guard = self.lock();
         let g = &mut *guard;
         for s in [
             &mut g.allocation,

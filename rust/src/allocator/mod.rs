@@ -7,7 +7,7 @@
 //! faults (see [`DeviceAllocator`]).
 //!
 //! Public API used by the C++ glue (through `ffi`) and the Python bindings:
-//! [`devices`], [`device`], [`allocate`], [`free`], [`device_of_ptr`], [`DeviceAllocator`],
+//! [`devices`], [`device`], [`allocate`], [`free`], [`device_of_ptr`], [`check_range`], [`DeviceAllocator`],
 //! [`MemoryStats`], [`DeviceStats`], [`AllocError`].
 
 mod config;
@@ -59,6 +59,14 @@ pub enum AllocError {
         /// Bytes asked for.
         requested: usize,
     },
+    /// Bytes `[lo, hi)` that should be foo memory are not inside one live
+    /// foo allocation ([`check_range`]).
+    OutsideAllocation {
+        /// First byte.
+        lo: usize,
+        /// One past the last byte.
+        hi: usize,
+    },
 }
 
 impl fmt::Display for AllocError {
@@ -95,6 +103,11 @@ impl fmt::Display for AllocError {
             AllocError::SizeOverflow { requested } => {
                 write!(f, "foo allocator: a request of {requested} bytes overflows")
             }
+            AllocError::OutsideAllocation { lo, hi } => write!(
+                f,
+                "foo: memory [{lo:#x}, {hi:#x}) is not inside one live foo allocation \
+                 (a pointer or extent outside the tensor's storage)"
+            ),
         }
     }
 }
@@ -158,4 +171,59 @@ pub unsafe fn free(index: usize, ptr: *mut u8) -> Result<(), AllocError> {
 /// The foo device whose memory holds `ptr`, if any.
 pub fn device_of_ptr(ptr: *const u8) -> Option<usize> {
     devices().iter().position(|d| d.owns(ptr))
+}
+
+/// The device whose one live allocation holds every byte of `[lo, hi)`;
+/// an empty range needs no memory (`Ok(None)`). Anything else, a range
+/// reaching past its allocation's end or across two, is
+/// [`AllocError::OutsideAllocation`].
+pub fn check_range(lo: usize, hi: usize) -> Result<Option<usize>, AllocError> {
+    if hi <= lo {
+        return Ok(None);
+    }
+    for d in devices() {
+        if let Some(a) = d.allocation_at(lo) {
+            return if hi <= a.end {
+                Ok(Some(d.index()))
+            } else {
+                Err(AllocError::OutsideAllocation { lo, hi })
+            };
+        }
+    }
+    Err(AllocError::OutsideAllocation { lo, hi })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_range_accepts_only_bytes_of_one_live_allocation() {
+        let p = allocate(0, 1000).unwrap() as usize;
+        let q = allocate(0, 512).unwrap() as usize;
+        assert_eq!(check_range(p, p + 1000), Ok(Some(0)));
+        assert_eq!(check_range(p + 10, p + 20), Ok(Some(0)));
+        assert_eq!(check_range(q, q + 512), Ok(Some(0)));
+        // Empty ranges need no memory, wherever they are.
+        assert_eq!(check_range(8, 8), Ok(None));
+        let outside = |lo, hi| Err(AllocError::OutsideAllocation { lo, hi });
+        // Past the allocation's last byte (into its rounding tail or a neighbour).
+        assert_eq!(check_range(p, p + 1001), outside(p, p + 1001));
+        assert_eq!(
+            check_range(p + 999, p + 1024 + 1),
+            outside(p + 999, p + 1025)
+        );
+        // Not foo memory at all.
+        let stack = 0u64;
+        let a = &stack as *const u64 as usize;
+        assert_eq!(check_range(a, a + 8), outside(a, a + 8));
+        assert_eq!(check_range(16, 24), outside(16, 24));
+        // (Freed blocks: device/tests.rs, on an allocator of its own: the
+        // global one is shared with tests running alongside.)
+        // SAFETY: both were allocated above and are not used again.
+        unsafe {
+            free(0, p as *mut u8).unwrap();
+            free(0, q as *mut u8).unwrap();
+        }
+    }
 }

@@ -8,14 +8,13 @@
 //! dtype the op computes in. Op parameters follow the op name positionally,
 //! in aten schema order.
 
-use super::{strided, KernelErr, TensorDesc};
+use super::{kernel_err, strided, KernelErr, TensorDesc};
 use crate::dtype::DType;
 use crate::kernels::elementwise::complex::{self as cx, COperand, CParam};
 use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
-use crate::kernels::Strided;
+use crate::kernels::{KernelError, Strided};
 use num_complex::Complex64;
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyComplex, PyFloat, PyInt, PyTuple};
 
@@ -60,8 +59,11 @@ fn arg(obj: &Bound<'_, PyAny>) -> PyResult<Arg> {
 }
 
 fn dtype(code: u8) -> PyResult<DType> {
-    DType::from_code(code)
-        .ok_or_else(|| PyTypeError::new_err(format!("foo: unknown dtype code {code}")))
+    DType::from_code(code).ok_or_else(|| {
+        kernel_err(KernelError::InvalidType(format!(
+            "foo: unknown dtype code {code}"
+        )))
+    })
 }
 
 /// The op's positional parameters as the shared op table reads them.
@@ -76,7 +78,9 @@ fn params(items: &Bound<'_, PyTuple>) -> PyResult<Vec<Param>> {
                 return Ok(Param::Number(s));
             }
             Ok(Param::Str(v.extract::<String>().map_err(|_| {
-                PyTypeError::new_err(format!("foo: unsupported op parameter {v}"))
+                kernel_err(KernelError::InvalidType(format!(
+                    "foo: unsupported op parameter {v}"
+                )))
             })?))
         })
         .collect()

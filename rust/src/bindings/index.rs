@@ -4,9 +4,8 @@
 
 use super::{kernel_err, kernel_index_err, strided, TensorDesc};
 use crate::kernels::entry;
-use crate::kernels::index::{self as ix, IndexArg, IndexError, Reduce, Src};
+use crate::kernels::index::{self as ix, IndexArg, Reduce, Src};
 use crate::kernels::{KernelError, Strided};
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// An index operand as Python hands it: (indices desc, size and stride of
@@ -17,22 +16,25 @@ type ArgDesc = (TensorDesc, usize, isize, i64);
 /// message with `{index}`, `{dim}`, `{size}` placeholders).
 type ErrFmt = (u8, String);
 
-fn index_err(e: IndexError, args: &[ArgDesc], fmt: &ErrFmt) -> PyErr {
+/// A kernel error of an index op: an index out of range worded by the
+/// caller's `fmt` (IndexError or RuntimeError), anything else as usual.
+fn index_err(e: KernelError, args: &[ArgDesc], fmt: &ErrFmt) -> PyErr {
     match e {
-        IndexError::Kernel(k) => kernel_err(k),
-        IndexError::OutOfRange { arg, value } => {
+        KernelError::IndexOutOfRange { arg, value } => {
             let (size, dim) = args.get(arg).map(|a| (a.1, a.3)).unwrap_or((0, 0));
             let msg = fmt
                 .1
                 .replace("{index}", &value.to_string())
                 .replace("{dim}", &dim.to_string())
                 .replace("{size}", &size.to_string());
+            let e = KernelError::InvalidArgument(msg);
             if fmt.0 == 0 {
-                PyIndexError::new_err(msg)
+                kernel_index_err(e)
             } else {
-                PyRuntimeError::new_err(msg)
+                kernel_err(e)
             }
         }
+        k => kernel_err(k),
     }
 }
 
@@ -102,9 +104,9 @@ fn reduce_of(name: &str) -> PyResult<Reduce> {
         "amax" => Reduce::Max,
         "amin" => Reduce::Min,
         _ => {
-            return Err(PyValueError::new_err(format!(
+            return Err(kernel_err(KernelError::InvalidValue(format!(
                 "foo: unknown scatter reduction {name:?}"
-            )))
+            ))))
         }
     })
 }
@@ -145,9 +147,9 @@ fn index_scatter(
             (Some(s), _) => Src::Tensor(s),
             (None, Some((f, i, is_int))) => Src::Scalar { f, i, is_int },
             (None, None) => {
-                return Err(IndexError::Kernel(KernelError::InvalidArgument(
+                return Err(KernelError::InvalidArgument(
                     "foo scatter: no source".into(),
-                )))
+                ))
             }
         };
         ix::scatter(&d, src, &a, wrap, op, include_self, acc_float)
@@ -163,8 +165,8 @@ fn check_index(py: Python<'_>, args: Vec<ArgDesc>, wrap: bool, err: ErrFmt) -> P
     py.detach(|| {
         for (k, x) in a.iter().enumerate() {
             match ix::check_indices(&x.idx.sizes, std::slice::from_ref(x), wrap) {
-                Err(IndexError::OutOfRange { value, .. }) => {
-                    return Err(IndexError::OutOfRange { arg: k, value })
+                Err(KernelError::IndexOutOfRange { value, .. }) => {
+                    return Err(KernelError::IndexOutOfRange { arg: k, value })
                 }
                 r => r?,
             }

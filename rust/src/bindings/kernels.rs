@@ -1,6 +1,6 @@
 //! Copy, fill, scalar read and random kernels. Every call releases the GIL.
 
-use super::{stream, strided, KernelErr, TensorDesc};
+use super::{stream, strided, strided_host_or_foo, KernelErr, TensorDesc};
 use crate::kernels::random::{blocks_needed, fill_random, Distribution};
 use crate::kernels::{copy, Strided};
 use pyo3::prelude::*;
@@ -13,7 +13,8 @@ use pyo3::IntoPyObjectExt;
 #[pyfunction]
 #[pyo3(signature = (dst, src, conj = false, neg = false))]
 fn copy_(py: Python<'_>, dst: TensorDesc, src: TensorDesc, conj: bool, neg: bool) -> PyResult<()> {
-    let (d, s) = (strided(dst)?, strided(src)?);
+    // Either side may be a CPU tensor (copies between the host and foo).
+    let (d, s) = (strided_host_or_foo(dst)?, strided_host_or_foo(src)?);
     py.detach(|| {
         copy::copy(&d, &s)?;
         if neg {

@@ -2,12 +2,11 @@
 //! releases the GIL. An output that overlaps an input (or that a kernel needs
 //! contiguous and is not) is computed into a scratch buffer and copied back.
 
-use super::{strided, TensorDesc};
+use super::{kernel_err, strided, TensorDesc};
 use crate::dtype::DType;
 use crate::kernels::linalg::{self, Coef};
 use crate::kernels::reduce::{self as red, ReduceOp};
 use crate::kernels::{entry, with_out, KernelError, Strided};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// Kernel errors map in one place (bindings/mod.rs); losses and gathers
@@ -16,7 +15,7 @@ fn py_err(e: KernelError, index_errors: bool) -> PyErr {
     if index_errors {
         super::kernel_index_err(e)
     } else {
-        super::kernel_err(e)
+        kernel_err(e)
     }
 }
 
@@ -133,8 +132,11 @@ fn dot(py: Python<'_>, out: TensorDesc, a: TensorDesc, b: TensorDesc) -> PyResul
 }
 
 fn reduce_op(name: &str, correction: f64, ord: f64) -> PyResult<ReduceOp> {
-    ReduceOp::by_name(name, correction, ord)
-        .ok_or_else(|| PyValueError::new_err(format!("foo: unknown reduction {name:?}")))
+    ReduceOp::by_name(name, correction, ord).ok_or_else(|| {
+        kernel_err(KernelError::InvalidValue(format!(
+            "foo: unknown reduction {name:?}"
+        )))
+    })
 }
 
 /// Reduction `op` of `inp` over `dims` (sorted, distinct, in range; empty
@@ -326,8 +328,8 @@ fn embedding_dense_backward(
 /// The output dtype code of reduction `op` for an input dtype code.
 #[pyfunction]
 fn reduce_result_dtype(op: &str, dtype: u8) -> PyResult<u8> {
-    let d =
-        DType::from_code(dtype).ok_or_else(|| PyValueError::new_err("foo: unknown dtype code"))?;
+    let d = DType::from_code(dtype)
+        .ok_or_else(|| kernel_err(KernelError::InvalidValue("foo: unknown dtype code".into())))?;
     Ok(red::result_dtype(reduce_op(op, 1.0, 2.0)?, d) as u8)
 }
 

@@ -19,7 +19,7 @@ mod rnn;
 mod runtime;
 mod search;
 
-use crate::allocator::AllocError;
+use crate::allocator::{self, AllocError};
 use crate::dtype::DType;
 use crate::kernels::{ErrorKind, KernelError, Strided};
 use pyo3::exceptions::{
@@ -85,8 +85,43 @@ extern "C" fn torch_num_threads() -> i32 {
 /// A tensor as it crosses into Rust: (data_ptr, dtype code, sizes, strides in elements).
 pub(crate) type TensorDesc = (usize, u8, Vec<usize>, Vec<isize>);
 
-/// The [`Strided`] view a [`TensorDesc`] describes.
+/// The [`Strided`] view a [`TensorDesc`] of foo memory describes: every
+/// byte it reaches ([`Strided::try_byte_range`], the one extent rule) must
+/// lie in one live allocation of a foo device ([`allocator::check_range`]);
+/// a view of no elements needs no memory. Anything else (a stale or made-up
+/// address, an extent past the end of the storage) is refused with
+/// ValueError before a kernel touches it.
 pub(crate) fn strided(desc: TensorDesc) -> PyResult<Strided> {
+    let s = unchecked_view(desc)?;
+    let (lo, hi) = extent(&s)?;
+    allocator::check_range(lo, hi).map_err(AllocErr)?;
+    Ok(s)
+}
+
+/// As [`strided`] for an argument that may be host memory (a CPU tensor,
+/// pinned or not: the two sides of a copy between the host and foo). Such
+/// memory belongs to torch's CPU allocator and cannot be checked here; a
+/// view that reaches into foo memory at either end is held to
+/// [`strided`]'s rule.
+pub(crate) fn strided_host_or_foo(desc: TensorDesc) -> PyResult<Strided> {
+    let s = unchecked_view(desc)?;
+    let (lo, hi) = extent(&s)?;
+    if hi > lo
+        && (allocator::device_of_ptr(lo as *const u8).is_some()
+            || allocator::device_of_ptr((hi - 1) as *const u8).is_some())
+    {
+        allocator::check_range(lo, hi).map_err(AllocErr)?;
+    }
+    Ok(s)
+}
+
+fn extent(s: &Strided) -> PyResult<(usize, usize)> {
+    s.try_byte_range()
+        .ok_or_else(|| PyValueError::new_err("foo: the view's extent overflows the address space"))
+}
+
+/// The view a [`TensorDesc`] describes, its memory unchecked.
+fn unchecked_view(desc: TensorDesc) -> PyResult<Strided> {
     if crate::fork::in_bad_fork() {
         return Err(PyRuntimeError::new_err(crate::fork::BAD_FORK_MESSAGE));
     }
@@ -158,8 +193,15 @@ impl From<AllocErr> for PyErr {
             AllocError::InvalidDevice { .. } => PyRuntimeError::new_err(msg),
             AllocError::UnknownPointer { .. } => PyValueError::new_err(msg),
             AllocError::SizeOverflow { .. } => PyRuntimeError::new_err(msg),
+            AllocError::OutsideAllocation { .. } => PyValueError::new_err(msg),
         }
     }
+}
+
+/// Stream and event errors (rust/src/stream.rs) as Python exceptions:
+/// RuntimeError, as torch.cuda's.
+pub(crate) fn stream_err(e: crate::stream::StreamError) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
 }
 
 /// Resolves an optional device index (None: the current device).

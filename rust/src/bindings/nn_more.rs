@@ -8,8 +8,7 @@ use crate::kernels::conv::fold::{self, Fold};
 use crate::kernels::nn::grid::{self, GridSpec};
 use crate::kernels::nn::{self, dist, PointLoss};
 use crate::kernels::pool::{self, Window3};
-use crate::kernels::{with_out, Strided};
-use pyo3::exceptions::PyValueError;
+use crate::kernels::{with_out, KernelError, Strided};
 use pyo3::prelude::*;
 
 /// The pointwise loss `kind` ("mse", "huber", "smooth_l1", "bce") with its
@@ -20,7 +19,11 @@ fn point_kind(kind: &str, param: f64) -> PyResult<PointLoss> {
         "huber" => PointLoss::Huber(param),
         "smooth_l1" => PointLoss::SmoothL1(param),
         "bce" => PointLoss::Bce,
-        k => return Err(PyValueError::new_err(format!("foo: unknown loss {k}"))),
+        k => {
+            return Err(kernel_err(KernelError::InvalidValue(format!(
+                "foo: unknown loss {k}"
+            ))))
+        }
     })
 }
 
@@ -78,9 +81,9 @@ fn point_loss_backward(
 
 fn fold_geometry(planes: &Strided, params: [[usize; 2]; 4]) -> PyResult<Fold> {
     if planes.sizes.len() != 4 {
-        return Err(PyValueError::new_err(
-            "foo: im2col/col2im take [N, C, H, W] planes",
-        ));
+        return Err(kernel_err(KernelError::InvalidValue(
+            "foo: im2col/col2im take [N, C, H, W] planes".into(),
+        )));
     }
     let s = &planes.sizes;
     Ok(Fold {

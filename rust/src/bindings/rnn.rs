@@ -3,21 +3,20 @@
 //! every output; here each operand's shape, strides and dtype are checked
 //! against the sizes the kernel will touch before any pointer is used.
 
-use super::{strided, TensorDesc};
+use super::{kernel_err, strided, TensorDesc};
 use crate::dtype::DType;
 use crate::kernels::elementwise::math::Real;
 use crate::kernels::rnn::{self, Backward, Cell, Forward, Rows, Steps};
-use crate::kernels::Strided;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use crate::kernels::{KernelError, Strided};
 use pyo3::prelude::*;
 
 fn cell_of(name: &str) -> PyResult<Cell> {
     match name {
         "lstm" => Ok(Cell::Lstm),
         "gru" => Ok(Cell::Gru),
-        _ => Err(PyValueError::new_err(format!(
+        _ => Err(kernel_err(KernelError::InvalidValue(format!(
             "foo rnn: unknown cell {name:?}"
-        ))),
+        )))),
     }
 }
 
@@ -40,17 +39,17 @@ fn mat(
         d.strides[0].max(0) as usize
     };
     if !cs_ok || (rows > 1 && (rs < cols || (dense && rs != cols))) {
-        return Err(PyRuntimeError::new_err(format!(
+        return Err(kernel_err(KernelError::InvalidArgument(format!(
             "foo rnn: {name} must be a [{rows}, {cols}] matrix with contiguous rows, got sizes {:?} strides {:?}",
             d.sizes, d.strides
-        )));
+        ))));
     }
     if d.dtype != dtype {
-        return Err(PyRuntimeError::new_err(format!(
+        return Err(kernel_err(KernelError::InvalidArgument(format!(
             "foo rnn: {name} has dtype {} but the input is {}",
             d.dtype.name(),
             dtype.name()
-        )));
+        ))));
     }
     Ok((d.ptr, rs))
 }
@@ -66,10 +65,10 @@ impl Shapes {
     fn new(cell: &str, batch_sizes: &[usize], hidden: usize, dtype: DType) -> PyResult<Shapes> {
         let steps = Steps::new(batch_sizes).map_err(super::kernel_err)?;
         if !matches!(dtype, DType::F32 | DType::F64) {
-            return Err(PyRuntimeError::new_err(format!(
+            return Err(kernel_err(KernelError::InvalidArgument(format!(
                 "foo rnn: the whole-sequence kernel takes float32 and float64, not {}",
                 dtype.name()
-            )));
+            ))));
         }
         Ok(Shapes {
             cell: cell_of(cell)?,
@@ -208,8 +207,11 @@ fn backward_t<T: 'static + Copy + Send + Sync + Real>(
 ) -> PyResult<()> {
     let (n, b, h, gh) = (s.n(), s.b(), s.hidden, s.gh());
     let req = |i: usize, name: &str| {
-        t[i].as_ref()
-            .ok_or_else(|| PyValueError::new_err(format!("foo rnn backward: {name} is required")))
+        t[i].as_ref().ok_or_else(|| {
+            kernel_err(KernelError::InvalidValue(format!(
+                "foo rnn backward: {name} is required"
+            )))
+        })
     };
     let [_, _, dcn, _, _, c0, _, cs, _, _, dgh, _, dc0, _] = t;
     let op = Backward::<T> {

@@ -2,6 +2,7 @@
 //! that Python asks of Rust directly (the rest goes through c10: the glue's
 //! device guard and hooks call the same Rust functions).
 
+use super::stream_err;
 use crate::{allocator, stream};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -48,10 +49,6 @@ fn stream_priority_range() -> (i32, i32) {
 #[pyfunction]
 fn stream_priority(device: i64, id: i64) -> PyResult<i32> {
     stream::priority(device, id).map_err(stream_err)
-}
-
-fn stream_err(e: stream::StreamError) -> PyErr {
-    pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
 }
 
 /// Id of this thread's current stream on `device`.

@@ -6,7 +6,7 @@
 use super::attention::{self as attn, Grads, Sdpa};
 use super::conv;
 use super::dropout as drop;
-use super::index::{self as ix, IndexArg, IndexError};
+use super::index::{self as ix, IndexArg};
 use super::linalg::{self, Coef};
 use super::reduce::{self as red, ReduceOp};
 use super::{keepdim_view, nn, with_out, KernelError, Strided};
@@ -142,10 +142,10 @@ pub fn index_select(
     };
     let d = Strided::new(data.ptr, data.dtype, shape, dstr);
     ix::gather(out, &d, &[arg], false).map_err(|e| match e {
-        IndexError::Kernel(k) => k,
-        IndexError::OutOfRange { .. } => {
+        KernelError::IndexOutOfRange { .. } => {
             KernelError::InvalidArgument("index out of range in self".into())
         }
+        k => k,
     })
 }
 
@@ -379,23 +379,23 @@ pub fn gather(
     };
     let dv = Strided::new(d.ptr, d.dtype, i.sizes.clone(), dstr);
     ix::gather(&o, &dv, &[arg], false).map_err(|e| match e {
-        IndexError::Kernel(k) => k,
-        IndexError::OutOfRange { value, .. } => KernelError::InvalidArgument(format!(
+        KernelError::IndexOutOfRange { value, .. } => KernelError::InvalidArgument(format!(
             "index {value} is out of bounds for dimension {dim} with size {}",
             d.sizes[dim]
         )),
+        k => k,
     })
 }
 
 /// CPU's IndexError message for index operand `arg` holding `value`
 /// (operand numbers, not data dims, as CPU's index kernels name them).
-fn advanced_index_err(e: IndexError, args: &[IndexArg]) -> KernelError {
+fn advanced_index_err(e: KernelError, args: &[IndexArg]) -> KernelError {
     match e {
-        IndexError::Kernel(k) => k,
-        IndexError::OutOfRange { arg, value } => KernelError::InvalidArgument(format!(
+        KernelError::IndexOutOfRange { arg, value } => KernelError::InvalidArgument(format!(
             "index {value} is out of bounds for dimension {arg} with size {}",
             args.get(arg).map_or(0, |a| a.size)
         )),
+        k => k,
     }
 }
 
@@ -477,10 +477,10 @@ pub fn scatter(
         s => s,
     };
     ix::scatter(&dst, src, &[arg], false, op, include_self, true).map_err(|e| match e {
-        IndexError::Kernel(k) => k,
-        IndexError::OutOfRange { value, .. } => KernelError::InvalidArgument(format!(
+        KernelError::IndexOutOfRange { value, .. } => KernelError::InvalidArgument(format!(
             "index {value} is out of bounds for dimension {dim} with size {}",
             o.sizes[dim]
         )),
+        k => k,
     })
 }

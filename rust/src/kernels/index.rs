@@ -30,23 +30,6 @@ pub struct IndexArg {
 /// by size (complex64 moves as u64); align 8, as foo's allocations give.
 type Elem16 = [u64; 2];
 
-/// Why an index plan was refused.
-#[derive(Debug, Clone, PartialEq)]
-pub enum IndexError {
-    /// Index operand `arg` holds `value`, outside its dimension.
-    OutOfRange {
-        arg: usize,
-        value: i64,
-    },
-    Kernel(KernelError),
-}
-
-impl From<KernelError> for IndexError {
-    fn from(e: KernelError) -> Self {
-        IndexError::Kernel(e)
-    }
-}
-
 /// Calls `f(offsets)` for each linear index in `start..start+len` of a
 /// row-major walk over `sizes`, with `offsets[k]` the element offset of that
 /// multi-index under `strides[k]`.
@@ -153,7 +136,7 @@ fn check_shapes(shape: &[usize], data: &Strided, args: &[IndexArg]) -> Result<()
 
 /// Checks every index of every operand: in `[0, size)`, or with `wrap` in
 /// `[-size, size)`. Returns the first bad one in row-major order.
-pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(), IndexError> {
+pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(), KernelError> {
     let n: usize = shape.iter().product();
     for (k, a) in args.iter().enumerate() {
         let size = a.size as i64;
@@ -177,7 +160,7 @@ pub fn check_indices(shape: &[usize], args: &[IndexArg], wrap: bool) -> Result<(
             }
         });
         if let Some(value) = bad {
-            return Err(IndexError::OutOfRange { arg: k, value });
+            return Err(KernelError::IndexOutOfRange { arg: k, value });
         }
     }
     Ok(())
@@ -294,15 +277,14 @@ pub fn gather(
     data: &Strided,
     args: &[IndexArg],
     wrap: bool,
-) -> Result<(), IndexError> {
+) -> Result<(), KernelError> {
     check_shapes(&out.sizes, data, args)?;
     if out.dtype != data.dtype {
         return Err(KernelError::InvalidArgument(format!(
             "foo index: out dtype {} differs from data dtype {}",
             out.dtype.name(),
             data.dtype.name()
-        ))
-        .into());
+        )));
     }
     check_indices(&out.sizes, args, wrap)?;
     let n = out.numel();
@@ -783,7 +765,7 @@ pub fn scatter(
     op: Reduce,
     include_self: bool,
     acc_float: bool,
-) -> Result<(), IndexError> {
+) -> Result<(), KernelError> {
     if dst.dtype.is_complex() {
         return scatter_complex(dst, src, args, wrap, op, include_self);
     }
@@ -793,8 +775,7 @@ pub fn scatter(
             return Err(KernelError::ShapeMismatch(format!(
                 "foo scatter: index view {:?} does not match {:?}",
                 a.idx.sizes, shape
-            ))
-            .into());
+            )));
         }
     }
     if let Src::Tensor(s) = &src {
@@ -802,16 +783,14 @@ pub fn scatter(
             return Err(KernelError::ShapeMismatch(format!(
                 "foo scatter: source view {:?} does not match {:?}",
                 s.sizes, shape
-            ))
-            .into());
+            )));
         }
         if s.dtype != dst.dtype {
             return Err(KernelError::InvalidArgument(format!(
                 "foo scatter: source dtype {} differs from destination dtype {}",
                 s.dtype.name(),
                 dst.dtype.name()
-            ))
-            .into());
+            )));
         }
     }
     check_shapes(&shape, dst, args)?;
@@ -839,27 +818,24 @@ fn scatter_complex(
     wrap: bool,
     op: Reduce,
     include_self: bool,
-) -> Result<(), IndexError> {
+) -> Result<(), KernelError> {
     if !matches!(op, Reduce::Assign | Reduce::Add) {
         return Err(KernelError::UnsupportedDtype {
             op: "scatter (reduce)",
             dtype: dst.dtype,
-        }
-        .into());
+        });
     }
     let Src::Tensor(s) = src else {
         return Err(KernelError::InvalidArgument(
             "foo scatter: a complex destination takes a tensor source".into(),
-        )
-        .into());
+        ));
     };
     if s.dtype != dst.dtype {
         return Err(KernelError::InvalidArgument(format!(
             "foo scatter: source dtype {} differs from destination dtype {}",
             s.dtype.name(),
             dst.dtype.name()
-        ))
-        .into());
+        )));
     }
     let part_args: Vec<IndexArg> = args
         .iter()
@@ -1363,19 +1339,17 @@ pub fn embedding_renorm(
     indices: &Strided,
     max_norm: f64,
     norm_type: f64,
-) -> Result<(), IndexError> {
+) -> Result<(), KernelError> {
     if weight.sizes.len() != 2 {
         return Err(KernelError::InvalidArgument(
             "foo embedding_renorm_: weight must be 2-d".into(),
-        )
-        .into());
+        ));
     }
     if !weight.dtype.is_floating() {
         return Err(KernelError::UnsupportedDtype {
             op: "embedding_renorm_",
             dtype: weight.dtype,
-        }
-        .into());
+        });
     }
     let rows = weight.sizes[0];
     let arg = IndexArg {
@@ -1491,7 +1465,7 @@ mod tests {
         }];
         assert_eq!(
             gather(&o, &d, &args_nowrap, false),
-            Err(IndexError::OutOfRange { arg: 0, value: -1 })
+            Err(KernelError::IndexOutOfRange { arg: 0, value: -1 })
         );
     }
 
@@ -1544,7 +1518,7 @@ mod tests {
         );
         assert_eq!(
             r,
-            Err(IndexError::OutOfRange {
+            Err(KernelError::IndexOutOfRange {
                 arg: 0,
                 value: 1_000_000_000
             })

@@ -181,23 +181,36 @@ impl Strided {
 
     /// Byte range `[lo, hi)` the view's elements occupy (empty, at `ptr`,
     /// for no elements). The one extent rule every overlap check uses.
+    ///
+    /// # Panics
+    /// If the extent overflows the address space: a view built from a live
+    /// tensor never does ([`Strided::try_byte_range`] is the check for views
+    /// from outside).
     pub fn byte_range(&self) -> (usize, usize) {
+        self.try_byte_range()
+            .expect("foo: a view's extent overflows the address space")
+    }
+
+    /// [`Strided::byte_range`], or `None` if the extent (or the view's
+    /// sizes, strides or address) overflows the address space.
+    pub fn try_byte_range(&self) -> Option<(usize, usize)> {
         let p = self.ptr as usize;
-        if self.numel() == 0 {
-            return (p, p);
+        if self.sizes.contains(&0) {
+            return Some((p, p));
         }
         let (mut lo, mut hi) = (0isize, 0isize);
         for (&n, &st) in self.sizes.iter().zip(&self.strides) {
-            let span = (n as isize - 1) * st;
+            let span = (isize::try_from(n).ok()? - 1).checked_mul(st)?;
             if span < 0 {
-                lo += span;
+                lo = lo.checked_add(span)?;
             } else {
-                hi += span;
+                hi = hi.checked_add(span)?;
             }
         }
         let es = self.dtype.size() as isize;
-        let p = p as isize;
-        ((p + lo * es) as usize, (p + (hi + 1) * es) as usize)
+        let lo = p.checked_add_signed(lo.checked_mul(es)?)?;
+        let hi = p.checked_add_signed(hi.checked_add(1)?.checked_mul(es)?)?;
+        Some((lo, hi))
     }
 
     /// Whether the byte ranges of two non-empty views intersect.
@@ -275,6 +288,14 @@ pub enum KernelError {
     UnsupportedDtype { op: &'static str, dtype: DType },
     /// Any other invalid argument, with a message naming the op.
     InvalidArgument(String),
+    /// Index operand `arg` holds `value`, outside its dimension (callers
+    /// word it as CPU does for their op; unworded it is IndexError).
+    IndexOutOfRange { arg: usize, value: i64 },
+    /// An argument whose value the op does not know (an unknown reduction
+    /// or loss name, a dtype code): ValueError.
+    InvalidValue(String),
+    /// An argument of a type the op does not take: TypeError.
+    InvalidType(String),
 }
 
 impl fmt::Display for KernelError {
@@ -285,6 +306,13 @@ impl fmt::Display for KernelError {
                 write!(f, "\"{op}\" not implemented for '{}' on foo", dtype.name())
             }
             KernelError::InvalidArgument(m) => write!(f, "{m}"),
+            KernelError::IndexOutOfRange { arg, value } => {
+                write!(
+                    f,
+                    "foo: index {value} is out of range (index operand {arg})"
+                )
+            }
+            KernelError::InvalidValue(m) | KernelError::InvalidType(m) => write!(f, "{m}"),
         }
     }
 }
@@ -307,13 +335,17 @@ impl KernelError {
     /// An unsupported dtype is NotImplementedError (what CPU's dispatch
     /// macros raise: "... not implemented for 'Bool'"); with `index_errors`
     /// (kernels whose invalid arguments are bad indices: loss targets,
-    /// gather indices) an invalid argument is IndexError, as on CPU;
-    /// everything else RuntimeError.
+    /// gather indices) an invalid argument is IndexError, as on CPU; an
+    /// index out of range no caller worded is IndexError, an invalid value
+    /// ValueError, an invalid type TypeError; everything else RuntimeError.
     pub fn kind(&self, index_errors: bool) -> ErrorKind {
         match self {
             KernelError::UnsupportedDtype { .. } => ErrorKind::NotImplemented,
             KernelError::InvalidArgument(_) if index_errors => ErrorKind::Index,
-            _ => ErrorKind::Runtime,
+            KernelError::IndexOutOfRange { .. } => ErrorKind::Index,
+            KernelError::InvalidValue(_) => ErrorKind::Value,
+            KernelError::InvalidType(_) => ErrorKind::Type,
+            KernelError::ShapeMismatch(_) | KernelError::InvalidArgument(_) => ErrorKind::Runtime,
         }
     }
 }

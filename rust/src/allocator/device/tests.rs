@@ -33,6 +33,38 @@ fn allocates_aligned_and_tracks_stats() {
 }
 
 #[test]
+fn allocation_at_finds_the_live_allocation_holding_an_address() {
+    let a = DeviceAllocator::new(0, 8 * MIB);
+    let p1 = a.allocate(1000).unwrap() as usize;
+    let p2 = a.allocate(1000).unwrap() as usize;
+    let p3 = a.allocate(3000).unwrap() as usize;
+    assert_eq!(
+        (p2 - p1, p3 - p2),
+        (1024, 1024),
+        "one segment, in address order"
+    );
+    assert_eq!(a.allocation_at(p1), Some(p1..p1 + 1000));
+    assert_eq!(a.allocation_at(p2 + 999), Some(p2..p2 + 1000));
+    assert_eq!(a.allocation_at(p3 + 1500), Some(p3..p3 + 3000));
+    // The rounding tail, the cached rest of the segment, and no segment at all.
+    assert_eq!(a.allocation_at(p1 + 1000), None);
+    assert_eq!(a.allocation_at(p3 + 3072), None);
+    assert_eq!(a.allocation_at(p1.wrapping_sub(1)), None);
+    assert_eq!(a.allocation_at(0), None);
+    // A freed block holds no allocation; freeing the segment's first block
+    // and then its neighbour (which absorbs it) moves the segment's head.
+    release(&a, p1 as *mut u8);
+    assert_eq!(a.allocation_at(p1), None);
+    release(&a, p2 as *mut u8);
+    check(&a);
+    assert_eq!(a.allocation_at(p2), None);
+    assert_eq!(a.allocation_at(p3), Some(p3..p3 + 3000));
+    release(&a, p3 as *mut u8);
+    check(&a);
+    assert_eq!(a.allocation_at(p3), None);
+}
+
+#[test]
 fn zero_bytes_is_null_and_free_of_null_is_noop() {
     let a = DeviceAllocator::new(0, 1 << 20);
     let p = a.allocate(0).unwrap();
@@ -722,6 +754,12 @@ proptest! {
             prop_assert_eq!(s.requested_bytes_current, live.iter().map(|&(_, n)| n).sum::<usize>());
             prop_assert_eq!(a.live_blocks(), live.len());
             prop_assert!(s.reserved_bytes_current <= a.capacity());
+            for &(p, n) in &live {
+                prop_assert_eq!(a.allocation_at(p), Some(p..p + n));
+                prop_assert_eq!(a.allocation_at(p + n - 1), Some(p..p + n));
+                // Past the last byte: the rounding tail (None) or the next block.
+                prop_assert!(a.allocation_at(p + n).is_none_or(|r| r.start == p + n));
+            }
             check(&a);
         }
         for (p, _) in live {
