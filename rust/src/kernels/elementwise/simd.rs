@@ -11,6 +11,11 @@
 //! arithmetic, so the vector body, the scalar tail and every level compute
 //! the same bits. That is what makes results independent of how the engine
 //! splits work across threads.
+//!
+//! Module direction: this module sits below the engine. Of the elementwise
+//! modules it uses only `half_bits` (the one-value float16 / bfloat16
+//! conversions its bulk tables share); `cast`, `iter` and the ops use it,
+//! never the reverse.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -528,7 +533,7 @@ pub unsafe fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R: Copy, F: Fn(A, B, C, D
 
 // ---- bulk float16 / bfloat16 <-> float32 conversions -----------------------
 
-use super::cast::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use super::half_bits::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 
 /// The conversion routines for one level, chosen once.
 struct ConvTable {

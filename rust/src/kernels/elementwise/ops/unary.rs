@@ -335,7 +335,7 @@ pub fn unary<'a>(
 /// Rounds a float32 to the 16-bit float `dt` and back (for ops ATen runs in
 /// that type rather than in float32).
 pub(crate) fn round_to(dt: DType) -> fn(f32) -> f32 {
-    use crate::kernels::elementwise::cast::{
+    use crate::kernels::elementwise::half_bits::{
         bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits,
     };
     if dt == DType::F16 {
