@@ -12,6 +12,7 @@
 //! one-value bit conversions); neither uses this module.
 
 use super::half_bits::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use crate::dispatch_dtype;
 use crate::dtype::{DType, FromFloat};
 use half::{bf16, f16};
 
@@ -315,59 +316,6 @@ impl Num for bf16 {
     }
 }
 
-/// Runs `$body` with `$T` bound to the Rust type of dtype `$dt`.
-macro_rules! with_num {
-    ($dt:expr, $T:ident => $body:expr) => {
-        match $dt {
-            DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            // The native path gates complex dtypes out of the real elementwise ops.
-            DType::C64 | DType::C128 => {
-                panic!("foo: a real-only kernel was given a complex tensor")
-            }
-        }
-    };
-}
-pub(crate) use with_num;
-
 /// Elements (of at most 4 bytes) a strided conversion stages at a time.
 const TMP_WORDS: usize = 1024;
 
@@ -418,7 +366,7 @@ pub(crate) unsafe fn load(
         }
         return;
     }
-    with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, stride, dst as *mut D, 1, n)))
+    dispatch_dtype!(src_dt, S => dispatch_dtype!(dst_dt, D => cast_loop::<S, D>(src as *const S, stride, dst as *mut D, 1, n)))
 }
 
 /// Converts `n` contiguous elements of `src_dt` at `src` to `dst_dt` and
@@ -467,7 +415,7 @@ pub(crate) unsafe fn store(
         }
         return;
     }
-    with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, 1, dst as *mut D, stride, n)))
+    dispatch_dtype!(src_dt, S => dispatch_dtype!(dst_dt, D => cast_loop::<S, D>(src as *const S, 1, dst as *mut D, stride, n)))
 }
 
 /// Whether `a -> b` converts between float32 and a 16-bit float, which the
@@ -551,7 +499,7 @@ pub(crate) unsafe fn load_one(src: *const u8, src_dt: DType, dst_dt: DType) -> u
 pub(crate) fn scalar_bits(s: Scalar, dt: DType) -> u64 {
     let mut out = 0u64;
     let p = &mut out as *mut u64;
-    with_num!(dt, T => unsafe { (p as *mut T).write(s.to::<T>()) });
+    dispatch_dtype!(dt, T => unsafe { (p as *mut T).write(s.to::<T>()) });
     out
 }
 
