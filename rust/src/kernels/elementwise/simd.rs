@@ -14,8 +14,9 @@
 //!
 //! Module direction: this module sits below the engine. Of the elementwise
 //! modules it uses only `half_bits` (the one-value float16 / bfloat16
-//! conversions its bulk tables share); `cast`, `iter` and the ops use it,
-//! never the reverse.
+//! conversions its bulk tables share), and of the kernels' only the overlap
+//! rule (`kernels::ranges_overlap`); `cast`, `iter` and the ops use it, never
+//! the reverse.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -153,15 +154,15 @@ pub fn dispatch_at<R>(level: SimdLevel, body: impl FnOnce() -> R) -> R {
     body()
 }
 
-/// Whether `[p, p + n*sp)` and `[q, q + n*sq)` share a byte.
+/// Whether `n` elements at `p` and `n` at `q` share a byte
+/// ([`crate::kernels::ranges_overlap`] on their byte ranges).
 #[inline(always)]
 fn overlaps<P, Q>(p: *const P, q: *const Q, n: usize) -> bool {
-    let (p0, q0) = (p as usize, q as usize);
-    let (p1, q1) = (
-        p0 + n * std::mem::size_of::<P>(),
-        q0 + n * std::mem::size_of::<Q>(),
-    );
-    p0 < q1 && q0 < p1
+    let range = |a: usize, es: usize| (a, a + n * es);
+    crate::kernels::ranges_overlap(
+        range(p as usize, std::mem::size_of::<P>()),
+        range(q as usize, std::mem::size_of::<Q>()),
+    )
 }
 
 /// Whether `o` is `a` itself: an in-place op (same address, elements of one
