@@ -150,6 +150,51 @@ element!(bf16, BF16);
 element!(f32, F32);
 element!(f64, F64);
 
+/// The one map from a [`DType`] to its Rust element type (the reverse of
+/// [`Element`]): runs `$body` with the type alias `$t` bound to the element
+/// type of `$dtype`.
+///
+/// - `dispatch_dtype!(dtype, T => body)`: every real dtype; a complex one
+///   panics (complex tensors reach real kernels only through a gating bug:
+///   complex work goes through `Strided::as_real` / `complex_part` or the
+///   complex kernels, kernels/fft.rs).
+/// - `dispatch_dtype!(dtype, [F32, F64], T => body, d => otherwise)`: the
+///   listed dtypes only; any other value of `dtype` is matched by the pattern
+///   `d` and gives `otherwise` (e.g. an `UnsupportedDtype` error). The
+///   kernels' partial dispatch macros (`norm::dispatch_float!`,
+///   `decomp`'s `by_dtype!`, `pool`'s `pool_types!`, `ops::int_dispatch!`)
+///   are this form with their dtype set.
+#[macro_export]
+macro_rules! dispatch_dtype {
+    (@type Bool) => { bool };
+    (@type U8) => { u8 };
+    (@type I8) => { i8 };
+    (@type I16) => { i16 };
+    (@type I32) => { i32 };
+    (@type I64) => { i64 };
+    (@type F16) => { half::f16 };
+    (@type BF16) => { half::bf16 };
+    (@type F32) => { f32 };
+    (@type F64) => { f64 };
+    ($dtype:expr, [$($d:ident),+ $(,)?], $t:ident => $body:expr, $other:pat => $otherwise:expr) => {
+        match $dtype {
+            $($crate::dtype::DType::$d => {
+                type $t = $crate::dispatch_dtype!(@type $d);
+                $body
+            })+
+            $other => $otherwise,
+        }
+    };
+    ($dtype:expr, $t:ident => $body:expr) => {
+        $crate::dispatch_dtype!(
+            $dtype,
+            [Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64],
+            $t => $body,
+            _ => panic!("foo: a real-only kernel was given a complex tensor")
+        )
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

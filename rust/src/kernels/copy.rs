@@ -3,6 +3,7 @@
 
 use super::parallel;
 use super::{KernelError, Strided, GRAIN_SIZE};
+use crate::dispatch_dtype;
 use crate::dtype::{DType, FromFloat};
 use half::{bf16, f16};
 
@@ -159,61 +160,6 @@ pub fn cast<S: Scalar, D: Scalar>(s: S) -> D {
     } else {
         D::from_i64(s.to_i64())
     }
-}
-
-/// Calls `$body` with `$t` bound to the Rust type of `$dtype`.
-#[macro_export]
-macro_rules! dispatch_dtype {
-    ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            $crate::dtype::DType::Bool => {
-                type $t = bool;
-                $body
-            }
-            $crate::dtype::DType::U8 => {
-                type $t = u8;
-                $body
-            }
-            $crate::dtype::DType::I8 => {
-                type $t = i8;
-                $body
-            }
-            $crate::dtype::DType::I16 => {
-                type $t = i16;
-                $body
-            }
-            $crate::dtype::DType::I32 => {
-                type $t = i32;
-                $body
-            }
-            $crate::dtype::DType::I64 => {
-                type $t = i64;
-                $body
-            }
-            $crate::dtype::DType::F16 => {
-                type $t = half::f16;
-                $body
-            }
-            $crate::dtype::DType::BF16 => {
-                type $t = half::bf16;
-                $body
-            }
-            $crate::dtype::DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            $crate::dtype::DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            // Complex tensors reach real kernels only through a gating bug:
-            // complex work goes through `Strided::as_real` / `complex_part`
-            // or the complex kernels (kernels/fft.rs).
-            $crate::dtype::DType::C64 | $crate::dtype::DType::C128 => {
-                panic!("foo: a real-only kernel was given a complex tensor")
-            }
-        }
-    };
 }
 
 /// Walks the element offsets (in elements) of linear indices

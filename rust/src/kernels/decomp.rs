@@ -203,13 +203,13 @@ fn for_batch(
     })
 }
 
+/// Calls `$f::<T>(args)` with `T` the element type of `$dtype`: float32 and
+/// float64 only, the real types faer factorizes (torch.linalg takes no
+/// 16-bit floats on CPU either); any other dtype gives `UnsupportedDtype`.
 macro_rules! by_dtype {
     ($op:expr, $dtype:expr, $f:ident ( $($arg:expr),* )) => {
-        match $dtype {
-            DType::F32 => $f::<f32>($($arg),*),
-            DType::F64 => $f::<f64>($($arg),*),
-            d => Err(KernelError::UnsupportedDtype { op: $op, dtype: d }),
-        }
+        $crate::dispatch_dtype!($dtype, [F32, F64], T => $f::<T>($($arg),*),
+            d => Err($crate::kernels::KernelError::UnsupportedDtype { op: $op, dtype: d }))
     };
 }
 

@@ -80,7 +80,7 @@ pub fn par_gemm() -> usize {
     if super::parallel::num_threads() <= 1 {
         return usize::MAX;
     }
-    *V.get_or_init(|| super::reduce::env_usize("FOO_RS_PAR_GEMM", PAR_GEMM_DEFAULT))
+    *V.get_or_init(|| super::parallel::env_usize("FOO_RS_PAR_GEMM", PAR_GEMM_DEFAULT))
 }
 
 /// Work (m * n * k) from which a lone product (no batch to spread) is split

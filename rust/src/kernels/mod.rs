@@ -59,6 +59,50 @@ pub fn is_contiguous(sizes: &[usize], strides: &[isize]) -> bool {
     true
 }
 
+/// Whether `strides` lay `sizes` out densely and without overlap in some
+/// order of the dims (a permutation of a contiguous layout; dims of one
+/// element may have any stride): ATen's `is_non_overlapping_and_dense`.
+/// Views of more than [`INLINE_DIMS`] dims count as not dense.
+pub fn is_non_overlapping_and_dense(sizes: &[usize], strides: &[isize]) -> bool {
+    if sizes.len() > INLINE_DIMS {
+        return false;
+    }
+    // (stride, size) of the non-trivial dims, sorted by stride.
+    let mut dims = [(0isize, 0usize); INLINE_DIMS];
+    let mut n = 0;
+    for (&s, &st) in sizes.iter().zip(strides) {
+        if s == 1 {
+            continue;
+        }
+        if st < 0 {
+            return false;
+        }
+        let mut j = n;
+        while j > 0 && dims[j - 1].0 > st {
+            dims[j] = dims[j - 1];
+            j -= 1;
+        }
+        dims[j] = (st, s);
+        n += 1;
+    }
+    let mut expect = 1isize;
+    for &(st, s) in &dims[..n] {
+        if st != expect {
+            return false;
+        }
+        expect *= s as isize;
+    }
+    true
+}
+
+/// Whether the byte ranges `[a0, a1)` and `[b0, b1)` share a byte (an empty
+/// range shares none): the one overlap rule, used by [`Strided::overlaps`]
+/// and by the SIMD loops on raw pointers.
+#[inline(always)]
+pub fn ranges_overlap((a0, a1): (usize, usize), (b0, b1): (usize, usize)) -> bool {
+    a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
+}
+
 /// A [`Strided`] view whose dims are borrowed (from a `Strided`, or from the
 /// caller's arrays at the C boundary): checks and dense copies read it
 /// without copying dims into a view of their own on every call.
@@ -169,6 +213,11 @@ impl Strided {
         is_contiguous(&self.sizes, &self.strides)
     }
 
+    /// See [`is_non_overlapping_and_dense`].
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        is_non_overlapping_and_dense(&self.sizes, &self.strides)
+    }
+
     /// The view borrowed: its dims are not copied.
     pub fn as_view(&self) -> ViewRef<'_> {
         ViewRef {
@@ -215,8 +264,7 @@ impl Strided {
 
     /// Whether the byte ranges of two non-empty views intersect.
     pub fn overlaps(&self, other: &Strided) -> bool {
-        let ((a0, a1), (b0, b1)) = (self.byte_range(), other.byte_range());
-        a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1
+        ranges_overlap(self.byte_range(), other.byte_range())
     }
 }
 

@@ -141,15 +141,14 @@ fn each<R: Send>(n: usize, work: usize, f: impl Fn(usize) -> R + Sync + Send) ->
     }
 }
 
+/// Calls `$f::<T>(args)` with `T` the element type of `$dtype`, one of the
+/// floating dtypes (the set torch's CPU normalization, pooling, dropout and
+/// optimizer kernels take); any other dtype returns `UnsupportedDtype` from
+/// the calling function.
 macro_rules! dispatch_float {
     ($op:expr, $dtype:expr, $f:ident, $($arg:expr),*) => {
-        match $dtype {
-            DType::F32 => $f::<f32>($($arg),*),
-            DType::F64 => $f::<f64>($($arg),*),
-            DType::F16 => $f::<f16>($($arg),*),
-            DType::BF16 => $f::<bf16>($($arg),*),
-            d => return Err(KernelError::UnsupportedDtype { op: $op, dtype: d }),
-        }
+        $crate::dispatch_dtype!($dtype, [F32, F64, F16, BF16], T => $f::<T>($($arg),*),
+            d => return Err($crate::kernels::KernelError::UnsupportedDtype { op: $op, dtype: d }))
     };
 }
 pub(crate) use dispatch_float;

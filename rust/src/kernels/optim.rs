@@ -12,7 +12,6 @@
 use super::elementwise::simd;
 use super::norm::{dispatch_float, ld, st};
 use super::{KernelError, Strided, GRAIN_SIZE};
-use crate::dtype::DType;
 use half::{bf16, f16};
 use num_traits::Float;
 
@@ -727,6 +726,7 @@ pub fn update_scale(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
 
     fn view<T>(v: &mut [T], dtype: DType) -> Strided {
         Strided::contiguous(v.as_mut_ptr() as *mut u8, dtype, &[v.len()])

@@ -92,9 +92,21 @@ pub fn set_num_threads(n: usize) {
     OVERRIDE.store(n, Release);
 }
 
+/// A positive integer from the environment, or `default`: how the pool and
+/// the kernels' parallelism thresholds (`FOO_RS_NUM_THREADS`,
+/// `FOO_RS_PAR_MIN`, `FOO_RS_PAR_GEMM`) read their knobs. It lives here, the
+/// lowest of the kernel modules, so the modules above it only import.
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(default)
+}
+
 fn env_threads() -> usize {
     static V: OnceLock<usize> = OnceLock::new();
-    *V.get_or_init(|| super::reduce::env_usize("FOO_RS_NUM_THREADS", 0).min(1024))
+    *V.get_or_init(|| env_usize("FOO_RS_NUM_THREADS", 0).min(1024))
 }
 
 /// Threads a parallel loop uses, the calling thread included.

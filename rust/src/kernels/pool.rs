@@ -202,21 +202,16 @@ macro_rules! pool_int {
 pool_int!(i64, i32, i16, i8, u8);
 
 /// Calls `$f::<T>(args)` with `T` the element type of `$dtype`: every type
-/// CPU's max pooling takes (floats, bfloat16, float16 and the integers).
+/// CPU's max pooling takes (floats, bfloat16, float16 and the integers; not
+/// bool, which has no [`PoolT`]); any other dtype gives `UnsupportedDtype`.
 macro_rules! pool_types {
     ($op:expr, $dtype:expr, $f:ident, $($arg:expr),*) => {
-        match $dtype {
-            DType::F32 => $f::<f32>($($arg),*),
-            DType::F64 => $f::<f64>($($arg),*),
-            DType::BF16 => $f::<bf16>($($arg),*),
-            DType::F16 => $f::<f16>($($arg),*),
-            DType::I64 => $f::<i64>($($arg),*),
-            DType::I32 => $f::<i32>($($arg),*),
-            DType::I16 => $f::<i16>($($arg),*),
-            DType::I8 => $f::<i8>($($arg),*),
-            DType::U8 => $f::<u8>($($arg),*),
-            d => Err(KernelError::UnsupportedDtype { op: $op, dtype: d }),
-        }
+        $crate::dispatch_dtype!(
+            $dtype,
+            [F32, F64, BF16, F16, I64, I32, I16, I8, U8],
+            T => $f::<T>($($arg),*),
+            d => Err($crate::kernels::KernelError::UnsupportedDtype { op: $op, dtype: d })
+        )
     };
 }
 

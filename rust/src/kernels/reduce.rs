@@ -63,20 +63,12 @@ pub const PAR_MIN_DEFAULT: usize = 1 << 18;
 /// trees are fixed by the shapes), so this is a speed knob only.
 pub fn par_min() -> usize {
     static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    if super::parallel::num_threads() <= 1 {
+    if parallel::num_threads() <= 1 {
         return usize::MAX;
     }
-    *V.get_or_init(|| env_usize("FOO_RS_PAR_MIN", PAR_MIN_DEFAULT))
+    *V.get_or_init(|| parallel::env_usize("FOO_RS_PAR_MIN", PAR_MIN_DEFAULT))
 }
 
-/// A positive integer from the environment, or `default`.
-pub(crate) fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&v| v > 0)
-        .unwrap_or(default)
-}
 /// The most dimensions a reduction takes after coalescing.
 const MAX_DIMS: usize = 25;
 

@@ -8,7 +8,6 @@
 //! results agree to rounding.
 
 use super::{for_batch, getf2, square, swap_rows, Mats, Real};
-use crate::dtype::DType;
 use crate::kernels::{KernelError, Strided};
 use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve as tri;
@@ -135,6 +134,7 @@ fn expm_t<T: Real>(a: &Mats, out: &Mats) -> Result<(), KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
 
     fn view(v: &mut [f64], sizes: &[usize]) -> Strided {
         Strided::contiguous(v.as_mut_ptr() as *mut u8, DType::F64, sizes)

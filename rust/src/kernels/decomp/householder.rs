@@ -13,7 +13,6 @@
 //! enough; each matrix of a batch is one task of foo's pool.
 
 use super::{for_batch, invalid, Mats, Real};
-use crate::dtype::DType;
 use crate::kernels::{KernelError, Strided};
 use faer::MatMut;
 

@@ -6,7 +6,13 @@
 //! defined: float to integer truncates toward zero (through int64, as c10
 //! does for uint8), integer overflow wraps, anything to bool is `x != 0`,
 //! float64 to float16/bfloat16 rounds through float32 like `c10::Half(double)`.
+//!
+//! Module direction: this module uses [`super::simd`] (bulk float16 /
+//! bfloat16 <-> float32 for [`convert16`]) and [`super::half_bits`] (the
+//! one-value bit conversions); neither uses this module.
 
+use super::half_bits::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use crate::dispatch_dtype;
 use crate::dtype::{DType, FromFloat};
 use half::{bf16, f16};
 
@@ -238,75 +244,6 @@ impl Num for f64 {
     }
 }
 
-/// float32 -> bfloat16 bits, round to nearest even, NaN kept quiet
-/// (what `c10::BFloat16(float)` does). Branch-free so it vectorizes.
-#[inline(always)]
-pub(crate) fn f32_to_bf16_bits(v: f32) -> u16 {
-    let b = v.to_bits();
-    let rounded = (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16;
-    if v.is_nan() {
-        ((b >> 16) as u16) | 0x0040
-    } else {
-        rounded
-    }
-}
-
-#[inline(always)]
-pub(crate) fn bf16_bits_to_f32(b: u16) -> f32 {
-    f32::from_bits((b as u32) << 16)
-}
-
-/// float32 -> float16 bits, round to nearest even (IEEE), branch-free.
-#[inline(always)]
-pub(crate) fn f32_to_f16_bits(v: f32) -> u16 {
-    let x = v.to_bits();
-    let sign = ((x >> 16) & 0x8000) as u16;
-    let a = x & 0x7FFF_FFFF;
-    // NaN / Inf
-    let nan_inf = if a > 0x7F80_0000 {
-        0x7E00u16 | ((a >> 13) as u16 & 0x3FF)
-    } else {
-        0x7C00
-    };
-    // Normal range: rebias and round to nearest even on the 13 dropped bits.
-    let norm = {
-        let r = a.wrapping_sub(0x3800_0000); // exponent 127 -> 15
-        let r = r.wrapping_add(0x0FFF + ((r >> 13) & 1));
-        (r >> 13) as u16
-    };
-    // Subnormal result: scale with a float add (exact round-to-nearest-even).
-    let sub = {
-        let f = f32::from_bits(a) + 0.5;
-        (f.to_bits() - 0x3F00_0000) as u16
-    };
-    let mag = if a >= 0x7F80_0000 {
-        nan_inf
-    } else if a >= 0x4780_0000 {
-        0x7C00 // overflows to infinity (>= 65536 before rounding)
-    } else if a >= 0x3880_0000 {
-        norm // normal half (>= 2^-14); rounding may carry into infinity, as IEEE wants
-    } else {
-        sub
-    };
-    sign | mag
-}
-
-#[inline(always)]
-pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
-    let sign = ((h & 0x8000) as u32) << 16;
-    let a = (h & 0x7FFF) as u32;
-    let mag = if a >= 0x7C00 {
-        // Inf / NaN
-        0x7F80_0000 | ((a & 0x3FF) << 13)
-    } else if a >= 0x0400 {
-        (a << 13) + 0x3800_0000
-    } else {
-        // zero or subnormal: exact through a float multiply
-        (a as f32 * f32::from_bits(0x3380_0000)).to_bits() // 2^-24
-    };
-    f32::from_bits(sign | mag)
-}
-
 impl Num for f16 {
     const DT: DType = DType::F16;
     #[inline(always)]
@@ -379,59 +316,6 @@ impl Num for bf16 {
     }
 }
 
-/// Runs `$body` with `$T` bound to the Rust type of dtype `$dt`.
-macro_rules! with_num {
-    ($dt:expr, $T:ident => $body:expr) => {
-        match $dt {
-            DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            // The native path gates complex dtypes out of the real elementwise ops.
-            DType::C64 | DType::C128 => {
-                panic!("foo: a real-only kernel was given a complex tensor")
-            }
-        }
-    };
-}
-pub(crate) use with_num;
-
 /// Elements (of at most 4 bytes) a strided conversion stages at a time.
 const TMP_WORDS: usize = 1024;
 
@@ -482,7 +366,7 @@ pub(crate) unsafe fn load(
         }
         return;
     }
-    with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, stride, dst as *mut D, 1, n)))
+    dispatch_dtype!(src_dt, S => dispatch_dtype!(dst_dt, D => cast_loop::<S, D>(src as *const S, stride, dst as *mut D, 1, n)))
 }
 
 /// Converts `n` contiguous elements of `src_dt` at `src` to `dst_dt` and
@@ -531,7 +415,7 @@ pub(crate) unsafe fn store(
         }
         return;
     }
-    with_num!(src_dt, S => with_num!(dst_dt, D => cast_loop::<S, D>(src as *const S, 1, dst as *mut D, stride, n)))
+    dispatch_dtype!(src_dt, S => dispatch_dtype!(dst_dt, D => cast_loop::<S, D>(src as *const S, 1, dst as *mut D, stride, n)))
 }
 
 /// Whether `a -> b` converts between float32 and a 16-bit float, which the
@@ -615,68 +499,13 @@ pub(crate) unsafe fn load_one(src: *const u8, src_dt: DType, dst_dt: DType) -> u
 pub(crate) fn scalar_bits(s: Scalar, dt: DType) -> u64 {
     let mut out = 0u64;
     let p = &mut out as *mut u64;
-    with_num!(dt, T => unsafe { (p as *mut T).write(s.to::<T>()) });
+    dispatch_dtype!(dt, T => unsafe { (p as *mut T).write(s.to::<T>()) });
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn f16_conversions_match_half_crate() {
-        for bits in 0..=u16::MAX {
-            let h = f16::from_bits(bits);
-            let ours = f16_bits_to_f32(bits);
-            let theirs = h.to_f32();
-            assert!(
-                ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()),
-                "{bits:#x}"
-            );
-        }
-        let mut x: u32 = 0;
-        // Every 97th float32 bit pattern plus the boundaries.
-        while x < u32::MAX - 97 {
-            let f = f32::from_bits(x);
-            let ours = f32_to_f16_bits(f);
-            let theirs = f16::from_f32(f).to_bits();
-            if f.is_nan() {
-                assert!(f16::from_bits(ours).is_nan());
-            } else {
-                assert_eq!(ours, theirs, "{f:e} ({x:#x})");
-            }
-            x += 97;
-        }
-        for f in [
-            65504.0f32,
-            65519.99,
-            65520.0,
-            6.1035156e-5,
-            5.96e-8,
-            2.98e-8,
-            2.99e-8,
-            -0.0,
-            f32::INFINITY,
-        ] {
-            assert_eq!(f32_to_f16_bits(f), f16::from_f32(f).to_bits(), "{f:e}");
-        }
-    }
-
-    #[test]
-    fn bf16_conversions_match_half_crate() {
-        let mut x: u32 = 0;
-        while x < u32::MAX - 89 {
-            let f = f32::from_bits(x);
-            let ours = f32_to_bf16_bits(f);
-            let theirs = bf16::from_f32(f).to_bits();
-            if f.is_nan() {
-                assert!(bf16::from_bits(ours).is_nan());
-            } else {
-                assert_eq!(ours, theirs, "{f:e}");
-            }
-            x += 89;
-        }
-    }
 
     #[test]
     fn casts_follow_torch() {

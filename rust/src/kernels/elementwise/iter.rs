@@ -250,44 +250,12 @@ fn broadcast_strides(t: &Strided, shape: &[usize]) -> Result<Dims<isize>, Kernel
     Ok(st)
 }
 
-fn is_non_overlapping_and_dense(t: &Strided) -> bool {
-    if t.sizes.len() > INLINE_DIMS {
-        return false;
-    }
-    // (stride, size) of the non-trivial dims, sorted by stride.
-    let mut dims = [(0isize, 0usize); INLINE_DIMS];
-    let mut n = 0;
-    for (&s, &st) in t.sizes.iter().zip(&t.strides) {
-        if s == 1 {
-            continue;
-        }
-        if st < 0 {
-            return false;
-        }
-        let mut j = n;
-        while j > 0 && dims[j - 1].0 > st {
-            dims[j] = dims[j - 1];
-            j -= 1;
-        }
-        dims[j] = (st, s);
-        n += 1;
-    }
-    let mut expect = 1isize;
-    for &(st, s) in &dims[..n] {
-        if st != expect {
-            return false;
-        }
-        expect *= s as isize;
-    }
-    true
-}
-
 const INTERNAL_OVERLAP: &str = "unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.";
 const PARTIAL_OVERLAP: &str = "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.";
 
 fn check_overlap(outs: &[(&Strided, DType)], ins: &[(Operand, DType)]) -> Result<(), KernelError> {
     for (o, _) in outs {
-        if !is_non_overlapping_and_dense(o)
+        if !o.is_non_overlapping_and_dense()
             && o.sizes
                 .iter()
                 .zip(&o.strides)
@@ -295,21 +263,19 @@ fn check_overlap(outs: &[(&Strided, DType)], ins: &[(Operand, DType)]) -> Result
         {
             return Err(KernelError::InvalidArgument(INTERNAL_OVERLAP.into()));
         }
-        if !is_non_overlapping_and_dense(o) {
+        if !o.is_non_overlapping_and_dense() {
             continue;
         }
-        let (olo, ohi) = o.byte_range();
         for (i, _) in ins {
             let Operand::Tensor(t) = i else { continue };
-            if t.numel() == 0 || !is_non_overlapping_and_dense(t) {
+            if t.numel() == 0 || !t.is_non_overlapping_and_dense() {
                 continue;
             }
-            let (tlo, thi) = t.byte_range();
             let same = t.ptr == o.ptr
                 && t.sizes == o.sizes
                 && t.strides == o.strides
                 && t.dtype.size() == o.dtype.size();
-            if !same && tlo < ohi && olo < thi {
+            if !same && t.overlaps(o) {
                 return Err(KernelError::InvalidArgument(PARTIAL_OVERLAP.into()));
             }
         }
@@ -331,15 +297,7 @@ pub fn output_strides(shape: &[usize], inputs: &[(&[usize], &[isize])]) -> Vec<i
     // ATen's fast set-up: inputs of the output's shape sharing one dense layout.
     if inputs.iter().all(|(s, _)| *s == shape) {
         let first = inputs[0].1;
-        let dense = |st: &[isize]| {
-            let t = Strided {
-                ptr: std::ptr::null_mut(),
-                dtype: DType::U8,
-                sizes: Sizes::from_slice(shape),
-                strides: Strides::from_slice(st),
-            };
-            is_non_overlapping_and_dense(&t)
-        };
+        let dense = |st: &[isize]| crate::kernels::is_non_overlapping_and_dense(shape, st);
         if inputs.iter().all(|(_, st)| *st == first) && dense(first) {
             return first.to_vec();
         }

@@ -10,6 +10,7 @@
 
 mod cast;
 pub mod complex;
+mod half_bits;
 mod iter;
 // The C++ glue's dense fill entry (native.rs, "python" feature) is its only caller.
 #[cfg_attr(not(feature = "python"), allow(unused_imports))]

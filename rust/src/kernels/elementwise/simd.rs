@@ -11,6 +11,12 @@
 //! arithmetic, so the vector body, the scalar tail and every level compute
 //! the same bits. That is what makes results independent of how the engine
 //! splits work across threads.
+//!
+//! Module direction: this module sits below the engine. Of the elementwise
+//! modules it uses only `half_bits` (the one-value float16 / bfloat16
+//! conversions its bulk tables share), and of the kernels' only the overlap
+//! rule (`kernels::ranges_overlap`); `cast`, `iter` and the ops use it, never
+//! the reverse.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -148,15 +154,15 @@ pub fn dispatch_at<R>(level: SimdLevel, body: impl FnOnce() -> R) -> R {
     body()
 }
 
-/// Whether `[p, p + n*sp)` and `[q, q + n*sq)` share a byte.
+/// Whether `n` elements at `p` and `n` at `q` share a byte
+/// ([`crate::kernels::ranges_overlap`] on their byte ranges).
 #[inline(always)]
 fn overlaps<P, Q>(p: *const P, q: *const Q, n: usize) -> bool {
-    let (p0, q0) = (p as usize, q as usize);
-    let (p1, q1) = (
-        p0 + n * std::mem::size_of::<P>(),
-        q0 + n * std::mem::size_of::<Q>(),
-    );
-    p0 < q1 && q0 < p1
+    let range = |a: usize, es: usize| (a, a + n * es);
+    crate::kernels::ranges_overlap(
+        range(p as usize, std::mem::size_of::<P>()),
+        range(q as usize, std::mem::size_of::<Q>()),
+    )
 }
 
 /// Whether `o` is `a` itself: an in-place op (same address, elements of one
@@ -528,7 +534,7 @@ pub unsafe fn map4<A: Copy, B: Copy, C: Copy, D: Copy, R: Copy, F: Fn(A, B, C, D
 
 // ---- bulk float16 / bfloat16 <-> float32 conversions -----------------------
 
-use super::cast::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use super::half_bits::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 
 /// The conversion routines for one level, chosen once.
 struct ConvTable {

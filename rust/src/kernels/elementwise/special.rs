@@ -1081,7 +1081,7 @@ fn next_after_f32(x: f32, y: f32) -> f32 {
 /// `nextafter` on the 16 bits of a float16 (`bf16 == false`) or bfloat16,
 /// given and returned as float32 (exact in both directions).
 pub(crate) fn next_after_16(x: f32, y: f32, bf16: bool) -> f32 {
-    use super::cast::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+    use super::half_bits::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
     if x.is_nan() || y.is_nan() {
         return x + y;
     }

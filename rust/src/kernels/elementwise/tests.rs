@@ -1,7 +1,8 @@
 //! Engine and op tests against known values and float64 references.
 
-use super::cast::{with_num, Num};
+use super::cast::Num;
 use super::*;
+use crate::dispatch_dtype;
 use crate::dtype::DType;
 use crate::kernels::{contiguous_strides, KernelError, Strided};
 use half::{bf16, f16};
@@ -38,13 +39,13 @@ impl Buf {
     fn set(&mut self, i: usize, v: f64) {
         assert!(i < self.len);
         let p = self.ptr();
-        with_num!(self.dtype, T => unsafe { (p as *mut T).add(i).write(T::from_f64(v)) });
+        dispatch_dtype!(self.dtype, T => unsafe { (p as *mut T).add(i).write(T::from_f64(v)) });
     }
 
     fn get(&self, i: usize) -> f64 {
         assert!(i < self.len);
         let p = self.ptr();
-        with_num!(self.dtype, T => unsafe { (p as *const T).add(i).read().to_f64() })
+        dispatch_dtype!(self.dtype, T => unsafe { (p as *const T).add(i).read().to_f64() })
     }
 
     fn view(&self, sizes: &[usize], strides: &[isize], offset: usize) -> Strided {

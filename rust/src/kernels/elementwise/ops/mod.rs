@@ -324,50 +324,30 @@ int_impl!(i16, u16, i16, true);
 int_impl!(i32, u32, i32, true);
 int_impl!(i64, u64, i64, true);
 
-/// Runs `$body` with `$T` the float compute type of `$ct`.
+/// Runs `$body` with `$T` the float compute type of `$ct`: float32 for
+/// float16 / bfloat16 too ([`compute_dtype`]: the ops compute in float32 and
+/// round on store, as torch CPU does), float64 for float64.
 macro_rules! float_dispatch {
     ($ct:expr, $name:expr, $T:ident => $body:expr) => {
-        match $ct {
-            DType::F32 | DType::F16 | DType::BF16 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            d => Err($crate::kernels::elementwise::ops::unsupported($name, d)),
-        }
+        $crate::dispatch_dtype!(
+            $crate::kernels::elementwise::ops::compute_dtype($ct),
+            [F32, F64],
+            $T => $body,
+            d => Err($crate::kernels::elementwise::ops::unsupported($name, d))
+        )
     };
 }
 pub(crate) use float_dispatch;
 
-/// Runs `$body` with `$T` the integer type of `$ct`.
+/// Runs `$body` with `$T` the integer type of `$ct` (bool has ops of its own).
 macro_rules! int_dispatch {
     ($ct:expr, $name:expr, $T:ident => $body:expr) => {
-        match $ct {
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            d => Err($crate::kernels::elementwise::ops::unsupported($name, d)),
-        }
+        $crate::dispatch_dtype!(
+            $ct,
+            [U8, I8, I16, I32, I64],
+            $T => $body,
+            d => Err($crate::kernels::elementwise::ops::unsupported($name, d))
+        )
     };
 }
 pub(crate) use int_dispatch;

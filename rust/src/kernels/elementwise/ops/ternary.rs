@@ -1,8 +1,9 @@
 //! Three-input pointwise ops.
 
 use super::{int_dispatch, max_nan, min_nan, run3, unsupported, Int, Out, Target};
+use crate::dispatch_dtype;
 use crate::dtype::DType;
-use crate::kernels::elementwise::cast::{with_num, Scalar};
+use crate::kernels::elementwise::cast::Scalar;
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::Real;
 use crate::kernels::KernelError;
@@ -48,7 +49,7 @@ pub fn ternary<'a>(
     let out = &Out::new(out.into(), ct);
     if let TernaryOp::Where = op {
         // Pure selection: work in the storage type itself (no float32 detour).
-        return with_num!(ct, T => run3::<bool, T, T, T, _>(out, a, b, c, #[inline(always)] |m, x, y| if m { x } else { y }));
+        return dispatch_dtype!(ct, T => run3::<bool, T, T, T, _>(out, a, b, c, #[inline(always)] |m, x, y| if m { x } else { y }));
     }
     match ct {
         DType::F32 | DType::F16 | DType::BF16 => float_ternary::<f32>(op, out, a, b, c),

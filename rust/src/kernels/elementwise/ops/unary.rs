@@ -1,9 +1,10 @@
 //! One-input pointwise ops (and ops of one tensor and scalars).
 
 use super::{float_dispatch, int_dispatch, max_nan, min_nan, run1, unsupported, Int, Out, Target};
+use crate::dispatch_dtype;
 use crate::dtype::DType;
 use crate::kernels::elementwise::cast::Num;
-use crate::kernels::elementwise::cast::{with_num, Scalar};
+use crate::kernels::elementwise::cast::Scalar;
 use crate::kernels::elementwise::iter::Operand;
 use crate::kernels::elementwise::math::{polygamma, Real};
 use crate::kernels::elementwise::special::{frexp, SpecialFn};
@@ -247,9 +248,9 @@ pub fn unary<'a>(
         UnaryOp::PowScalar { exponent } if exponent.to_f64() == 0.0 || exponent.to_f64() == 1.0 => {
             let ct_out = &Out { via: None, ..*out };
             return if exponent.to_f64() == 0.0 {
-                with_num!(ct, T => run1::<T, T, _>(ct_out, x, #[inline(always)] |_a: T| T::from_i64(1)))
+                dispatch_dtype!(ct, T => run1::<T, T, _>(ct_out, x, #[inline(always)] |_a: T| T::from_i64(1)))
             } else {
-                with_num!(ct, T => run1::<T, T, _>(ct_out, x, #[inline(always)] |a: T| a))
+                dispatch_dtype!(ct, T => run1::<T, T, _>(ct_out, x, #[inline(always)] |a: T| a))
             };
         }
         // float16 pow uses no special exponents on CPU (plain std::pow).
@@ -335,7 +336,7 @@ pub fn unary<'a>(
 /// Rounds a float32 to the 16-bit float `dt` and back (for ops ATen runs in
 /// that type rather than in float32).
 pub(crate) fn round_to(dt: DType) -> fn(f32) -> f32 {
-    use crate::kernels::elementwise::cast::{
+    use crate::kernels::elementwise::half_bits::{
         bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits,
     };
     if dt == DType::F16 {
@@ -1187,5 +1188,5 @@ pub fn identity<'a>(out: impl Into<Target<'a>>, x: Operand) -> Result<(), Kernel
     if let Some(r) = fast {
         return r;
     }
-    with_num!(out.dtype, T => run1::<T, T, _>(o, x, #[inline(always)] |a: T| a))
+    dispatch_dtype!(out.dtype, T => run1::<T, T, _>(o, x, #[inline(always)] |a: T| a))
 }
