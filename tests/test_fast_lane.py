@@ -405,6 +405,20 @@ NATIVE_CASES = {
     "mean_dim": lambda t: t(_f((3, 4, 5))).mean(-1),
     "amax": lambda t: t(_f((3, 4, 5))).amax(1),
     "softmax": lambda t: t(_f((3, 7))).softmax(-1),
+    # abs (abs/abs_ are ATen composites over abs.out), masked_fill (a composite over masked_fill_)
+    "abs": lambda t: t(_f((3, 4))).abs(),
+    "abs_int64_strided_inplace": lambda t: t(_f((4, 3), torch.int64)).t().abs_(),
+    "abs_out_bf16": lambda t: torch.abs(t(_f((5,), torch.bfloat16)), out=t(torch.empty(0, dtype=torch.bfloat16))),
+    "l1_loss": lambda t: torch.nn.functional.l1_loss(t(_f((3, 4))), t(_f((3, 4), seed=1))),
+    "masked_fill_inf_broadcast_mask": lambda t: t(_f((2, 3, 4))).masked_fill(t(_f((3, 4), seed=1)) > 0, float("-inf")),
+    "masked_fill_int_inplace_strided": lambda t: (
+        t(_f((4, 3), torch.int32)).t().masked_fill_(t(_f((3, 4), seed=1)) > 0, 7)
+    ),
+    # .item() (_local_scalar_dense) of each kind of dtype (the number back in a tensor)
+    "item_float": lambda t: t(torch.tensor(t(_f((1, 1), torch.float64)).item())),
+    "item_int64": lambda t: t(torch.tensor(t(_f((1,), torch.int64)).item())),
+    "item_bool_strided": lambda t: t(torch.tensor((t(_f((2, 3))) > 0).t()[1, 0].item())),
+    "item_bf16": lambda t: t(torch.tensor(t(_f((), torch.bfloat16)).item())),
     # max/min over a dim (values and indices), argmax/argmin, full max/min, var/std, MSE loss
     "max_dim": lambda t: _pair(t(_f((3, 4, 5))).max(1)),
     "min_dim_keepdim_int64": lambda t: _pair(t(_f((3, 4), torch.int64)).min(0, keepdim=True)),

@@ -27,6 +27,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorMeta.h>
 #include <ATen/TensorUtils.h>
@@ -290,6 +291,7 @@ int32_t foo_rs_fused_adagrad(const FooView* params, const FooView* grads, const 
                              const FooView* steps, size_t n, const FooAdagrad* cfg, const FooView* grad_scale,
                              FooStatus* st);
 int32_t foo_rs_amp_unscale(const FooView* grads, size_t n, float inv_scale, uint8_t* found, FooStatus* st);
+int32_t foo_rs_local_scalar(const FooView* src, FooParam* value, FooStatus* st);
 int32_t foo_rs_mse_loss(const FooView* out, const FooView* a, const FooView* b, const int64_t* shape, size_t ndim,
                         int64_t reduction, FooStatus* st);
 int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* a, const FooView* b,
@@ -1095,6 +1097,39 @@ constexpr char kWhere[] = "where.self";
 constexpr char kWhereOut[] = "where.self_out";
 constexpr char kCopy[] = "copy_";
 
+// Elementwise op `rust`, computing in `ct`, over the operands of a built
+// iterator as ATen left them (Layout::Iter: one shape, dims innermost
+// first, overlap checked), in the order `slots` names them: an iterator
+// operand's index, or -1 for the number `scalar`.
+bool ew_over_iter(const char* rust, c10::ScalarType ct, const at::TensorIteratorBase& it,
+                  std::initializer_list<int> slots, const c10::Scalar* scalar = nullptr) {
+  const int code = dtype_code(ct);
+  if (code < 0 || slots.size() > 4) return false;
+  std::array<FooOperand, 4> ops{};
+  std::array<c10::SmallVector<int64_t, 6>, 4> strides;
+  const auto shape = it.shape();
+  const int64_t nd = it.ndim();
+  int n = 0;
+  for (const int i : slots) {
+    FooOperand& op = ops[n++];
+    if (i < 0) {
+      if (scalar == nullptr || !param_of(*scalar, &op.scalar)) return false;
+      op.is_scalar = 1;
+      continue;
+    }
+    const int dc = dtype_code(it.dtype(i));
+    if (dc < 0) return false;
+    const int64_t es = static_cast<int64_t>(it.element_size(i));
+    const auto bs = it.strides(i);
+    auto& st = strides[n - 1];
+    st.resize(nd);
+    for (int64_t d = 0; d < nd; ++d) st[d] = bs[d] / es;
+    op.view = {it.data_ptr(i), nd, shape.data(), st.data(), static_cast<uint8_t>(dc)};
+  }
+  FooStatus st{};
+  return done(foo_rs_ew(rust, static_cast<uint8_t>(code), ops.data(), n, nullptr, 0, /*iter=*/1, &st), st);
+}
+
 // where(cond, self, other) into `out` (defined or not), as ATen's
 // where_self_out builds it, for the common case: a bool condition and two
 // foo tensors of one dtype; promotion, CPU scalars and a byte condition go
@@ -1112,22 +1147,7 @@ bool where_native(const at::Tensor& cond, const at::Tensor& self, const at::Tens
                 .add_const_input(other)
                 .build();
   // The common dtype TensorIterator saw first is the condition's: compute in self's.
-  const int code = dtype_code(self.scalar_type());
-  if (code < 0) return false;
-  std::array<FooOperand, 4> ops{};
-  std::array<c10::SmallVector<int64_t, 6>, 4> strides;
-  const auto shape = it.shape();
-  const int64_t nd = it.ndim();
-  for (int i = 0; i < 4; ++i) {
-    const int64_t es = static_cast<int64_t>(it.element_size(i));
-    const auto bs = it.strides(i);
-    strides[i].resize(nd);
-    for (int64_t d = 0; d < nd; ++d) strides[i][d] = bs[d] / es;
-    ops[i].view = {it.data_ptr(i), nd, shape.data(), strides[i].data(),
-                   static_cast<uint8_t>(dtype_code(it.dtype(i)))};
-  }
-  FooStatus st{};
-  return done(foo_rs_ew("where", static_cast<uint8_t>(code), ops.data(), 4, nullptr, 0, /*iter=*/1, &st), st);
+  return ew_over_iter("where", self.scalar_type(), it, {0, 1, 2, 3});
 }
 
 at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
@@ -1140,6 +1160,74 @@ at::Tensor& where_self_out(const at::Tensor& cond, const at::Tensor& self, const
   if (named([&] { return where_native(cond, self, other, out); })) return out;
   return Slow<kWhereOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(
       cond, self, other, out);
+}
+
+// abs.out (abs and abs_ are ATen composites over it) as ATen's abs_out
+// builds it for real dtypes: TensorIterator::unary_op (one dtype, out
+// resized, overlap checked). Complex (a float result) and bool keep the
+// Python kernel.
+constexpr char kAbsOut[] = "abs.out";
+at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
+  if (named([&] {
+        if (!is_foo(self) || !is_foo(out) || self.is_complex() || out.is_complex() ||
+            self.scalar_type() == c10::ScalarType::Bool)
+          return false;
+        auto it = at::TensorIterator::unary_op(out, self);
+        return ew_over_iter("abs", self.scalar_type(), it, {0, 1});
+      }))
+    return out;
+  return Slow<kAbsOut, at::Tensor&(const at::Tensor&, at::Tensor&)>::call(self, out);
+}
+
+// masked_fill_(mask, number) (masked_fill is ATen's composite over it) as
+// ATen's masked_fill_impl_cpu runs it: a bool mask, no partial overlap with
+// self, an iterator over self and the mask broadcast to self (outputs not
+// resized), then Rust's where(mask, value, self) into self. A self with
+// internal overlap (CPU's warning), a value of another kind than self's
+// dtype (a float into integers) or complex keep the Python kernel.
+constexpr char kMaskedFill[] = "masked_fill_.Scalar";
+at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+  if (named([&] {
+        if (!is_foo(self) || !is_foo(mask) || mask.scalar_type() != c10::ScalarType::Bool || self.is_complex() ||
+            value.isComplex() || (!c10::isFloatingType(self.scalar_type()) && value.isFloatingPoint()) ||
+            (self.scalar_type() != c10::ScalarType::Bool && value.isBoolean()) ||
+            at::has_internal_overlap(self) == at::MemOverlap::Yes)
+          return false;
+        at::assert_no_partial_overlap(self, mask);
+        auto it = at::TensorIteratorConfig()
+                      .set_check_mem_overlap(false)
+                      .check_all_same_dtype(false)
+                      .resize_outputs(false)
+                      .add_output(self)
+                      .add_const_input(mask)
+                      .add_const_input(self)
+                      .build();
+        return ew_over_iter("where", self.scalar_type(), it, {0, 1, -1, 2}, &value);
+      }))
+    return self;
+  return Slow<kMaskedFill, at::Tensor&(at::Tensor&, const at::Tensor&, const c10::Scalar&)>::call(self, mask, value);
+}
+
+// `.item()`: the value of a one-element real foo tensor read by Rust (foo's
+// memory is host memory and kernels finish before they return). Complex,
+// conjugate/negative views and a wrong element count keep the Python kernel
+// (its message, CPU's).
+constexpr char kLocalScalar[] = "_local_scalar_dense";
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  c10::Scalar result;
+  if (named([&] {
+        FooView v;
+        if (!is_foo(self) || self.numel() != 1 || self.is_complex() || self.is_conj() || self.is_neg() ||
+            !view_of(self, &v))
+          return false;
+        FooParam p{};
+        FooStatus st{};
+        if (!done(foo_rs_local_scalar(&v, &p, &st), st)) return false;
+        result = p.kind == 2 ? c10::Scalar(p.i != 0) : p.kind == 1 ? c10::Scalar(p.f) : c10::Scalar(p.i);
+        return true;
+      }))
+    return result;
+  return Slow<kLocalScalar, c10::Scalar(const at::Tensor&)>::call(self);
 }
 
 bool host_addressable(const at::Tensor& t) {
@@ -4122,6 +4210,7 @@ const NativeOp kNativeOps[] = {
     FOO_REGM(Softmax, T, int64_t, bool) FOO_REGM(LogSoftmax, T, int64_t, bool)
     FOO_REGM(SoftmaxBackward, T, T, int64_t, c10::ScalarType)
     FOO_REGM(LogSoftmaxBackward, T, T, int64_t, c10::ScalarType)
+    FOO_REG(kLocalScalar, local_scalar_dense) FOO_REG(kAbsOut, abs_out) FOO_REG(kMaskedFill, masked_fill_scalar_)
     FOO_REG(kWhere, where_self) FOO_REG(kWhereOut, where_self_out) FOO_REG(kCopy, copy_)
     FOO_REG(kZero, zero_) FOO_REG(kFill, fill_scalar) FOO_REGM(Cat, const at::ITensorListRef&, int64_t)
     FOO_REG(kLayerNorm, layer_norm) FOO_REG(kLayerNormBack, layer_norm_backward)

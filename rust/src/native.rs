@@ -1611,3 +1611,32 @@ pub unsafe extern "C" fn foo_rs_mse_loss_backward(
         )
     })
 }
+
+/// The value of a one-element real view (`_local_scalar_dense`, `.item()`)
+/// into `value`: kind 2 (bool), 1 (float) or 0 (integer), as the dtype is.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `value` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_local_scalar(
+    src: *const FooView,
+    value: *mut FooParam,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let s = strided_of(src)?;
+        if s.dtype.is_complex() || s.numel() != 1 {
+            return Err(invalid("foo: _local_scalar_dense takes one real element"));
+        }
+        let (f, i) = crate::kernels::copy::read_scalar(&s);
+        let v = &mut *value;
+        (v.kind, v.i, v.f) = if s.dtype == crate::DType::Bool {
+            (2, i64::from(i != 0), 0.0)
+        } else if s.dtype.is_floating() {
+            (1, 0, f)
+        } else {
+            (0, i, 0.0)
+        };
+        Ok(())
+    })
+}
