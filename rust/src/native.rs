@@ -174,6 +174,21 @@ fn report(st: *mut FooStatus, kind: ErrorKind, msg: &str) -> i32 {
     ERROR
 }
 
+/// `n` values at `p` (may be null when `n` is 0) as `usize`s; a negative
+/// one is an error naming `what`.
+///
+/// # Safety
+/// `p` holds `n` values when `n` > 0.
+unsafe fn non_negative(p: *const i64, n: usize, what: &str) -> Result<Vec<usize>, KernelError> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    std::slice::from_raw_parts(p, n)
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| invalid(format!("foo: negative {what}"))))
+        .collect()
+}
+
 /// Runs one native-path call: bad-fork check, panic barrier (the one of
 /// every entry point, [`crate::ffi::catch_panic`]; the panic's message goes
 /// to the status), status code.
@@ -363,14 +378,7 @@ pub unsafe extern "C" fn foo_rs_reduce(
         let name = CStr::from_ptr(name).to_string_lossy();
         let op = ReduceOp::by_name(&name, correction, ord)
             .ok_or_else(|| invalid(format!("foo: unknown reduction {name:?}")))?;
-        let dims: Vec<usize> = if ndims == 0 {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(dims, ndims)
-                .iter()
-                .map(|&d| usize::try_from(d).map_err(|_| invalid("foo: negative dim")))
-                .collect::<Result<_, _>>()?
-        };
+        let dims = non_negative(dims, ndims, "dim")?;
         let (o, o2, i) = (strided_of(out)?, opt_strided(out2)?, strided_of(inp)?);
         entry::reduce(op, o, o2, &i, &dims)
     })
@@ -1570,14 +1578,7 @@ pub unsafe extern "C" fn foo_rs_mse_loss(
     st: *mut FooStatus,
 ) -> i32 {
     run(st, false, || {
-        let shape: Vec<usize> = if ndim == 0 {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(shape, ndim)
-                .iter()
-                .map(|&d| usize::try_from(d).map_err(|_| invalid("foo: negative size")))
-                .collect::<Result<_, _>>()?
-        };
+        let shape = non_negative(shape, ndim, "size")?;
         entry::mse_loss(
             &strided_of(out)?,
             &strided_of(a)?,
