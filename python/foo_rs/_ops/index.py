@@ -291,6 +291,13 @@ def _index_plan(self, indices):
     before, after = list(view.shape[:first]), list(view.shape[last + 1 :])
     shape = before + list(bshape) + after
     nb = len(bshape)
+    if view.numel() == 0 and all(shape):
+        # Nothing to read: an index into a zero-size dim is out of range (CPU's
+        # IndexError), before any view of the empty storage is described.
+        for k in defined:
+            if view.shape[k] == 0 and idx[k].numel() > 0:
+                v = int(idx[k].flatten()[0])
+                raise IndexError(f"index {v} is out of bounds for dimension {dims[k]} with size 0 (foo)")
     dstr = list(view.stride()[:first]) + [0] * nb + list(view.stride()[last + 1 :])
     args = []
     keep = [idx[k] for k in defined]
