@@ -13,6 +13,7 @@
 
 use crate::dtype::DType;
 use crate::kernels::attention::{Dropout, Sdpa};
+use crate::kernels::copy::Number;
 use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
@@ -1629,14 +1630,11 @@ pub unsafe extern "C" fn foo_rs_local_scalar(
         if s.dtype.is_complex() || s.numel() != 1 {
             return Err(invalid("foo: _local_scalar_dense takes one real element"));
         }
-        let (f, i) = crate::kernels::copy::read_scalar(&s);
         let v = &mut *value;
-        (v.kind, v.i, v.f) = if s.dtype == crate::DType::Bool {
-            (2, i64::from(i != 0), 0.0)
-        } else if s.dtype.is_floating() {
-            (1, 0, f)
-        } else {
-            (0, i, 0.0)
+        (v.kind, v.i, v.f) = match crate::kernels::copy::read_number(&s) {
+            Number::Bool(b) => (2, i64::from(b), 0.0),
+            Number::Float(f) => (1, 0, f),
+            Number::Int(i) => (0, i, 0.0),
         };
         Ok(())
     })

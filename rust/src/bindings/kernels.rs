@@ -61,13 +61,10 @@ fn local_scalar(py: Python<'_>, src: TensorDesc) -> PyResult<Py<PyAny>> {
         let (re, im) = copy::read_complex(&s);
         return PyComplex::from_doubles(py, re, im).into_py_any(py);
     }
-    let (f, i) = copy::read_scalar(&s);
-    if s.dtype == crate::DType::Bool {
-        (i != 0).into_py_any(py)
-    } else if s.dtype.is_floating() {
-        f.into_py_any(py)
-    } else {
-        i.into_py_any(py)
+    match copy::read_number(&s) {
+        copy::Number::Bool(b) => b.into_py_any(py),
+        copy::Number::Float(f) => f.into_py_any(py),
+        copy::Number::Int(i) => i.into_py_any(py),
     }
 }
 

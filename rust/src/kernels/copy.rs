@@ -566,6 +566,27 @@ pub fn read_scalar(src: &Strided) -> (f64, i64) {
     dispatch_dtype!(src.dtype, S => go::<S>(src.ptr))
 }
 
+/// Element 0 of a real `src` as the Python number `.item()` returns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    Bool(bool),
+    Float(f64),
+    Int(i64),
+}
+
+/// Element 0 of a real `src` as the number of its dtype's kind (bool, float,
+/// integer): the one rule of `_local_scalar_dense` for both ways into Rust.
+pub fn read_number(src: &Strided) -> Number {
+    let (f, i) = read_scalar(src);
+    if src.dtype == DType::Bool {
+        Number::Bool(i != 0)
+    } else if src.dtype.is_floating() {
+        Number::Float(f)
+    } else {
+        Number::Int(i)
+    }
+}
+
 /// The dtypes every copy supports (all of them).
 pub fn supported(_d: DType) -> bool {
     true
