@@ -358,6 +358,38 @@ NATIVE_CASES = {
     "gt_number": lambda t: t(_f((3, 4))) > 0,
     "eq_tensor_broadcast": lambda t: t(_f((3, 1), torch.int64)) == t(_f((4,), torch.int64)),
     "clamp": lambda t: t(_f((7,))).clamp(-0.5, 0.5),
+    # clamp with tensor bounds: both (ternary), one (clamp_min/clamp_max), promotion, in-place
+    "clamp_tensor_bounds_broadcast": lambda t: torch.clamp(t(_f((3, 4))), t(_f((4,), seed=1)), t(_f((3, 1), seed=2))),
+    "clamp_tensor_min_only_int": lambda t: torch.clamp(t(_f((3, 4), torch.int64)), min=t(_f((4,), torch.int64, 1))),
+    "clamp_tensor_max_only_promotes": lambda t: torch.clamp(t(_f((5,), torch.int32)), max=t(_f((5,), torch.float64))),
+    "clamp_tensor_inplace": lambda t: t(_f((4, 3))).clamp_(t(_f((3,), seed=1)), t(_f((3,), seed=1)) + 0.5),
+    "clamp_min_tensor_out": lambda t: torch.clamp_min(t(_f((6,))), t(_f((6,), seed=3)), out=t(torch.empty(0))),
+    # remainder / fmod / floor_divide: integers (Python's sign rules), floats, numbers, strided
+    "remainder_int_negative": lambda t: t(_f((8,), torch.int64)) % t(_f((8,), torch.int64, 1)).clamp(min=1) * -1,
+    "remainder_float_number": lambda t: t(_f((3, 4))).t() % 0.7,
+    "fmod_int32_broadcast": lambda t: torch.fmod(t(_f((3, 4), torch.int32)), t(_f((4,), torch.int32, 1)).abs() + 1),
+    "floor_divide_float": lambda t: t(_f((2, 5), torch.float64)) // t(_f((5,), torch.float64, 1)),
+    "floor_divide_int_number": lambda t: t(_f((7,), torch.int16)) // 3,
+    "floor_divide_inplace": lambda t: t(_f((7,), torch.int64)).floor_divide_(t(_f((7,), torch.int64, 1)).abs() + 1),
+    # bitwise and shifts, gcd: integer and bool
+    "bitwise_and_bool": lambda t: t(_f((6,), torch.bool)) & t(_f((6,), torch.bool, 1)),
+    "bitwise_xor_uint8_broadcast": lambda t: t(_f((2, 3), torch.uint8)) ^ t(_f((3,), torch.uint8, 1)),
+    "bitwise_not_int8": lambda t: ~t(_f((6,), torch.int8)),
+    "left_shift_int64": lambda t: torch.bitwise_left_shift(t(_f((6,), torch.int64)), t(_f((6,), torch.int64, 1)).abs()),
+    "gcd_int32": lambda t: torch.gcd(t(_f((6,), torch.int32)), t(_f((6,), torch.int32, 1))),
+    # unary math and rounding: strided, 16-bit, out=
+    "floor_bf16_strided": lambda t: torch.floor(t(_f((4, 3), torch.bfloat16)).t()),
+    "round_decimals": lambda t: torch.round(t(_f((6,), torch.float64)) * 7, decimals=2),
+    "frac_out": lambda t: torch.frac(t(_f((5,))), out=t(torch.empty(5))),
+    "log2_int_promotes": lambda t: torch.log2(t(_f((5,), torch.int64)).abs() + 1),
+    "atan_inplace_f16": lambda t: t(_f((5,), torch.float16)).atan_(),
+    "lgamma": lambda t: torch.lgamma(t(_f((3, 3))).abs() + 0.1),
+    "hypot_broadcast": lambda t: torch.hypot(t(_f((2, 3))), t(_f((3,), seed=1))),
+    "copysign_number": lambda t: torch.copysign(t(_f((4,))), -1.0),
+    "fmax_nan": lambda t: torch.fmax(
+        t(torch.tensor([float("nan"), 1.0, 2.0])), t(torch.tensor([0.5, float("nan"), 3.0]))
+    ),
+    "xlogy": lambda t: torch.xlogy(t(_f((4,))).abs(), t(_f((4,), seed=1)).abs()),
     "clamp_min_int": lambda t: t(_f((7,), torch.int64)).clamp(min=0),
     "pow_scalar": lambda t: t(_f((7,))) ** 2,
     "pow_tensor": lambda t: t(_f((7,)).abs() + 0.1) ** t(_f((7,), seed=1)),
@@ -626,10 +658,10 @@ def test_native_path_errors_match_cpu(no_fallback):
         with pytest.raises(type(cpu.value)) as foo:
             f(lambda x: x.to("foo"))
         # ATen's message with "(foo)" appended: every case is raised inside
-        # foo's native kernels (functional mm/bmm/sum/softmax/cat included),
-        # except clamp(), which torch refuses before dispatch.
+        # foo's native kernels (functional mm/bmm/sum/softmax/cat included;
+        # clamp() by clamp.Tensor's meta).
         cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
-        assert foo_msg == (cpu_msg if cpu_msg.startswith("torch.clamp:") else cpu_msg + " (foo)")
+        assert foo_msg == cpu_msg + " (foo)"
     del fa
 
 

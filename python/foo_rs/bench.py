@@ -256,6 +256,11 @@ PER_OP = {
     "where": lambda t: (lambda c=t(4, 8) > 0, a=t(4, 8), b=t(4, 8): lambda: torch.where(c, a, b))(),
     "clamp": lambda t: (lambda a=t(4, 8): lambda: a.clamp(-1, 1))(),
     "pow 2": lambda t: (lambda a=t(4, 8): lambda: a**2)(),
+    "clamp tensor bounds": lambda t: (lambda a=t(4, 8), lo=t(8), hi=t(8): lambda: torch.clamp(a, lo, hi))(),
+    "remainder number": lambda t: (lambda a=t(4, 8): lambda: a % 0.7)(),
+    "floor_divide int": lambda t: (
+        lambda a=torch.arange(32).view(4, 8).to(t.device), b=torch.arange(1, 9).to(t.device): lambda: a // b
+    )(),
     "to bf16": lambda t: (lambda a=t(4, 8): lambda: a.to(torch.bfloat16))(),
     "relu": lambda t: (lambda a=t(4, 8): lambda: torch.relu(a))(),
     "gelu": lambda t: (lambda a=t(4, 8): lambda: torch.nn.functional.gelu(a))(),

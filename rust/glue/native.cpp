@@ -753,6 +753,16 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
   }
 }
 
+// The Rust op of a call: Op::rust, or Op::rust_for(args) where it depends on them.
+template <class Op, class... A>
+const char* rust_of(const at::Tensor& self, const A&... a) {
+  if constexpr (requires { Op::rust_for(self, a...); }) {
+    return Op::rust_for(self, a...);
+  } else {
+    return Op::rust;
+  }
+}
+
 // The three kernels of an elementwise op `Op` with extra schema arguments A.
 // Op gives: Meta (ATen's structured meta class), rust (op name in
 // kernels/elementwise/spec.rs), gate, F/I/O (its functional, in-place and
@@ -767,7 +777,7 @@ at::Tensor k_functional(const at::Tensor& self, A... a) {
         if (dense_lane<Op>(result, ps, np, self, a...)) return true;
         Holder<typename Op::Meta, Mode::Functional> h;
         Op::meta(h, self, a...);
-        if (!run_iter(Op::rust, Op::gate, h, ps, np, Op::swap)) return false;
+        if (!run_iter(rust_of<Op>(self, a...), Op::gate, h, ps, np, Op::swap)) return false;
         result = std::move(h.out_[0]);
         return true;
       }))
@@ -783,7 +793,7 @@ at::Tensor& k_inplace(at::Tensor& self, A... a) {
         if (dense_lane<Op>(self, ps, np, self, a...)) return true;
         Holder<typename Op::Meta, Mode::Inplace> h(self);
         Op::meta(h, self, a...);
-        return run_iter(Op::rust, Op::gate, h, ps, np, Op::swap);
+        return run_iter(rust_of<Op>(self, a...), Op::gate, h, ps, np, Op::swap);
       }))
     return self;
   return Slow<Op::I, at::Tensor&(at::Tensor&, A...)>::call(self, a...);
@@ -797,7 +807,7 @@ at::Tensor& k_out(const at::Tensor& self, A... a, at::Tensor& out) {
         if (dense_lane<Op>(out, ps, np, self, a...)) return true;
         Holder<typename Op::Meta, Mode::Out> h(out);
         Op::meta(h, self, a...);
-        return run_iter(Op::rust, Op::gate, h, ps, np, Op::swap);
+        return run_iter(rust_of<Op>(self, a...), Op::gate, h, ps, np, Op::swap);
       }))
     return out;
   return Slow<Op::O, at::Tensor&(const at::Tensor&, A..., at::Tensor&)>::call(self, a..., out);
@@ -1086,6 +1096,118 @@ FOO_EW(HardsigmoidBackward, structured_hardsigmoid_backward, "hardsigmoid_backwa
        "hardsigmoid_backward", "", "hardsigmoid_backward.grad_input")
 FOO_EW(HardswishBackward, structured_hardsigmoid_backward, "hardswish_backward", Gate::Float, "hardswish_backward",
        "", "hardswish_backward.out")
+
+// ---- More structured elementwise ops: one line each ------------------------
+//
+// Their Rust ops are the ones their Python kernels call (kernels/elementwise/
+// spec.rs). A dtype the Rust op does not take (bitwise ops on floats, gcd on
+// floats ...) comes back as UnsupportedDtype: the Python kernel then raises
+// CPU's error. Integer inputs of the rounding ops (a copy in ATen) and of the
+// float-only ops take the Python kernel through the Float gate.
+FOO_EW(Tan, structured_tan, "tan", Gate::Float, "tan", "tan_", "tan.out")
+FOO_EW(Asin, structured_asin, "asin", Gate::Float, "asin", "asin_", "asin.out")
+FOO_EW(Acos, structured_acos, "acos", Gate::Float, "acos", "acos_", "acos.out")
+FOO_EW(Atan, structured_atan, "atan", Gate::Float, "atan", "atan_", "atan.out")
+FOO_EW(Sinh, structured_sinh, "sinh", Gate::Float, "sinh", "sinh_", "sinh.out")
+FOO_EW(Cosh, structured_cosh, "cosh", Gate::Float, "cosh", "cosh_", "cosh.out")
+FOO_EW(Asinh, structured_asinh, "asinh", Gate::Float, "asinh", "asinh_", "asinh.out")
+FOO_EW(Acosh, structured_acosh, "acosh", Gate::Float, "acosh", "acosh_", "acosh.out")
+FOO_EW(Atanh, structured_atanh, "atanh", Gate::Float, "atanh", "atanh_", "atanh.out")
+FOO_EW(Log2, structured_log2, "log2", Gate::Float, "log2", "log2_", "log2.out")
+FOO_EW(Log10, structured_log10, "log10", Gate::Float, "log10", "log10_", "log10.out")
+FOO_EW(Exp2, structured_exp2, "exp2", Gate::Float, "exp2", "exp2_", "exp2.out")
+FOO_EW(Erfinv, structured_erfinv, "erfinv", Gate::Float, "erfinv", "erfinv_", "erfinv.out")
+FOO_EW(Lgamma, structured_lgamma, "lgamma", Gate::Float, "lgamma", "lgamma_", "lgamma.out")
+FOO_EW(Digamma, structured_digamma, "digamma", Gate::Float, "digamma", "digamma_", "digamma.out")
+FOO_EW(Sinc, structured_sinc, "sinc", Gate::Float, "sinc", "sinc_", "sinc.out")
+FOO_EW(Floor, structured_floor, "floor", Gate::Float, "floor", "floor_", "floor.out")
+FOO_EW(Ceil, structured_ceil, "ceil", Gate::Float, "ceil", "ceil_", "ceil.out")
+FOO_EW(Trunc, structured_trunc, "trunc", Gate::Float, "trunc", "trunc_", "trunc.out")
+FOO_EW(Frac, structured_frac, "frac", Gate::Float, "frac", "frac_", "frac.out")
+FOO_EW(BitwiseNot, structured_bitwise_not, "bitwise_not", Gate::Any, "bitwise_not", "bitwise_not_",
+       "bitwise_not.out")
+// round: decimals 0 (round) or given (round.decimals; integers refused by CPU's kernel there).
+struct Round : Plain {
+  using Meta = at::meta::structured_round;
+  static constexpr const char* rust = "round";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("round", "round_", "round.out")
+  static int params(FooParam* p, const at::Tensor&) { return param_of(c10::Scalar(int64_t{0}), &p[0]) ? 1 : -1; }
+};
+struct RoundDecimals : Plain {
+  using Meta = at::meta::structured_round_decimals;
+  static constexpr const char* rust = "round";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("round.decimals", "round_.decimals", "round.decimals_out")
+  static int params(FooParam* p, const at::Tensor&, int64_t decimals) {
+    return param_of(c10::Scalar(decimals), &p[0]) ? 1 : -1;
+  }
+};
+// Binary ops (the .Scalar overloads are ATen composites over these, with a wrapped number).
+FOO_EW_ON(Remainder, Numbers, structured_remainder_Tensor, "remainder", Gate::Numeric, "remainder.Tensor",
+          "remainder_.Tensor", "remainder.Tensor_out")
+FOO_EW_ON(Fmod, Numbers, structured_fmod_Tensor, "fmod", Gate::Numeric, "fmod.Tensor", "fmod_.Tensor",
+          "fmod.Tensor_out")
+FOO_EW(Hypot, structured_hypot, "hypot", Gate::Float, "hypot", "hypot_", "hypot.out")
+FOO_EW(Fmax, structured_fmax, "fmax", Gate::Float, "fmax", "", "fmax.out")
+FOO_EW(Fmin, structured_fmin, "fmin", Gate::Float, "fmin", "", "fmin.out")
+FOO_EW(Copysign, structured_copysign_Tensor, "copysign", Gate::Float, "copysign.Tensor", "copysign_.Tensor",
+       "copysign.out")
+FOO_EW(Xlogy, structured_xlogy_Tensor, "xlogy", Gate::Float, "xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor")
+FOO_EW(Logaddexp, structured_logaddexp, "logaddexp", Gate::Float, "logaddexp", "", "logaddexp.out")
+FOO_EW(Nextafter, structured_nextafter, "nextafter", Gate::Float, "nextafter", "nextafter_", "nextafter.out")
+FOO_EW(BitwiseAnd, structured_bitwise_and_Tensor, "bitwise_and", Gate::Any, "bitwise_and.Tensor",
+       "bitwise_and_.Tensor", "bitwise_and.Tensor_out")
+FOO_EW(BitwiseOr, structured_bitwise_or_Tensor, "bitwise_or", Gate::Any, "bitwise_or.Tensor", "bitwise_or_.Tensor",
+       "bitwise_or.Tensor_out")
+FOO_EW(BitwiseXor, structured_bitwise_xor_Tensor, "bitwise_xor", Gate::Any, "bitwise_xor.Tensor",
+       "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out")
+FOO_EW(Lshift, structured_bitwise_left_shift_Tensor, "lshift", Gate::Numeric, "bitwise_left_shift.Tensor",
+       "bitwise_left_shift_.Tensor", "bitwise_left_shift.Tensor_out")
+FOO_EW(Rshift, structured_bitwise_right_shift_Tensor, "rshift", Gate::Numeric, "bitwise_right_shift.Tensor",
+       "bitwise_right_shift_.Tensor", "bitwise_right_shift.Tensor_out")
+FOO_EW(Gcd, structured_gcd, "gcd", Gate::Numeric, "gcd", "gcd_", "gcd.out")
+FOO_EW(Lcm, structured_lcm, "lcm", Gate::Numeric, "lcm", "lcm_", "lcm.out")
+FOO_EW(ClampMinT, structured_clamp_min_Tensor, "clamp_min", Gate::Numeric, "clamp_min.Tensor", "clamp_min_.Tensor",
+       "clamp_min.Tensor_out")
+FOO_EW(ClampMaxT, structured_clamp_max_Tensor, "clamp_max", Gate::Numeric, "clamp_max.Tensor", "clamp_max_.Tensor",
+       "clamp_max.Tensor_out")
+// floor_divide is not structured: ATen's floor_divide_out builds the binary
+// iterator div's meta builds for rounding_mode="floor" and runs div_floor.
+struct FloorDivide : Plain {
+  static constexpr bool numbers = true;
+  using Meta = at::meta::structured_div_Tensor_mode;
+  static constexpr const char* rust = "div";
+  static constexpr Gate gate = Gate::Numeric;
+  FOO_NAMES("floor_divide", "floor_divide_.Tensor", "floor_divide.out")
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&) {
+    p[0] = p_str("floor");
+    return 1;
+  }
+  template <class H>
+  static void meta(H& h, const at::Tensor& self, const at::Tensor& other) {
+    h.meta(self, other, c10::string_view("floor"));
+  }
+};
+// clamp with tensor bounds: ATen's meta builds over the bounds given; the
+// kernel is clamp (both), clamp_min or clamp_max (one), as ATen's impl picks.
+struct ClampT : Plain {
+  using Meta = at::meta::structured_clamp_Tensor;
+  static constexpr const char* rust = "clamp";
+  static constexpr Gate gate = Gate::Numeric;
+  static constexpr bool dense = false;  // optional tensor operands: not the dense lane's
+  FOO_NAMES("clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out")
+  using OptT = const std::optional<at::Tensor>&;
+  static const char* rust_for(const at::Tensor&, OptT lo, OptT hi) {
+    const bool has_lo = lo.has_value() && lo->defined(), has_hi = hi.has_value() && hi->defined();
+    return has_lo && has_hi ? "clamp" : has_lo ? "clamp_min" : "clamp_max";
+  }
+  template <class H>
+  static void meta(H& h, const at::Tensor& self, OptT lo, OptT hi) {
+    h.meta(self, lo.has_value() ? at::OptionalTensorRef(*lo) : at::OptionalTensorRef(),
+           hi.has_value() ? at::OptionalTensorRef(*hi) : at::OptionalTensorRef());
+  }
+};
 
 #undef FOO_EW
 #undef FOO_EW_ON
@@ -4202,6 +4324,15 @@ const NativeOp kNativeOps[] = {
     FOO_REG3(Clamp, const std::optional<c10::Scalar>&, const std::optional<c10::Scalar>&)
     FOO_REG3(Gelu, c10::string_view) FOO_REG3(GeluBackward, T, c10::string_view)
     FOO_REG3(ThresholdBackward, T, S) FOO_REG3(Softplus, S, S) FOO_REG3(Elu, S, S, S)
+    FOO_REG3(Tan) FOO_REG3(Asin) FOO_REG3(Acos) FOO_REG3(Atan) FOO_REG3(Sinh) FOO_REG3(Cosh) FOO_REG3(Asinh)
+    FOO_REG3(Acosh) FOO_REG3(Atanh) FOO_REG3(Log2) FOO_REG3(Log10) FOO_REG3(Exp2) FOO_REG3(Erfinv) FOO_REG3(Lgamma)
+    FOO_REG3(Digamma) FOO_REG3(Sinc) FOO_REG3(Floor) FOO_REG3(Ceil) FOO_REG3(Trunc) FOO_REG3(Frac)
+    FOO_REG3(BitwiseNot) FOO_REG3(Round) FOO_REG3(RoundDecimals, int64_t)
+    FOO_REG3(Remainder, T) FOO_REG3(Fmod, T) FOO_REG3(Hypot, T) FOO_REG2(Fmax, T) FOO_REG2(Fmin, T)
+    FOO_REG3(Copysign, T) FOO_REG3(Xlogy, T) FOO_REG2(Logaddexp, T) FOO_REG3(Nextafter, T)
+    FOO_REG3(BitwiseAnd, T) FOO_REG3(BitwiseOr, T) FOO_REG3(BitwiseXor, T) FOO_REG3(Lshift, T) FOO_REG3(Rshift, T)
+    FOO_REG3(Gcd, T) FOO_REG3(Lcm, T) FOO_REG3(ClampMinT, T) FOO_REG3(ClampMaxT, T) FOO_REG3(FloorDivide, T)
+    FOO_REG3(ClampT, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)
     FOO_REGM(Mm, T, T) FOO_REGM(Bmm, T, T) FOO_REGM(Addmm, T, T, T, S, S) FOO_REGM(Baddbmm, T, T, T, S, S)
     FOO_REGM(Sum, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
     FOO_REGM(Mean, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
