@@ -10,6 +10,7 @@ import threading
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import foo_rs
 from foo_rs._ops._registry import fast_lane_ops
@@ -390,6 +391,19 @@ NATIVE_CASES = {
         t(torch.tensor([float("nan"), 1.0, 2.0])), t(torch.tensor([0.5, float("nan"), 3.0]))
     ),
     "xlogy": lambda t: torch.xlogy(t(_f((4,))).abs(), t(_f((4,), seed=1)).abs()),
+    "sgn": lambda t: torch.sgn(t(_f((3, 4))).t()),
+    # activation backwards (through their functional forms' autograd), and softmax's with the expanded
+    # (stride 0) gradient a .sum() gives
+    "leaky_relu_backward": lambda t: _grad(lambda x: F.leaky_relu(x, 0.1), t(_f((3, 4))), t(_f((3, 4), seed=1))),
+    "elu_backward": lambda t: _grad(F.elu, t(_f((3, 4), torch.float64)), t(_f((3, 4), torch.float64, 1))),
+    "selu_backward_of_result": lambda t: torch.ops.aten.elu_backward(
+        t(_f((5,))), 1.67, 1.05, 1.0, True, t(_f((5,), seed=1))
+    ),
+    "softplus_backward": lambda t: _grad(lambda x: F.softplus(x, 2.0, 3.0), t(_f((6,))), t(_f((6,), seed=1))),
+    "softmax_backward_expanded_grad": lambda t: _grad(lambda x: x.softmax(-1).sum(), t(_f((3, 5))), None),
+    "log_softmax_backward_strided": lambda t: _grad(
+        lambda x: x.log_softmax(0), t(_f((4, 3))), t(_f((3, 4), seed=1)).t()
+    ),
     "clamp_min_int": lambda t: t(_f((7,), torch.int64)).clamp(min=0),
     "pow_scalar": lambda t: t(_f((7,))) ** 2,
     "pow_tensor": lambda t: t(_f((7,)).abs() + 0.1) ** t(_f((7,), seed=1)),

@@ -1172,6 +1172,44 @@ FOO_EW(ClampMinT, structured_clamp_min_Tensor, "clamp_min", Gate::Numeric, "clam
        "clamp_min.Tensor_out")
 FOO_EW(ClampMaxT, structured_clamp_max_Tensor, "clamp_max", Gate::Numeric, "clamp_max.Tensor", "clamp_max_.Tensor",
        "clamp_max.Tensor_out")
+FOO_EW(Sgn, structured_sgn, "sign", Gate::Float, "sgn", "sgn_", "sgn.out")
+// Activation backwards with parameters (what their Python kernels pass Rust).
+struct LeakyReluBackward : Plain {
+  using Meta = at::meta::structured_leaky_relu_backward;
+  static constexpr const char* rust = "leaky_relu_backward";
+  static constexpr Gate gate = Gate::Float;
+  static constexpr bool swap = true;  // ATen's meta adds (self, grad)
+  FOO_NAMES("leaky_relu_backward", "", "leaky_relu_backward.grad_input")
+  // ATen's kernel (not its meta) refuses a result's backward with a negative slope: the Python kernel raises that.
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& slope, bool is_result) {
+    if (is_result && slope.toDouble() < 0.0) return -1;
+    return param_of(slope, &p[0]) ? 1 : -1;
+  }
+};
+struct EluBackward : Plain {
+  using Meta = at::meta::structured_elu_backward;
+  static constexpr const char* rust = "elu_backward";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("elu_backward", "", "elu_backward.grad_input")
+  static int params(FooParam* p, const at::Tensor&, const c10::Scalar& alpha, const c10::Scalar& scale,
+                    const c10::Scalar& input_scale, bool is_result, const at::Tensor&) {
+    if (is_result && alpha.toDouble() < 0.0) return -1;  // refused by ATen: the Python kernel raises that
+    return param_of(alpha, &p[0]) && param_of(scale, &p[1]) && param_of(input_scale, &p[2]) &&
+                   param_of(c10::Scalar(is_result), &p[3])
+               ? 4
+               : -1;
+  }
+};
+struct SoftplusBackward : Plain {
+  using Meta = at::meta::structured_softplus_backward;
+  static constexpr const char* rust = "softplus_backward";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("softplus_backward", "", "softplus_backward.grad_input")
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& beta,
+                    const c10::Scalar& threshold) {
+    return param_of(beta, &p[0]) && param_of(threshold, &p[1]) ? 2 : -1;
+  }
+};
 // floor_divide is not structured: ATen's floor_divide_out builds the binary
 // iterator div's meta builds for rounding_mode="floor" and runs div_floor.
 struct FloorDivide : Plain {
@@ -1642,11 +1680,13 @@ FOO_META_OP(Amin, structured_amin, "amin", "amin.out")
   }
 };
 
-// (log_)softmax over `dim` of a contiguous input of the output's dtype.
+// (log_)softmax over `dim` of an input of the output's dtype, made
+// contiguous first as ATen's CPU kernel does (softmax_cpu_out).
 template <class H>
-bool run_softmax(H& h, const at::Tensor& self, int64_t dim, bool log) {
+bool run_softmax(H& h, const at::Tensor& self_, int64_t dim, bool log) {
   const at::Tensor& out = h.result();
-  if (!self.is_contiguous() || self.scalar_type() != out.scalar_type() || self.dim() == 0) return false;
+  if (self_.scalar_type() != out.scalar_type() || self_.dim() == 0) return false;
+  const at::Tensor self = self_.contiguous();
   FooView vo, vi;
   if (!view_of(out, &vo) || !view_of(self, &vi)) return false;
   FooStatus st{};
@@ -1668,13 +1708,14 @@ FOO_SOFTMAX(Softmax, structured__softmax, "_softmax", "_softmax.out", false)
 FOO_SOFTMAX(LogSoftmax, structured__log_softmax, "_log_softmax", "_log_softmax.out", true)
 #undef FOO_SOFTMAX
 
+// Its backward, with grad and output made contiguous as ATen's CPU kernel
+// does (a loss's expanded gradient, e.g. of .sum(), has stride 0).
 template <class H>
-bool run_softmax_backward(H& h, const at::Tensor& grad, const at::Tensor& output, int64_t dim, bool log) {
+bool run_softmax_backward(H& h, const at::Tensor& grad_, const at::Tensor& output_, int64_t dim, bool log) {
   const at::Tensor& gi = h.result();
   const auto t = gi.scalar_type();
-  if (!grad.is_contiguous() || !output.is_contiguous() || grad.scalar_type() != t || output.scalar_type() != t ||
-      output.dim() == 0)
-    return false;
+  if (grad_.scalar_type() != t || output_.scalar_type() != t || output_.dim() == 0) return false;
+  const at::Tensor grad = grad_.contiguous(), output = output_.contiguous();
   FooView vgi, vg, vy;
   if (!view_of(gi, &vgi) || !view_of(grad, &vg) || !view_of(output, &vy)) return false;
   FooStatus st{};
@@ -4333,6 +4374,8 @@ const NativeOp kNativeOps[] = {
     FOO_REG3(BitwiseAnd, T) FOO_REG3(BitwiseOr, T) FOO_REG3(BitwiseXor, T) FOO_REG3(Lshift, T) FOO_REG3(Rshift, T)
     FOO_REG3(Gcd, T) FOO_REG3(Lcm, T) FOO_REG3(ClampMinT, T) FOO_REG3(ClampMaxT, T) FOO_REG3(FloorDivide, T)
     FOO_REG3(ClampT, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)
+    FOO_REG3(Sgn) FOO_REG2(LeakyReluBackward, T, S, bool) FOO_REG2(EluBackward, S, S, S, bool, T)
+    FOO_REG2(SoftplusBackward, T, S, S)
     FOO_REGM(Mm, T, T) FOO_REGM(Bmm, T, T) FOO_REGM(Addmm, T, T, T, S, S) FOO_REGM(Baddbmm, T, T, T, S, S)
     FOO_REGM(Sum, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
     FOO_REGM(Mean, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
