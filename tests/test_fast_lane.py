@@ -399,6 +399,8 @@ NATIVE_CASES = {
     "selu_backward_of_result": lambda t: torch.ops.aten.elu_backward(
         t(_f((5,))), 1.67, 1.05, 1.0, True, t(_f((5,), seed=1))
     ),
+    "relu6_and_backward": lambda t: _grad(F.relu6, t(_f((3, 4))) * 4, t(_f((3, 4), seed=1))),
+    "hardtanh_inplace_f64": lambda t: F.hardtanh(t(_f((5,), torch.float64)), -0.5, 0.25, inplace=True),
     "softplus_backward": lambda t: _grad(lambda x: F.softplus(x, 2.0, 3.0), t(_f((6,))), t(_f((6,), seed=1))),
     "softmax_backward_expanded_grad": lambda t: _grad(lambda x: x.softmax(-1).sum(), t(_f((3, 5))), None),
     "log_softmax_backward_strided": lambda t: _grad(

@@ -1210,6 +1210,36 @@ struct SoftplusBackward : Plain {
     return param_of(beta, &p[0]) && param_of(threshold, &p[1]) ? 2 : -1;
   }
 };
+// hardtanh (ReLU6 too) is not structured: ATen's hardtanh_out is clamp_out
+// after refusing an unsigned input with a negative bound (integers take the
+// Python kernel, which raises that): clamp's meta, Rust's hardtanh. Its backward builds the binary iterator
+// hardsigmoid_backward's meta builds (grad_output, self).
+struct Hardtanh : Plain {
+  using Meta = at::meta::structured_clamp;
+  static constexpr const char* rust = "hardtanh";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("hardtanh", "hardtanh_", "hardtanh.out")
+  static int params(FooParam* p, const at::Tensor&, const c10::Scalar& lo, const c10::Scalar& hi) {
+    return param_of(lo, &p[0]) && param_of(hi, &p[1]) ? 2 : -1;
+  }
+  template <class H>
+  static void meta(H& h, const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+    h.meta(self, at::OptionalScalarRef(&lo), at::OptionalScalarRef(&hi));
+  }
+};
+struct HardtanhBackward : Plain {
+  using Meta = at::meta::structured_hardsigmoid_backward;
+  static constexpr const char* rust = "hardtanh_backward";
+  static constexpr Gate gate = Gate::Float;
+  FOO_NAMES("hardtanh_backward", "", "hardtanh_backward.grad_input")
+  static int params(FooParam* p, const at::Tensor&, const at::Tensor&, const c10::Scalar& lo, const c10::Scalar& hi) {
+    return param_of(lo, &p[0]) && param_of(hi, &p[1]) ? 2 : -1;
+  }
+  template <class H>
+  static void meta(H& h, const at::Tensor& grad, const at::Tensor& self, const c10::Scalar&, const c10::Scalar&) {
+    h.meta(grad, self);
+  }
+};
 // floor_divide is not structured: ATen's floor_divide_out builds the binary
 // iterator div's meta builds for rounding_mode="floor" and runs div_floor.
 struct FloorDivide : Plain {
@@ -4376,6 +4406,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG3(ClampT, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)
     FOO_REG3(Sgn) FOO_REG2(LeakyReluBackward, T, S, bool) FOO_REG2(EluBackward, S, S, S, bool, T)
     FOO_REG2(SoftplusBackward, T, S, S)
+    FOO_REG3(Hardtanh, S, S) FOO_REG2(HardtanhBackward, T, S, S)
     FOO_REGM(Mm, T, T) FOO_REGM(Bmm, T, T) FOO_REGM(Addmm, T, T, T, S, S) FOO_REGM(Baddbmm, T, T, T, S, S)
     FOO_REGM(Sum, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
     FOO_REGM(Mean, T, at::OptionalIntArrayRef, bool, std::optional<c10::ScalarType>)
