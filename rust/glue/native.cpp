@@ -45,6 +45,12 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/all_meta.h>
+#include <ATen/ops/any_meta.h>
+#include <ATen/ops/cumprod_meta.h>
+#include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/tril_meta.h>
+#include <ATen/ops/triu_meta.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
@@ -292,6 +298,8 @@ int32_t foo_rs_fused_adagrad(const FooView* params, const FooView* grads, const 
                              FooStatus* st);
 int32_t foo_rs_amp_unscale(const FooView* grads, size_t n, float inv_scale, uint8_t* found, FooStatus* st);
 int32_t foo_rs_local_scalar(const FooView* src, FooParam* value, FooStatus* st);
+int32_t foo_rs_scan(const FooView* out, const FooView* inp, int64_t dim, uint8_t prod, FooStatus* st);
+int32_t foo_rs_tri(const FooView* out, const FooView* src, int64_t k, uint8_t upper, FooStatus* st);
 int32_t foo_rs_mse_loss(const FooView* out, const FooView* a, const FooView* b, const int64_t* shape, size_t ndim,
                         int64_t reduction, FooStatus* st);
 int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* a, const FooView* b,
@@ -2996,6 +3004,123 @@ at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Gener
                                                                                                  std::move(gen));
 }
 
+// ---- all/any, cumsum/cumprod, triu/tril ------------------------------------
+//
+// Ops whose Python kernels only shaped a call to an existing Rust kernel:
+// ATen's structured metas give the semantics, the
+// Rust kernels the Python kernels call (kernels/entry.rs) the values.
+
+#define FOO_META_OP(Name, MetaT, f, o) \
+  struct Name {                        \
+    using Meta = at::meta::MetaT;      \
+    static constexpr char F[] = f;     \
+    static constexpr char O[] = o;     \
+    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
+
+// all/any over every dim, one dim or a list of dims: ATen's allany_meta (a
+// bool or uint8 out, the reduction's shape, the dim checks and messages),
+// then Rust's "all"/"any" reduction when it writes the out's dtype (bool;
+// uint8 for a uint8 input). Another out dtype (a bool out of a uint8 input,
+// a uint8 out of another) and complex inputs take the slow path.
+template <class H>
+bool run_allany(H& h, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  const at::Tensor& out = h.result();
+  const auto want = self.scalar_type() == c10::ScalarType::Byte ? c10::ScalarType::Byte : c10::ScalarType::Bool;
+  FooView vo, vi;
+  if (out.scalar_type() != want || !view_of(out, &vo) || !view_of(self, &vi)) return false;
+  // A 0-d input reduces over no dim (its dim 0 or -1 names the element).
+  c10::SmallVector<int64_t, 6> dims;
+  if (self.dim() > 0) dims = reduce_dims(self, dim);
+  FooStatus st{};
+  if (!done(foo_rs_reduce(rust, &vo, nullptr, &vi, dims.data(), dims.size(), 1.0, 2.0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+// Params: run's parameters after h; Args: the meta's arguments; Dims: the
+// reduced dims as run_allany takes them.
+#define FOO_UNPAREN(...) __VA_ARGS__
+#define FOO_ALLANY(Name, op, f, o, MetaT, Params, Args, Dims)        \
+  FOO_META_OP(Name, MetaT, f, o)                                     \
+    template <class H>                                               \
+    static bool run(H& h, FOO_UNPAREN Params) {                      \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});    \
+      h.meta(FOO_UNPAREN Args);                                      \
+      return run_allany(h, op, self, Dims);                          \
+    }                                                                \
+  };
+FOO_ALLANY(AllAll, "all", "all", "all.all_out", structured_all, (const at::Tensor& self), (self), std::nullopt)
+FOO_ALLANY(AnyAll, "any", "any", "any.all_out", structured_any, (const at::Tensor& self), (self), std::nullopt)
+FOO_ALLANY(AllDim, "all", "all.dim", "all.out", structured_all_dim, (const at::Tensor& self, int64_t dim, bool keepdim),
+           (self, dim, keepdim), at::IntArrayRef(&dim, 1))
+FOO_ALLANY(AnyDim, "any", "any.dim", "any.out", structured_any_dim, (const at::Tensor& self, int64_t dim, bool keepdim),
+           (self, dim, keepdim), at::IntArrayRef(&dim, 1))
+FOO_ALLANY(AllDims, "all", "all.dims", "all.dims_out", structured_all_dims,
+           (const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim), (self, dim, keepdim), dim)
+FOO_ALLANY(AnyDims, "any", "any.dims", "any.dims_out", structured_any_dims,
+           (const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim), (self, dim, keepdim), dim)
+#undef FOO_ALLANY
+#undef FOO_UNPAREN
+
+// cumsum/cumprod (cumsum_/cumprod_ are ATen composites over the out=
+// form): ATen's meta (the dim check, the out's dtype: dtype=, else an out=
+// tensor's own, else int64 for integers and bool), then, as CPU's
+// impl_func_cum_ops, Rust over the input converted to the out's dtype. Rust
+// writes a floating dtype or int64: other integer outs (dtype=torch.int32)
+// and complex take the slow path.
+template <class H>
+bool run_scan(H& h, bool prod, const at::Tensor& self, int64_t dim) {
+  const at::Tensor& out = h.result();
+  const auto ot = out.scalar_type();
+  if (self.is_complex() || !(c10::isFloatingType(ot) || ot == c10::ScalarType::Long)) return false;
+  const at::Tensor x = self.scalar_type() == ot ? self : self.to(ot);
+  FooView vo, vx;
+  if (!view_of(out, &vo) || !view_of(x, &vx)) return false;
+  FooStatus st{};
+  const int64_t d = self.dim() == 0 ? 0 : c10::maybe_wrap_dim(dim, self.dim());
+  if (!done(foo_rs_scan(&vo, &vx, d, prod ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+#define FOO_SCAN(Name, MetaT, f, o, prod)                                                       \
+  FOO_META_OP(Name, MetaT, f, o)                                                                \
+    template <class H>                                                                          \
+    static bool run(H& h, const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});                               \
+      h.meta(self, dim, dtype);                                                                 \
+      return run_scan(h, prod, self, dim);                                                      \
+    }                                                                                           \
+  };
+FOO_SCAN(Cumsum, structured_cumsum, "cumsum", "cumsum.out", false)
+FOO_SCAN(Cumprod, structured_cumprod, "cumprod", "cumprod.out", true)
+#undef FOO_SCAN
+
+// triu/tril (triu_/tril_ are ATen composites over the out= form): ATen's
+// meta (at least 2 dims; the out's dtype is self's), then Rust, in place
+// when the out is self. Complex takes the slow path.
+template <class H>
+bool run_tri(H& h, const at::Tensor& self, int64_t k, bool upper) {
+  FooView vo, vs;
+  if (self.is_complex() || !view_of(h.result(), &vo) || !view_of(self, &vs)) return false;
+  FooStatus st{};
+  if (!done(foo_rs_tri(&vo, &vs, k, upper ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+#define FOO_TRI(Name, MetaT, f, o, upper)                                \
+  FOO_META_OP(Name, MetaT, f, o)                                         \
+    template <class H>                                                   \
+    static bool run(H& h, const at::Tensor& self, int64_t diagonal) {    \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});        \
+      h.meta(self, diagonal);                                            \
+      return run_tri(h, self, diagonal, upper);                          \
+    }                                                                    \
+  };
+FOO_TRI(Triu, structured_triu, "triu", "triu.out", true)
+FOO_TRI(Tril, structured_tril, "tril", "tril.out", false)
+#undef FOO_TRI
+#undef FOO_META_OP
+
 // ---- Scaled dot-product attention ---------------------------------------------
 //
 // ATen's scaled_dot_product_attention asks `_fused_sdp_choice_stub` (a
@@ -4261,6 +4386,12 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kFusedAdagrad, (fused_adagrad<kFusedAdagrad, double>))
     FOO_REG(kFusedAdagradLr, (fused_adagrad<kFusedAdagradLr, const at::Tensor&>))
     FOO_REG(kAmpUnscale, amp_unscale) FOO_REG(kAmpUpdate, amp_update_scale)
+    // all/any, cumsum/cumprod, triu/tril
+    FOO_REGM(AllAll, T) FOO_REGM(AnyAll, T) FOO_REGM(AllDim, T, int64_t, bool) FOO_REGM(AnyDim, T, int64_t, bool)
+    FOO_REGM(AllDims, T, at::OptionalIntArrayRef, bool) FOO_REGM(AnyDims, T, at::OptionalIntArrayRef, bool)
+    FOO_REGM(Cumsum, T, int64_t, std::optional<c10::ScalarType>)
+    FOO_REGM(Cumprod, T, int64_t, std::optional<c10::ScalarType>)
+    FOO_REGM(Triu, T, int64_t) FOO_REGM(Tril, T, int64_t)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

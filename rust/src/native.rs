@@ -1639,3 +1639,43 @@ pub unsafe extern "C" fn foo_rs_local_scalar(
         Ok(())
     })
 }
+
+/// Cumulative sum (`prod`: product) of `inp` along `dim` into `out`
+/// ([`entry::scan`]: `inp`'s floating dtype, or int64 for integers and bool).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_scan(
+    out: *const FooView,
+    inp: *const FooView,
+    dim: i64,
+    prod: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::scan(
+            prod != 0,
+            &strided_of(out)?,
+            &strided_of(inp)?,
+            dim_of(dim)?,
+        )
+    })
+}
+
+/// `out = tril(src, k)` (`upper`: triu) ([`entry::tri`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_tri(
+    out: *const FooView,
+    src: *const FooView,
+    k: i64,
+    upper: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::tri(&strided_of(out)?, &strided_of(src)?, k, upper != 0)
+    })
+}

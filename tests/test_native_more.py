@@ -1,0 +1,179 @@
+"""all/any, cumsum/cumprod and triu/tril on the native path
+(rust/glue/native.cpp): ATen's own meta functions and checks, then the Rust
+kernels the Python kernels call, with no Python kernel in the common case.
+Each case must give CPU's values, dtype and shape; errors must be CPU's
+exception with CPU's message and "(foo)"."""
+
+import pytest
+import torch
+
+import foo_rs
+from foo_rs._ops._registry import fast_lane_ops
+from foo_testing import make_tensor
+
+
+def _f(shape, dtype=torch.float32, seed=0):
+    return make_tensor(shape, dtype, seed)
+
+
+def _empty(dtype=torch.float32):
+    return torch.empty(0, dtype=dtype)
+
+
+def _pair(t, dtype=torch.float32):
+    """Empty (values, indices) out= tensors for topk."""
+    return t(_empty(dtype)), t(_empty(torch.int64))
+
+
+def _mask(shape, seed=1):
+    return make_tensor(shape, torch.float32, seed) > 0
+
+
+CASES = {
+    # all/any: every form (all dims, one dim, a list of dims), negative dims,
+    # keepdim, bool/uint8/int/bf16 inputs, strides, zero-size, 0-d, out=
+    "all_bool": lambda t: torch.all(t(_f((3, 4), torch.bool))),
+    "any_float": lambda t: torch.any(t(_f((3, 4)))),
+    "all_of_zeros_float64": lambda t: torch.all(t(torch.zeros(2, 3, dtype=torch.float64))),
+    "any_of_zeros_int16": lambda t: torch.any(t(torch.zeros(5, dtype=torch.int16))),
+    "all_dim_int32_negative": lambda t: t(_f((3, 4, 5), torch.int32) % 3).all(-1),
+    "any_dim_keepdim_bf16": lambda t: (t(_f((3, 4), torch.bfloat16)) > 8).any(0, keepdim=True),
+    "all_dims_tuple": lambda t: (t(_f((2, 3, 4))) > -15).all((0, 2)),
+    "any_dims_negative_keepdim": lambda t: (t(_f((2, 3, 4), torch.int64)) > 500).any((-1, 0), keepdim=True),
+    "all_dims_empty_list": lambda t: torch.all(t(_f((2, 3), torch.bool)), dim=()),
+    "all_uint8_keeps_uint8": lambda t: t(_f((3, 4), torch.uint8)).all(1),
+    "any_uint8_full": lambda t: torch.any(t(torch.zeros(4, dtype=torch.uint8))),
+    "all_transposed": lambda t: (t(_f((4, 3))) > -5).t().all(1),
+    "any_sliced": lambda t: (t(_f((6, 5))) > 12)[::2, 1:].any(0),
+    "all_zero_size": lambda t: torch.all(t(torch.empty(0, 3))),
+    "any_zero_size_dim": lambda t: t(torch.empty(0, 3)).any(0),
+    "all_zero_size_reduced_dim": lambda t: t(torch.empty(4, 0, dtype=torch.bool)).all(1),
+    "all_0d_dim": lambda t: t(torch.tensor(0.0)).all(0),
+    "any_0d_dim_negative": lambda t: t(torch.tensor(3, dtype=torch.int64)).any(-1, keepdim=True),
+    "all_out": lambda t: torch.all(t(_f((3, 4), torch.bool)), 1, out=t(_empty(torch.bool))),
+    "any_all_out": lambda t: torch.any(t(_f((3, 4))), out=t(_empty(torch.bool))),
+    "all_dims_out_keepdim": lambda t: torch.all(
+        t(_f((2, 3, 4), torch.bool)), (1, 2), keepdim=True, out=t(_empty(torch.bool))
+    ),
+    "any_uint8_out_uint8": lambda t: torch.any(t(_f((3, 4), torch.uint8)), 0, out=t(_empty(torch.uint8))),
+    # cumsum/cumprod: float/int/bool/bf16/f16, negative dims, strides,
+    # zero-size, 0-d, dtype=, out= (incl. an int input into a float out),
+    # in place (ATen's cumsum_ is a composite over cumsum.out)
+    "cumsum_f32": lambda t: t(_f((3, 5))).cumsum(1),
+    "cumsum_f64_negative_dim": lambda t: t(_f((4, 3, 2), torch.float64)).cumsum(-3),
+    "cumsum_int32_to_int64": lambda t: t(_f((3, 5), torch.int32)).cumsum(0),
+    "cumsum_uint8": lambda t: t(_f((7,), torch.uint8)).cumsum(0),
+    "cumsum_bool": lambda t: t(_f((2, 6), torch.bool)).cumsum(1),
+    "cumsum_bf16": lambda t: t(_f((3, 9), torch.bfloat16)).cumsum(-1),
+    "cumsum_f16": lambda t: t(_f((8,), torch.float16)).cumsum(0),
+    "cumsum_transposed": lambda t: t(_f((5, 3))).t().cumsum(1),
+    "cumsum_sliced": lambda t: t(_f((6, 8), torch.int64))[1::2, ::3].cumsum(0),
+    "cumsum_zero_size": lambda t: t(torch.empty(0, 4)).cumsum(1),
+    "cumsum_0d": lambda t: t(torch.tensor(2.5)).cumsum(0),
+    "cumsum_dtype_f64": lambda t: torch.cumsum(t(_f((3, 4), torch.int16)), 1, dtype=torch.float64),
+    "cumsum_dtype_long_of_float": lambda t: torch.cumsum(t(_f((6,))), 0, dtype=torch.int64),
+    "cumsum_out": lambda t: torch.cumsum(t(_f((3, 4))), 0, out=t(_empty())),
+    "cumsum_out_int_into_float": lambda t: torch.cumsum(t(_f((3, 4), torch.int32)), 1, out=t(_empty())),
+    "cumsum_out_strided": lambda t: torch.cumsum(t(_f((3, 4))), 1, out=t(torch.zeros(4, 3)).t()),
+    "cumsum_inplace": lambda t: t(_f((4, 5))).cumsum_(1),
+    "cumsum_inplace_int64_transposed": lambda t: t(_f((4, 5), torch.int64)).t().cumsum_(1),
+    "cumprod_f64": lambda t: (t(_f((3, 6), torch.float64)) / 10).cumprod(1),
+    "cumprod_int64": lambda t: t(_f((3, 6), torch.int64) % 5).cumprod(-1),
+    "cumprod_inplace_bf16": lambda t: (t(_f((2, 5), torch.bfloat16)) / 8).cumprod_(0),
+    # triu/tril: diagonals above and below, every dtype class, batches,
+    # strides, zero-size, out=, in place (triu_/tril_ are composites over .out)
+    "triu_f32": lambda t: t(_f((4, 5))).triu(),
+    "triu_k1": lambda t: t(_f((4, 5))).triu(1),
+    "tril_negative_k_int64": lambda t: t(_f((5, 4), torch.int64)).tril(-2),
+    "tril_bool": lambda t: t(_f((4, 4), torch.bool)).tril(),
+    "triu_batched_bf16": lambda t: t(_f((2, 3, 4, 5), torch.bfloat16)).triu(-1),
+    "tril_uint8_wide": lambda t: t(_f((3, 7), torch.uint8)).tril(2),
+    "triu_transposed": lambda t: t(_f((5, 3))).t().triu(1),
+    "tril_sliced_f64": lambda t: t(_f((6, 6), torch.float64))[::2, 1:].tril(),
+    "triu_k_beyond": lambda t: t(_f((3, 4))).triu(10),
+    "tril_k_below": lambda t: t(_f((3, 4))).tril(-10),
+    "triu_zero_size": lambda t: t(torch.empty(0, 3)).triu(),
+    "tril_zero_batch": lambda t: t(torch.empty(2, 0, 3, dtype=torch.int32)).tril(),
+    "triu_out": lambda t: torch.triu(t(_f((3, 4), torch.float16)), 1, out=t(_empty(torch.float16))),
+    "tril_out_strided": lambda t: torch.tril(t(_f((3, 4))), out=t(torch.zeros(4, 3)).t()),
+    "triu_inplace": lambda t: t(_f((4, 4))).triu_(1),
+    "tril_inplace_transposed_int32": lambda t: t(_f((3, 5), torch.int32)).t().tril_(),
+}
+
+
+def _check(name, expected, actual):
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), name
+        for e, a in zip(expected, actual):
+            _check(name, e, a)
+        return
+    assert actual.device.type == "foo", name
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (name, actual, expected)
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_native_cases_match_cpu_and_run_no_python(no_fallback, name):
+    f = CASES[name]
+    expected = f(lambda x: x)
+    f(lambda x: x.to("foo"))  # first call: anything lazy happens here
+    before = foo_rs.python_kernel_calls()
+    actual = f(lambda x: x.to("foo"))
+    ran_python = foo_rs.python_kernel_calls() - before
+    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    _check(name, expected, actual)
+
+
+def test_native_cases_are_registered():
+    assert {
+        "all.all_out",
+        "any.all_out",
+        "all.out",
+        "any.out",
+        "all.dims_out",
+        "any.dims_out",
+        "cumsum.out",
+        "cumprod.out",
+        "triu.out",
+        "tril.out",
+    } <= fast_lane_ops()
+
+
+def test_out_of_another_dtype_keeps_cpu_values(no_fallback):
+    """Outs Rust does not write directly take the Python kernel, with CPU's values."""
+    x = _f((3, 4), torch.uint8)
+    for f in (
+        lambda t: torch.all(t(x), 1, out=t(_empty(torch.bool))),  # a bool out of a uint8 input
+        lambda t: torch.any(t(_f((3, 4))), 0, out=t(_empty(torch.uint8))),  # a uint8 out of a float input
+        lambda t: torch.cumsum(t(_f((3, 4), torch.int16)), 1, dtype=torch.int32),  # an int32 scan
+        lambda t: torch.triu(t(_f((3, 3), torch.complex64)), 1),  # complex
+        lambda t: t(_f((4, 4), torch.complex64)).cumsum(0),
+    ):
+        _check("slow", f(lambda v: v), f(lambda v: v.to("foo")))
+
+
+ERROR_CASES = {
+    "all_bad_dim": lambda t: t(_f((3, 4))).all(5),
+    "any_dims_repeated": lambda t: t(_f((3, 4))).any((0, -2)),
+    "all_out_float": lambda t: torch.all(t(_f((3, 4))), 1, out=t(_empty())),
+    "any_all_out_int32": lambda t: torch.any(t(_f((3, 4))), out=t(_empty(torch.int32))),
+    "cumsum_bad_dim": lambda t: t(_f((3, 4))).cumsum(2),
+    "cumsum_out_dtype": lambda t: torch.cumsum(t(_f((3, 4))), 0, dtype=torch.float64, out=t(_empty())),
+    "cumprod_bad_dim_0d": lambda t: t(torch.tensor(1.0)).cumprod(1),
+    "triu_1d": lambda t: torch.triu(t(_f((3,)))),
+    "tril_out_dtype": lambda t: torch.tril(t(_f((3, 4))), out=t(_empty(torch.float64))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_CASES))
+def test_native_errors_match_cpu(no_fallback, name):
+    f = ERROR_CASES[name]
+    with pytest.raises(Exception) as cpu:
+        f(lambda x: x)
+    before = foo_rs.python_kernel_calls()
+    with pytest.raises(type(cpu.value)) as foo:
+        f(lambda x: x.to("foo"))
+    ran_python = foo_rs.python_kernel_calls() - before
+    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
+    assert foo_msg == cpu_msg + " (foo)"
