@@ -1,8 +1,8 @@
-"""all/any, cumsum/cumprod and triu/tril on the native path
-(rust/glue/native.cpp): ATen's own meta functions and checks, then the Rust
-kernels the Python kernels call, with no Python kernel in the common case.
-Each case must give CPU's values, dtype and shape; errors must be CPU's
-exception with CPU's message and "(foo)"."""
+"""all/any, cumsum/cumprod, triu/tril, topk and masked_fill_ with a value
+tensor on the native path (rust/glue/native.cpp): ATen's own meta functions
+and checks, then the Rust kernels the Python kernels call, with no Python
+kernel in the common case. Each case must give CPU's values, dtype and
+shape; errors must be CPU's exception with CPU's message and "(foo)"."""
 
 import pytest
 import torch
@@ -98,6 +98,49 @@ CASES = {
     "tril_out_strided": lambda t: torch.tril(t(_f((3, 4))), out=t(torch.zeros(4, 3)).t()),
     "triu_inplace": lambda t: t(_f((4, 4))).triu_(1),
     "tril_inplace_transposed_int32": lambda t: t(_f((3, 5), torch.int32)).t().tril_(),
+    # topk: largest/smallest, dims incl. negative, sorted=False, ties (CPU's
+    # positions), every real dtype, strides, k=0, 0-d, zero-size lines, out=
+    "topk_f32": lambda t: t(_f((4, 6))).topk(3),
+    "topk_smallest_dim0": lambda t: t(_f((5, 3), torch.float64)).topk(2, dim=0, largest=False),
+    "topk_negative_dim_3d": lambda t: t(_f((2, 5, 4))).topk(2, dim=-2),
+    "topk_int32": lambda t: t(_f((3, 8), torch.int32)).topk(4),
+    "topk_ties_int64": lambda t: t(_f((3, 10), torch.int64) % 3).topk(5),
+    "topk_ties_smallest": lambda t: t(_f((2, 9), torch.int16) % 2).topk(4, largest=False),
+    "topk_bf16": lambda t: t(_f((3, 7), torch.bfloat16)).topk(3),
+    "topk_f16_uint8": lambda t: (t(_f((6,), torch.float16)).topk(6), t(_f((9,), torch.uint8)).topk(2)),
+    "topk_unsorted": lambda t: t(_f((3, 40))).topk(7, sorted=False),
+    "topk_transposed": lambda t: t(_f((6, 4))).t().topk(2),
+    "topk_k0": lambda t: t(_f((3, 4))).topk(0),
+    "topk_full_line": lambda t: t(_f((2, 5))).topk(5, largest=False),
+    "topk_0d": lambda t: t(torch.tensor(1.5)).topk(1),
+    "topk_0d_k0": lambda t: t(torch.tensor(-2, dtype=torch.int64)).topk(0),
+    "topk_zero_size_lines": lambda t: t(torch.empty(0, 5)).topk(2),
+    "topk_out": lambda t: torch.topk(t(_f((3, 5))), 2, out=_pair(t)),
+    "topk_out_int8": lambda t: torch.topk(t(_f((3, 5), torch.int8)), 3, 0, False, out=_pair(t, torch.int8)),
+    "topk_out_strided": lambda t: torch.topk(
+        t(_f((4, 5))), 3, out=(t(torch.zeros(3, 4)).t(), t(torch.zeros(3, 4, dtype=torch.int64)).t())
+    ),
+    # masked_fill_ with a 0-d value tensor (foo or CPU), masked_fill (a
+    # composite over it): dtypes, a value of another dtype, broadcast masks,
+    # strided self, zero-size
+    "masked_fill_foo_value": lambda t: t(_f((3, 4))).masked_fill_(t(_mask((3, 4))), t(torch.tensor(-7.5))),
+    "masked_fill_cpu_value": lambda t: t(_f((3, 4))).masked_fill_(t(_mask((3, 4))), torch.tensor(2.25)),
+    "masked_fill_functional_broadcast": lambda t: t(_f((2, 3, 4))).masked_fill(
+        t(_mask((3, 4))), t(torch.tensor(float("-inf")))
+    ),
+    "masked_fill_int64_value": lambda t: t(_f((5,), torch.int64)).masked_fill_(
+        t(_mask((5,))), t(torch.tensor(42, dtype=torch.int64))
+    ),
+    "masked_fill_int32_from_int64_value": lambda t: t(_f((2, 5), torch.int32)).masked_fill_(
+        t(_mask((5,))), torch.tensor(-3)
+    ),
+    "masked_fill_bool": lambda t: t(_f((4,), torch.bool)).masked_fill_(t(_mask((4,))), t(torch.tensor(True))),
+    "masked_fill_bf16_f64_value": lambda t: t(_f((3, 3), torch.bfloat16)).masked_fill(
+        t(_mask((3, 3))), t(torch.tensor(1.0 / 3, dtype=torch.float64))
+    ),
+    "masked_fill_float_of_int_value": lambda t: t(_f((4,))).masked_fill(t(_mask((4,))), t(torch.tensor(3))),
+    "masked_fill_strided_inplace": lambda t: t(_f((4, 3))).t().masked_fill_(t(_mask((3, 4))), t(torch.tensor(0.5))),
+    "masked_fill_zero_size": lambda t: t(torch.empty(0, 3)).masked_fill(t(_mask((0, 3))), t(torch.tensor(1.0))),
 }
 
 
@@ -136,6 +179,9 @@ def test_native_cases_are_registered():
         "cumprod.out",
         "triu.out",
         "tril.out",
+        "topk",
+        "topk.values",
+        "masked_fill_.Tensor",
     } <= fast_lane_ops()
 
 
@@ -162,6 +208,15 @@ ERROR_CASES = {
     "cumprod_bad_dim_0d": lambda t: t(torch.tensor(1.0)).cumprod(1),
     "triu_1d": lambda t: torch.triu(t(_f((3,)))),
     "tril_out_dtype": lambda t: torch.tril(t(_f((3, 4))), out=t(_empty(torch.float64))),
+    "topk_k_too_large": lambda t: t(_f((3, 4))).topk(5),
+    "topk_k_negative": lambda t: t(_f((3, 4))).topk(-1),
+    "topk_0d_k2": lambda t: t(torch.tensor(1.0)).topk(2),
+    "topk_bad_dim": lambda t: t(_f((3, 4))).topk(1, dim=2),
+    "topk_values_dtype": lambda t: torch.topk(t(_f((3, 4))), 2, out=_pair(t, torch.float64)),
+    "topk_indices_dtype": lambda t: torch.topk(t(_f((3, 4))), 2, out=(t(_empty()), t(_empty(torch.int32)))),
+    "topk_bool": lambda t: t(_f((3, 4), torch.bool)).topk(1),
+    "masked_fill_1d_value": lambda t: t(_f((3, 4))).masked_fill_(t(_mask((3, 4))), t(torch.tensor([1.0]))),
+    "masked_fill_2d_cpu_value": lambda t: t(_f((3, 4))).masked_fill(t(_mask((3, 4))), torch.ones(1, 1)),
 }
 
 

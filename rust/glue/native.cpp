@@ -49,6 +49,7 @@
 #include <ATen/ops/any_meta.h>
 #include <ATen/ops/cumprod_meta.h>
 #include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/topk_meta.h>
 #include <ATen/ops/tril_meta.h>
 #include <ATen/ops/triu_meta.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
@@ -300,6 +301,8 @@ int32_t foo_rs_amp_unscale(const FooView* grads, size_t n, float inv_scale, uint
 int32_t foo_rs_local_scalar(const FooView* src, FooParam* value, FooStatus* st);
 int32_t foo_rs_scan(const FooView* out, const FooView* inp, int64_t dim, uint8_t prod, FooStatus* st);
 int32_t foo_rs_tri(const FooView* out, const FooView* src, int64_t k, uint8_t upper, FooStatus* st);
+int32_t foo_rs_topk(const FooView* values, const FooView* indices, const FooView* inp, int64_t dim, int64_t k,
+                    uint8_t largest, uint8_t sorted, FooStatus* st);
 int32_t foo_rs_mse_loss(const FooView* out, const FooView* a, const FooView* b, const int64_t* shape, size_t ndim,
                         int64_t reduction, FooStatus* st);
 int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* a, const FooView* b,
@@ -3004,7 +3007,7 @@ at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Gener
                                                                                                  std::move(gen));
 }
 
-// ---- all/any, cumsum/cumprod, triu/tril ------------------------------------
+// ---- all/any, cumsum/cumprod, triu/tril, topk, masked_fill_ ---------------
 //
 // Ops whose Python kernels only shaped a call to an existing Rust kernel:
 // ATen's structured metas give the semantics, the
@@ -3120,6 +3123,69 @@ FOO_TRI(Triu, structured_triu, "triu", "triu.out", true)
 FOO_TRI(Tril, structured_tril, "tril", "tril.out", false)
 #undef FOO_TRI
 #undef FOO_META_OP
+
+// topk: ATen's structured meta (k and dim checks, both outputs sized and
+// typed), then Rust's selection in CPU's order (the kernel _C.topk runs).
+// A 0-d input's one element is its top 1 and its top 0 (CPU's rule). Bool
+// and complex inputs and a symbolic k keep the Python kernel.
+constexpr char kTopk[] = "topk";
+constexpr char kTopkValues[] = "topk.values";
+template <Mode M>
+bool topk_native(Holder<at::meta::structured_topk, M, 2>& h, const at::Tensor& self, int64_t k, int64_t dim,
+                 bool largest, bool sorted) {
+  same_device("wrapper_PrivateUse1_topk", {{"self", &self}, {"values", h.out_arg(0)}, {"indices", h.out_arg(1)}});
+  h.meta(self, k, dim, largest, sorted);
+  if (self.scalar_type() == c10::ScalarType::Bool || self.is_complex()) return false;
+  FooView vv, vi, vx;
+  if (!view_of(h.result(0), &vv) || !view_of(h.result(1), &vi) || !view_of(self, &vx)) return false;
+  const int64_t d = self.dim() == 0 ? 0 : c10::maybe_wrap_dim(dim, self.dim());
+  FooStatus st{};
+  if (!done(foo_rs_topk(&vv, &vi, &vx, d, self.dim() == 0 ? 1 : k, largest ? 1 : 0, sorted ? 1 : 0, &st), st))
+    return false;
+  h.finish();
+  return true;
+}
+
+Tensor2 topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest, bool sorted) {
+  Tensor2 result;
+  if (is_foo(self) && !k.is_symbolic() && named([&] {
+        Holder<at::meta::structured_topk, Mode::Functional, 2> h;
+        if (!topk_native(h, self, k.as_int_unchecked(), dim, largest, sorted)) return false;
+        result = Tensor2(std::move(h.out_[0]), std::move(h.out_[1]));
+        return true;
+      }))
+    return result;
+  return Slow<kTopk, Tensor2(const at::Tensor&, c10::SymInt, int64_t, bool, bool)>::call(self, std::move(k), dim,
+                                                                                           largest, sorted);
+}
+
+Tensor2Ref topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest, bool sorted,
+                       at::Tensor& values, at::Tensor& indices) {
+  if (is_foo(self) && !k.is_symbolic() && named([&] {
+        Holder<at::meta::structured_topk, Mode::Out, 2> h(values, indices);
+        return topk_native(h, self, k.as_int_unchecked(), dim, largest, sorted);
+      }))
+    return Tensor2Ref(values, indices);
+  return Slow<kTopkValues, Tensor2Ref(const at::Tensor&, c10::SymInt, int64_t, bool, bool, at::Tensor&,
+                                      at::Tensor&)>::call(self, std::move(k), dim, largest, sorted, values, indices);
+}
+
+// masked_fill_(mask, value tensor) (masked_fill.Tensor is ATen's composite
+// over it) as ATen's masked_fill__cpu: the value must be 0-d (its check and
+// message), its number is read, and the fill is the number form's
+// (masked_fill_scalar_ above, with its own slow path: registered first, as
+// its table entry `needs`). A complex value or one on another device type
+// keeps this overload's Python kernel.
+constexpr char kMaskedFillT[] = "masked_fill_.Tensor";
+at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  const bool number = named([&] {
+    TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                value.dim(), " dimension(s).");
+    return !value.is_complex() && (is_foo(value) || value.device().is_cpu());
+  });
+  if (number) return masked_fill_scalar_(self, mask, value.item());
+  return Slow<kMaskedFillT, at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&)>::call(self, mask, value);
+}
 
 // ---- Scaled dot-product attention ---------------------------------------------
 //
@@ -4386,12 +4452,15 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kFusedAdagrad, (fused_adagrad<kFusedAdagrad, double>))
     FOO_REG(kFusedAdagradLr, (fused_adagrad<kFusedAdagradLr, const at::Tensor&>))
     FOO_REG(kAmpUnscale, amp_unscale) FOO_REG(kAmpUpdate, amp_update_scale)
-    // all/any, cumsum/cumprod, triu/tril
+    // all/any, cumsum/cumprod, triu/tril, topk, masked_fill_(Tensor)
     FOO_REGM(AllAll, T) FOO_REGM(AnyAll, T) FOO_REGM(AllDim, T, int64_t, bool) FOO_REGM(AnyDim, T, int64_t, bool)
     FOO_REGM(AllDims, T, at::OptionalIntArrayRef, bool) FOO_REGM(AnyDims, T, at::OptionalIntArrayRef, bool)
     FOO_REGM(Cumsum, T, int64_t, std::optional<c10::ScalarType>)
     FOO_REGM(Cumprod, T, int64_t, std::optional<c10::ScalarType>)
     FOO_REGM(Triu, T, int64_t) FOO_REGM(Tril, T, int64_t)
+    FOO_REG(kTopk, topk) FOO_REG(kTopkValues, topk_values)
+    {kMaskedFillT, [](torch::Library& m) { m.impl(kMaskedFillT, TORCH_FN(masked_fill_tensor_)); }, nullptr,
+     kMaskedFill},
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

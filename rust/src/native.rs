@@ -1679,3 +1679,34 @@ pub unsafe extern "C" fn foo_rs_tri(
         entry::tri(&strided_of(out)?, &strided_of(src)?, k, upper != 0)
     })
 }
+
+/// The `k` largest (`largest`; else smallest) elements of every line of
+/// `inp` along `dim` and their positions ([`entry::topk`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_topk(
+    values: *const FooView,
+    indices: *const FooView,
+    inp: *const FooView,
+    dim: i64,
+    k: i64,
+    largest: u8,
+    sorted: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (v, i, x) = (strided_of(values)?, strided_of(indices)?, strided_of(inp)?);
+        entry::topk(
+            &v,
+            &i,
+            &x,
+            dim_of(dim)?,
+            dim_of(k)?,
+            largest != 0,
+            sorted != 0,
+        )
+    })
+}
