@@ -1,8 +1,11 @@
-"""all/any, cumsum/cumprod, triu/tril, topk and masked_fill_ with a value
-tensor on the native path (rust/glue/native.cpp): ATen's own meta functions
-and checks, then the Rust kernels the Python kernels call, with no Python
-kernel in the common case. Each case must give CPU's values, dtype and
-shape; errors must be CPU's exception with CPU's message and "(foo)"."""
+"""all/any, cumsum/cumprod, triu/tril, topk, masked_fill_ with a value
+tensor and the random fills (normal_, uniform_, random_) on the native path
+(rust/glue/native.cpp): ATen's own meta functions, checks and templates,
+then the Rust kernels the Python kernels call, with no Python kernel in the
+common case. Each case must give CPU's values, dtype and shape; errors must
+be CPU's exception with CPU's message and "(foo)". Random fills draw from
+foo's Philox stream, so they are compared with the Python kernel's draw for
+the same seed rather than with CPU."""
 
 import pytest
 import torch
@@ -182,6 +185,11 @@ def test_native_cases_are_registered():
         "topk",
         "topk.values",
         "masked_fill_.Tensor",
+        "normal_",
+        "uniform_",
+        "random_",
+        "random_.from",
+        "random_.to",
     } <= fast_lane_ops()
 
 
@@ -217,6 +225,19 @@ ERROR_CASES = {
     "topk_bool": lambda t: t(_f((3, 4), torch.bool)).topk(1),
     "masked_fill_1d_value": lambda t: t(_f((3, 4))).masked_fill_(t(_mask((3, 4))), t(torch.tensor([1.0]))),
     "masked_fill_2d_cpu_value": lambda t: t(_f((3, 4))).masked_fill(t(_mask((3, 4))), torch.ones(1, 1)),
+    "normal_std_negative": lambda t: t(_f((3, 4))).normal_(0, -1),
+    "normal_std_negative_empty": lambda t: t(torch.empty(0)).normal_(2, -0.5),
+    "normal_int": lambda t: t(torch.zeros(3, dtype=torch.int64)).normal_(),
+    "normal_expanded": lambda t: t(torch.zeros(1)).expand(3).normal_(),
+    "uniform_from_above_to": lambda t: t(_f((3, 4))).uniform_(1, 0),
+    "uniform_half_out_of_bounds": lambda t: t(torch.zeros(3, dtype=torch.float16)).uniform_(0, 1e6),
+    "uniform_int": lambda t: t(torch.zeros(3, dtype=torch.int64)).uniform_(),
+    "random_from_not_below_to": lambda t: t(_f((3,))).random_(5, 2),
+    "random_to_out_of_bounds": lambda t: t(torch.zeros(3, dtype=torch.uint8)).random_(0, 300),
+    "random_from_out_of_bounds_int8": lambda t: t(torch.zeros(3, dtype=torch.int8)).random_(-200, None),
+    "random_full_range_half": lambda t: t(torch.zeros(3, dtype=torch.float16)).random_(-(2**63), None),
+    "random_full_range_int32": lambda t: t(torch.zeros(3, dtype=torch.int32)).random_(-(2**63), None),
+    "random_expanded": lambda t: t(torch.zeros(1, dtype=torch.int64)).expand(4).random_(),
 }
 
 
@@ -232,3 +253,153 @@ def test_native_errors_match_cpu(no_fallback, name):
     assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
     cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
     assert foo_msg == cpu_msg + " (foo)"
+
+
+# ---- Random fills: the Python kernels' Philox draws, with no Python ----------
+
+# (name, make the tensor on foo, the native call, the same fill through the
+# op's Python kernel: torch.ops.foo_slow.<overload>)
+_slow = torch.ops.foo_slow
+RANDOM_CASES = {
+    "normal_": (lambda: torch.zeros(37), lambda x: x.normal_(), lambda x: _slow.normal_(x)),
+    "normal_mean_std_f64": (
+        lambda: torch.zeros(5, 7, dtype=torch.float64),
+        lambda x: x.normal_(1.5, 0.25),
+        lambda x: _slow.normal_(x, 1.5, 0.25),
+    ),
+    "normal_transposed_bf16": (
+        lambda: torch.zeros(6, 5, dtype=torch.bfloat16),
+        lambda x: x.t().normal_(-1, 3),
+        lambda x: _slow.normal_(x.t(), -1, 3),
+    ),
+    "normal_f16_std0": (
+        lambda: torch.zeros(9, dtype=torch.float16),
+        lambda x: x.normal_(2, 0),
+        lambda x: _slow.normal_(x, 2, 0),
+    ),
+    "normal_zero_size": (lambda: torch.zeros(0, 3), lambda x: x.normal_(), lambda x: _slow.normal_(x)),
+    "uniform_": (lambda: torch.zeros(33), lambda x: x.uniform_(), lambda x: _slow.uniform_(x)),
+    "uniform_range_sliced_f64": (
+        lambda: torch.zeros(8, 6, dtype=torch.float64),
+        lambda x: x[::2, 1:].uniform_(-3, 5),
+        lambda x: _slow.uniform_(x[::2, 1:], -3, 5),
+    ),
+    "uniform_bf16_empty_range": (
+        lambda: torch.zeros(11, dtype=torch.bfloat16),
+        lambda x: x.uniform_(2, 2),
+        lambda x: _slow.uniform_(x, 2, 2),
+    ),
+    "random_int32": (
+        lambda: torch.zeros(13, dtype=torch.int32),
+        lambda x: x.random_(),
+        lambda x: _slow.random_(x),
+    ),
+    "random_float": (lambda: torch.zeros(13), lambda x: x.random_(), lambda x: _slow.random_(x)),
+    "random_bool": (
+        lambda: torch.zeros(2, 9, dtype=torch.bool),
+        lambda x: x.random_(),
+        lambda x: _slow.random_(x),
+    ),
+    "random_int64": (
+        lambda: torch.zeros(9, dtype=torch.int64),
+        lambda x: x.random_(),
+        lambda x: _slow.random_(x),
+    ),
+    "random_from_to_f16": (
+        lambda: torch.zeros(10, dtype=torch.float16),
+        lambda x: x.random_(-5, 10),
+        lambda x: _slow.random__from(x, -5, 10),
+    ),
+    "random_from_none_uint8": (
+        lambda: torch.zeros(10, dtype=torch.uint8),
+        lambda x: x.random_(200, None),
+        lambda x: _slow.random__from(x, 200, None),
+    ),
+    "random_full_range_int64": (
+        lambda: torch.zeros(7, dtype=torch.int64),
+        lambda x: x.random_(-(2**63), None),
+        lambda x: _slow.random__from(x, -(2**63), None),
+    ),
+    "random_wide_range_f64": (
+        lambda: torch.zeros(7, dtype=torch.float64),
+        lambda x: x.random_(-(2**40), 2**45),
+        lambda x: _slow.random__from(x, -(2**40), 2**45),
+    ),
+    "random_to_transposed_int16": (
+        lambda: torch.zeros(4, 5, dtype=torch.int16),
+        lambda x: x.t().random_(1000),
+        lambda x: _slow.random__to(x.t(), 1000),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_CASES))
+def test_random_fills_draw_the_python_kernels_values(no_fallback, name):
+    make, native, slow = RANDOM_CASES[name]
+    results = []
+    for run in (native, slow):
+        torch.manual_seed(1234)
+        x = make().to("foo")
+        before = foo_rs.python_kernel_calls()
+        run(x)
+        ran_python = foo_rs.python_kernel_calls() - before
+        if run is native:
+            assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+        else:
+            assert sum(ran_python.values()) >= 1  # the comparison is with the Python kernel
+        after = torch.empty(5, device="foo").normal_()  # where each left the default generator
+        results.append((x.cpu(), after.cpu()))
+    (xn, an), (xs, as_) = results
+    assert xn.dtype == xs.dtype and xn.shape == xs.shape
+    assert torch.equal(xn, xs), name
+    assert torch.equal(an, as_), name
+
+
+def test_random_factories_are_native_and_in_range(no_fallback):
+    torch.manual_seed(7)
+    before = foo_rs.python_kernel_calls()
+    n = torch.randn(2000, device="foo")
+    u = torch.rand(2000, device="foo", dtype=torch.float64)
+    i = torch.randint(-3, 4, (2000,), device="foo")
+    b = torch.empty(2000, device="foo").bernoulli_(0.5)
+    ran_python = foo_rs.python_kernel_calls() - before
+    assert not ran_python, dict(ran_python)
+    assert abs(n.mean().item()) < 0.1 and abs(n.std().item() - 1) < 0.1
+    assert 0 <= u.min().item() and u.max().item() < 1
+    assert set(i.cpu().tolist()) == set(range(-3, 4))
+    assert set(b.cpu().tolist()) == {0.0, 1.0}
+    x = torch.empty(3000, dtype=torch.bfloat16, device="foo").uniform_(-2, 3)
+    assert -2 <= x.min().item() and x.max().item() <= 3
+    r = torch.empty(3000, dtype=torch.float16, device="foo").random_(-5, 10)
+    assert set(r.cpu().tolist()) == set(float(v) for v in range(-5, 10))
+
+
+def test_random_fills_follow_the_seed(no_fallback):
+    torch.manual_seed(3)
+    a = torch.empty(10, device="foo").normal_()
+    torch.manual_seed(3)
+    b = torch.empty(10, device="foo").normal_()
+    c = torch.empty(10, device="foo").normal_()
+    assert torch.equal(a.cpu(), b.cpu()) and not torch.equal(b.cpu(), c.cpu())
+
+
+def test_explicit_generator_keeps_the_python_kernel(no_fallback):
+    """An explicit generator is the Python kernel's (it advances that generator)."""
+    outs = []
+    for _ in range(2):
+        g = torch.Generator("foo").manual_seed(5)
+        before = foo_rs.python_kernel_calls()
+        x = torch.empty(8, device="foo").normal_(generator=g)
+        y = torch.empty(8, device="foo").uniform_(generator=g)
+        assert (foo_rs.python_kernel_calls() - before) == {"normal_": 1, "uniform_": 1}
+        outs.append(torch.cat([x, y]).cpu())
+    assert torch.equal(outs[0], outs[1])
+    assert not torch.equal(outs[0][:8], outs[0][8:])
+
+
+def test_complex_fills_keep_the_python_kernel(no_fallback):
+    torch.manual_seed(11)
+    z = torch.empty(6, dtype=torch.complex64, device="foo").normal_()
+    torch.manual_seed(11)
+    r = torch.empty(6, 2, device="foo").normal_(0, 2**-0.5)
+    assert torch.equal(torch.view_as_real(z).cpu(), r.cpu())

@@ -45,6 +45,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <ATen/ops/all_meta.h>
 #include <ATen/ops/any_meta.h>
 #include <ATen/ops/cumprod_meta.h>
@@ -303,6 +304,8 @@ int32_t foo_rs_scan(const FooView* out, const FooView* inp, int64_t dim, uint8_t
 int32_t foo_rs_tri(const FooView* out, const FooView* src, int64_t k, uint8_t upper, FooStatus* st);
 int32_t foo_rs_topk(const FooView* values, const FooView* indices, const FooView* inp, int64_t dim, int64_t k,
                     uint8_t largest, uint8_t sorted, FooStatus* st);
+int32_t foo_rs_random(const FooView* dst, uint8_t kind, double a, double b, int64_t from, uint64_t range,
+                      int64_t device, FooStatus* st);
 int32_t foo_rs_mse_loss(const FooView* out, const FooView* a, const FooView* b, const int64_t* shape, size_t ndim,
                         int64_t reduction, FooStatus* st);
 int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* a, const FooView* b,
@@ -3007,10 +3010,10 @@ at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Gener
                                                                                                  std::move(gen));
 }
 
-// ---- all/any, cumsum/cumprod, triu/tril, topk, masked_fill_ ---------------
+// ---- all/any, cumsum/cumprod, triu/tril, topk, random fills, masked_fill_ --
 //
 // Ops whose Python kernels only shaped a call to an existing Rust kernel:
-// ATen's structured metas give the semantics, the
+// ATen's structured metas (or ATen's own templates) give the semantics, the
 // Rust kernels the Python kernels call (kernels/entry.rs) the values.
 
 #define FOO_META_OP(Name, MetaT, f, o) \
@@ -3185,6 +3188,121 @@ at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const 
   });
   if (number) return masked_fill_scalar_(self, mask, value.item());
   return Slow<kMaskedFillT, at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&)>::call(self, mask, value);
+}
+
+// Random fills from the device's default generator: ATen's templates
+// (DistributionTemplates.h: the argument checks and messages, their order
+// around the zero-size return, random_'s ranges) with kernels that hand the
+// tensor to Rust's fill (the Philox stream and element order the Python
+// kernels draw with, so a seed gives the values it gave before); a dtype
+// CPU's kernel refuses raises CPU's error. An explicit generator and complex
+// tensors keep the Python kernel, as would a dtype Rust's fill refused
+// (before drawing anything; the kernel notes it in t_rng_slow).
+struct FooRng {};  // the templates' RNG parameter: the kernels below draw in Rust
+thread_local bool t_rng_slow = false;
+
+void rng_fill(const at::TensorBase& t, uint8_t kind, double a, double b, int64_t from, uint64_t range) {
+  const at::Tensor self(t);
+  FooView v;
+  FooStatus st{};
+  const int64_t dev = self.device().index() < 0 ? 0 : self.device().index();
+  if (!view_of(self, &v) || !done(foo_rs_random(&v, kind, a, b, from, range, dev, &st), st)) t_rng_slow = true;
+}
+
+template <typename RNG>
+struct NormalKernel {
+  void operator()(const at::TensorBase& self, double mean, double std, std::optional<at::Generator>) {
+    at::assert_no_internal_overlap(self);  // CPU's iterator over a non-contiguous self checks it
+    // CPU's kernel takes the floating dtypes (its error for the rest).
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "normal_kernel_cpu", [] {});
+    rng_fill(self, 0, mean, std, 0, 0);
+  }
+};
+template <typename RNG>
+struct UniformKernel {
+  void operator()(at::TensorIteratorBase& iter, double from, double to, std::optional<at::Generator>) {
+    rng_fill(iter.tensor_base(0), 1, from, to, 0, 0);
+  }
+};
+template <typename RNG>
+struct RandomFromToKernel {
+  void operator()(at::TensorIteratorBase& iter, uint64_t range, int64_t base, std::optional<at::Generator>) {
+    rng_fill(iter.tensor_base(0), 2, 0.0, 0.0, base, range);
+  }
+  // Every int64: CPU's kernel takes int64, double, float and bfloat16 (its
+  // errors for the rest).
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator>) {
+    AT_DISPATCH_ALL_TYPES_AND(at::kBFloat16, iter.dtype(), "random_full_64_bits_range_kernel_cpu", [&] {
+      if constexpr (std::is_same_v<scalar_t, int64_t> || std::is_same_v<scalar_t, double> ||
+                    std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, at::BFloat16>) {
+        rng_fill(iter.tensor_base(0), 2, 0.0, 0.0, std::numeric_limits<int64_t>::min(), 0);
+      } else {
+        TORCH_CHECK(false, "random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16");
+      }
+    });
+  }
+};
+// random_(): CPU's default ranges, [0, 2^digits] for floating dtypes, [0,
+// max] for integers, {0, 1} for bool.
+template <typename RNG>
+struct RandomKernel {
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator>) {
+    uint64_t range = 0;
+    AT_DISPATCH_V2(iter.dtype(), "random_kernel_cpu", AT_WRAP([&] {
+      if constexpr (std::is_same_v<scalar_t, bool>) {
+        range = 2;
+      } else if constexpr (std::is_integral_v<scalar_t>) {
+        range = static_cast<uint64_t>(std::numeric_limits<scalar_t>::max()) + 1;
+      } else {
+        range = (uint64_t{1} << std::numeric_limits<scalar_t>::digits) + 1;
+      }
+    }), AT_EXPAND(AT_ALL_TYPES), at::kBool, at::kHalf, at::kBFloat16);
+    rng_fill(iter.tensor_base(0), 2, 0.0, 0.0, 0, range);
+  }
+};
+
+// Runs `f` (an ATen template with the kernels above) natively when it can;
+// false: take the slow path (nothing was drawn).
+template <class F>
+bool rng_native(const at::Tensor& self, const std::optional<at::Generator>& gen, F&& f) {
+  if (!is_foo(self) || gen.has_value() || self.is_complex()) return false;
+  return named([&] {
+    t_rng_slow = false;
+    f();
+    return !t_rng_slow;
+  });
+}
+
+using OptGen = std::optional<at::Generator>;
+namespace tpl = at::native::templates;
+constexpr char kNormal[] = "normal_";
+constexpr char kUniform[] = "uniform_";
+constexpr char kRandom[] = "random_";
+constexpr char kRandomFrom[] = "random_.from";
+constexpr char kRandomTo[] = "random_.to";
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::normal_impl_<NormalKernel, FooRng>(self, mean, std, gen); })) return self;
+  return Slow<kNormal, at::Tensor&(at::Tensor&, double, double, OptGen)>::call(self, mean, std, std::move(gen));
+}
+at::Tensor& uniform_(at::Tensor& self, double from, double to, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::uniform_impl_<UniformKernel, FooRng>(self, from, to, gen); })) return self;
+  return Slow<kUniform, at::Tensor&(at::Tensor&, double, double, OptGen)>::call(self, from, to, std::move(gen));
+}
+at::Tensor& random_(at::Tensor& self, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::random_impl<RandomKernel, FooRng>(self, gen); })) return self;
+  return Slow<kRandom, at::Tensor&(at::Tensor&, OptGen)>::call(self, std::move(gen));
+}
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::random_from_to_impl<RandomFromToKernel, FooRng>(self, from, to, gen); }))
+    return self;
+  return Slow<kRandomFrom, at::Tensor&(at::Tensor&, int64_t, std::optional<int64_t>, OptGen)>::call(self, from, to,
+                                                                                                  std::move(gen));
+}
+at::Tensor& random_to(at::Tensor& self, int64_t to, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::random_from_to_impl<RandomFromToKernel, FooRng>(self, 0, to, gen); }))
+    return self;
+  return Slow<kRandomTo, at::Tensor&(at::Tensor&, int64_t, OptGen)>::call(self, to, std::move(gen));
 }
 
 // ---- Scaled dot-product attention ---------------------------------------------
@@ -4452,7 +4570,7 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kFusedAdagrad, (fused_adagrad<kFusedAdagrad, double>))
     FOO_REG(kFusedAdagradLr, (fused_adagrad<kFusedAdagradLr, const at::Tensor&>))
     FOO_REG(kAmpUnscale, amp_unscale) FOO_REG(kAmpUpdate, amp_update_scale)
-    // all/any, cumsum/cumprod, triu/tril, topk, masked_fill_(Tensor)
+    // all/any, cumsum/cumprod, triu/tril, topk, masked_fill_(Tensor), random fills
     FOO_REGM(AllAll, T) FOO_REGM(AnyAll, T) FOO_REGM(AllDim, T, int64_t, bool) FOO_REGM(AnyDim, T, int64_t, bool)
     FOO_REGM(AllDims, T, at::OptionalIntArrayRef, bool) FOO_REGM(AnyDims, T, at::OptionalIntArrayRef, bool)
     FOO_REGM(Cumsum, T, int64_t, std::optional<c10::ScalarType>)
@@ -4461,6 +4579,8 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kTopk, topk) FOO_REG(kTopkValues, topk_values)
     {kMaskedFillT, [](torch::Library& m) { m.impl(kMaskedFillT, TORCH_FN(masked_fill_tensor_)); }, nullptr,
      kMaskedFill},
+    FOO_REG(kNormal, normal_) FOO_REG(kUniform, uniform_) FOO_REG(kRandom, random_)
+    FOO_REG(kRandomFrom, random_from) FOO_REG(kRandomTo, random_to)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

@@ -17,6 +17,7 @@ use crate::kernels::copy::Number;
 use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
+use crate::kernels::random::Distribution;
 use crate::kernels::reduce::ReduceOp;
 use crate::kernels::{entry, ErrorKind, KernelError, Strided, ViewRef};
 use std::ffi::{c_char, c_void, CStr};
@@ -1708,5 +1709,35 @@ pub unsafe extern "C" fn foo_rs_topk(
             largest != 0,
             sorted != 0,
         )
+    })
+}
+
+/// A random fill of `dst` from device `device`'s default generator
+/// ([`entry::random`]): `kind` 0 is normal_ (mean `a`, std `b`), 1 uniform_
+/// ([`a`, `b`)), 2 random_ (`from + bits % range`, `range` 0: every int64).
+/// A dtype the distribution does not take is [`SLOW`], with nothing drawn.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_random(
+    dst: *const FooView,
+    kind: u8,
+    a: f64,
+    b: f64,
+    from: i64,
+    range: u64,
+    device: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dist = match kind {
+            0 => Distribution::Normal { mean: a, std: b },
+            1 => Distribution::Uniform { from: a, to: b },
+            2 => Distribution::Integers { from, range },
+            k => return Err(invalid(format!("foo: unknown random fill {k}"))),
+        };
+        entry::random(&strided_of(dst)?, dist, None, dim_of(device)?).map(|_| ())
     })
 }
