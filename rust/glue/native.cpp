@@ -45,6 +45,14 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/native/DistributionTemplates.h>
+#include <ATen/ops/all_meta.h>
+#include <ATen/ops/any_meta.h>
+#include <ATen/ops/cumprod_meta.h>
+#include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/topk_meta.h>
+#include <ATen/ops/tril_meta.h>
+#include <ATen/ops/triu_meta.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
 #include <ATen/ops/_log_softmax_meta.h>
 #include <ATen/ops/_softmax_backward_data_meta.h>
@@ -292,6 +300,12 @@ int32_t foo_rs_fused_adagrad(const FooView* params, const FooView* grads, const 
                              FooStatus* st);
 int32_t foo_rs_amp_unscale(const FooView* grads, size_t n, float inv_scale, uint8_t* found, FooStatus* st);
 int32_t foo_rs_local_scalar(const FooView* src, FooParam* value, FooStatus* st);
+int32_t foo_rs_scan(const FooView* out, const FooView* inp, int64_t dim, uint8_t prod, FooStatus* st);
+int32_t foo_rs_tri(const FooView* out, const FooView* src, int64_t k, uint8_t upper, FooStatus* st);
+int32_t foo_rs_topk(const FooView* values, const FooView* indices, const FooView* inp, int64_t dim, int64_t k,
+                    uint8_t largest, uint8_t sorted, FooStatus* st);
+int32_t foo_rs_random(const FooView* dst, uint8_t kind, double a, double b, int64_t from, uint64_t range,
+                      int64_t device, FooStatus* st);
 int32_t foo_rs_mse_loss(const FooView* out, const FooView* a, const FooView* b, const int64_t* shape, size_t ndim,
                         int64_t reduction, FooStatus* st);
 int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad, const FooView* a, const FooView* b,
@@ -3189,6 +3203,301 @@ at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Gener
                                                                                                  std::move(gen));
 }
 
+// ---- all/any, cumsum/cumprod, triu/tril, topk, random fills, masked_fill_ --
+//
+// Ops whose Python kernels only shaped a call to an existing Rust kernel:
+// ATen's structured metas (or ATen's own templates) give the semantics, the
+// Rust kernels the Python kernels call (kernels/entry.rs) the values.
+
+#define FOO_META_OP(Name, MetaT, f, o) \
+  struct Name {                        \
+    using Meta = at::meta::MetaT;      \
+    static constexpr char F[] = f;     \
+    static constexpr char O[] = o;     \
+    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
+
+// all/any over every dim, one dim or a list of dims: ATen's allany_meta (a
+// bool or uint8 out, the reduction's shape, the dim checks and messages),
+// then Rust's "all"/"any" reduction when it writes the out's dtype (bool;
+// uint8 for a uint8 input). Another out dtype (a bool out of a uint8 input,
+// a uint8 out of another) and complex inputs take the slow path.
+template <class H>
+bool run_allany(H& h, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  const at::Tensor& out = h.result();
+  const auto want = self.scalar_type() == c10::ScalarType::Byte ? c10::ScalarType::Byte : c10::ScalarType::Bool;
+  FooView vo, vi;
+  if (out.scalar_type() != want || !view_of(out, &vo) || !view_of(self, &vi)) return false;
+  // A 0-d input reduces over no dim (its dim 0 or -1 names the element).
+  c10::SmallVector<int64_t, 6> dims;
+  if (self.dim() > 0) dims = reduce_dims(self, dim);
+  FooStatus st{};
+  if (!done(foo_rs_reduce(rust, &vo, nullptr, &vi, dims.data(), dims.size(), 1.0, 2.0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+// Params: run's parameters after h; Args: the meta's arguments; Dims: the
+// reduced dims as run_allany takes them.
+#define FOO_UNPAREN(...) __VA_ARGS__
+#define FOO_ALLANY(Name, op, f, o, MetaT, Params, Args, Dims)        \
+  FOO_META_OP(Name, MetaT, f, o)                                     \
+    template <class H>                                               \
+    static bool run(H& h, FOO_UNPAREN Params) {                      \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});    \
+      h.meta(FOO_UNPAREN Args);                                      \
+      return run_allany(h, op, self, Dims);                          \
+    }                                                                \
+  };
+FOO_ALLANY(AllAll, "all", "all", "all.all_out", structured_all, (const at::Tensor& self), (self), std::nullopt)
+FOO_ALLANY(AnyAll, "any", "any", "any.all_out", structured_any, (const at::Tensor& self), (self), std::nullopt)
+FOO_ALLANY(AllDim, "all", "all.dim", "all.out", structured_all_dim, (const at::Tensor& self, int64_t dim, bool keepdim),
+           (self, dim, keepdim), at::IntArrayRef(&dim, 1))
+FOO_ALLANY(AnyDim, "any", "any.dim", "any.out", structured_any_dim, (const at::Tensor& self, int64_t dim, bool keepdim),
+           (self, dim, keepdim), at::IntArrayRef(&dim, 1))
+FOO_ALLANY(AllDims, "all", "all.dims", "all.dims_out", structured_all_dims,
+           (const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim), (self, dim, keepdim), dim)
+FOO_ALLANY(AnyDims, "any", "any.dims", "any.dims_out", structured_any_dims,
+           (const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim), (self, dim, keepdim), dim)
+#undef FOO_ALLANY
+#undef FOO_UNPAREN
+
+// cumsum/cumprod (cumsum_/cumprod_ are ATen composites over the out=
+// form): ATen's meta (the dim check, the out's dtype: dtype=, else an out=
+// tensor's own, else int64 for integers and bool), then, as CPU's
+// impl_func_cum_ops, Rust over the input converted to the out's dtype. Rust
+// writes a floating dtype or int64: other integer outs (dtype=torch.int32)
+// and complex take the slow path.
+template <class H>
+bool run_scan(H& h, bool prod, const at::Tensor& self, int64_t dim) {
+  const at::Tensor& out = h.result();
+  const auto ot = out.scalar_type();
+  if (self.is_complex() || !(c10::isFloatingType(ot) || ot == c10::ScalarType::Long)) return false;
+  const at::Tensor x = self.scalar_type() == ot ? self : self.to(ot);
+  FooView vo, vx;
+  if (!view_of(out, &vo) || !view_of(x, &vx)) return false;
+  FooStatus st{};
+  const int64_t d = self.dim() == 0 ? 0 : c10::maybe_wrap_dim(dim, self.dim());
+  if (!done(foo_rs_scan(&vo, &vx, d, prod ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+#define FOO_SCAN(Name, MetaT, f, o, prod)                                                       \
+  FOO_META_OP(Name, MetaT, f, o)                                                                \
+    template <class H>                                                                          \
+    static bool run(H& h, const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});                               \
+      h.meta(self, dim, dtype);                                                                 \
+      return run_scan(h, prod, self, dim);                                                      \
+    }                                                                                           \
+  };
+FOO_SCAN(Cumsum, structured_cumsum, "cumsum", "cumsum.out", false)
+FOO_SCAN(Cumprod, structured_cumprod, "cumprod", "cumprod.out", true)
+#undef FOO_SCAN
+
+// triu/tril (triu_/tril_ are ATen composites over the out= form): ATen's
+// meta (at least 2 dims; the out's dtype is self's), then Rust, in place
+// when the out is self. Complex takes the slow path.
+template <class H>
+bool run_tri(H& h, const at::Tensor& self, int64_t k, bool upper) {
+  FooView vo, vs;
+  if (self.is_complex() || !view_of(h.result(), &vo) || !view_of(self, &vs)) return false;
+  FooStatus st{};
+  if (!done(foo_rs_tri(&vo, &vs, k, upper ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+#define FOO_TRI(Name, MetaT, f, o, upper)                                \
+  FOO_META_OP(Name, MetaT, f, o)                                         \
+    template <class H>                                                   \
+    static bool run(H& h, const at::Tensor& self, int64_t diagonal) {    \
+      same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});        \
+      h.meta(self, diagonal);                                            \
+      return run_tri(h, self, diagonal, upper);                          \
+    }                                                                    \
+  };
+FOO_TRI(Triu, structured_triu, "triu", "triu.out", true)
+FOO_TRI(Tril, structured_tril, "tril", "tril.out", false)
+#undef FOO_TRI
+#undef FOO_META_OP
+
+// topk: ATen's structured meta (k and dim checks, both outputs sized and
+// typed), then Rust's selection in CPU's order (the kernel _C.topk runs).
+// A 0-d input's one element is its top 1 and its top 0 (CPU's rule). Bool
+// and complex inputs and a symbolic k keep the Python kernel.
+constexpr char kTopk[] = "topk";
+constexpr char kTopkValues[] = "topk.values";
+template <Mode M>
+bool topk_native(Holder<at::meta::structured_topk, M, 2>& h, const at::Tensor& self, int64_t k, int64_t dim,
+                 bool largest, bool sorted) {
+  same_device("wrapper_PrivateUse1_topk", {{"self", &self}, {"values", h.out_arg(0)}, {"indices", h.out_arg(1)}});
+  h.meta(self, k, dim, largest, sorted);
+  if (self.scalar_type() == c10::ScalarType::Bool || self.is_complex()) return false;
+  FooView vv, vi, vx;
+  if (!view_of(h.result(0), &vv) || !view_of(h.result(1), &vi) || !view_of(self, &vx)) return false;
+  const int64_t d = self.dim() == 0 ? 0 : c10::maybe_wrap_dim(dim, self.dim());
+  FooStatus st{};
+  if (!done(foo_rs_topk(&vv, &vi, &vx, d, self.dim() == 0 ? 1 : k, largest ? 1 : 0, sorted ? 1 : 0, &st), st))
+    return false;
+  h.finish();
+  return true;
+}
+
+Tensor2 topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest, bool sorted) {
+  Tensor2 result;
+  if (is_foo(self) && !k.is_symbolic() && named([&] {
+        Holder<at::meta::structured_topk, Mode::Functional, 2> h;
+        if (!topk_native(h, self, k.as_int_unchecked(), dim, largest, sorted)) return false;
+        result = Tensor2(std::move(h.out_[0]), std::move(h.out_[1]));
+        return true;
+      }))
+    return result;
+  return Slow<kTopk, Tensor2(const at::Tensor&, c10::SymInt, int64_t, bool, bool)>::call(self, std::move(k), dim,
+                                                                                           largest, sorted);
+}
+
+Tensor2Ref topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest, bool sorted,
+                       at::Tensor& values, at::Tensor& indices) {
+  if (is_foo(self) && !k.is_symbolic() && named([&] {
+        Holder<at::meta::structured_topk, Mode::Out, 2> h(values, indices);
+        return topk_native(h, self, k.as_int_unchecked(), dim, largest, sorted);
+      }))
+    return Tensor2Ref(values, indices);
+  return Slow<kTopkValues, Tensor2Ref(const at::Tensor&, c10::SymInt, int64_t, bool, bool, at::Tensor&,
+                                      at::Tensor&)>::call(self, std::move(k), dim, largest, sorted, values, indices);
+}
+
+// masked_fill_(mask, value tensor) (masked_fill.Tensor is ATen's composite
+// over it) as ATen's masked_fill__cpu: the value must be 0-d (its check and
+// message), its number is read, and the fill is the number form's
+// (masked_fill_scalar_ above, with its own slow path: registered first, as
+// its table entry `needs`). A complex value or one on another device type
+// keeps this overload's Python kernel.
+constexpr char kMaskedFillT[] = "masked_fill_.Tensor";
+at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  const bool number = named([&] {
+    TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                value.dim(), " dimension(s).");
+    return !value.is_complex() && (is_foo(value) || value.device().is_cpu());
+  });
+  if (number) return masked_fill_scalar_(self, mask, value.item());
+  return Slow<kMaskedFillT, at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&)>::call(self, mask, value);
+}
+
+// Random fills from the device's default generator: ATen's templates
+// (DistributionTemplates.h: the argument checks and messages, their order
+// around the zero-size return, random_'s ranges) with kernels that hand the
+// tensor to Rust's fill (the Philox stream and element order the Python
+// kernels draw with, so a seed gives the values it gave before); a dtype
+// CPU's kernel refuses raises CPU's error. An explicit generator and complex
+// tensors keep the Python kernel, as would a dtype Rust's fill refused
+// (before drawing anything; the kernel notes it in t_rng_slow).
+struct FooRng {};  // the templates' RNG parameter: the kernels below draw in Rust
+thread_local bool t_rng_slow = false;
+
+void rng_fill(const at::TensorBase& t, uint8_t kind, double a, double b, int64_t from, uint64_t range) {
+  const at::Tensor self(t);
+  FooView v;
+  FooStatus st{};
+  const int64_t dev = self.device().index() < 0 ? 0 : self.device().index();
+  if (!view_of(self, &v) || !done(foo_rs_random(&v, kind, a, b, from, range, dev, &st), st)) t_rng_slow = true;
+}
+
+template <typename RNG>
+struct NormalKernel {
+  void operator()(const at::TensorBase& self, double mean, double std, std::optional<at::Generator>) {
+    at::assert_no_internal_overlap(self);  // CPU's iterator over a non-contiguous self checks it
+    // CPU's kernel takes the floating dtypes (its error for the rest).
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "normal_kernel_cpu", [] {});
+    rng_fill(self, 0, mean, std, 0, 0);
+  }
+};
+template <typename RNG>
+struct UniformKernel {
+  void operator()(at::TensorIteratorBase& iter, double from, double to, std::optional<at::Generator>) {
+    rng_fill(iter.tensor_base(0), 1, from, to, 0, 0);
+  }
+};
+template <typename RNG>
+struct RandomFromToKernel {
+  void operator()(at::TensorIteratorBase& iter, uint64_t range, int64_t base, std::optional<at::Generator>) {
+    rng_fill(iter.tensor_base(0), 2, 0.0, 0.0, base, range);
+  }
+  // Every int64: CPU's kernel takes int64, double, float and bfloat16 (its
+  // errors for the rest).
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator>) {
+    AT_DISPATCH_ALL_TYPES_AND(at::kBFloat16, iter.dtype(), "random_full_64_bits_range_kernel_cpu", [&] {
+      if constexpr (std::is_same_v<scalar_t, int64_t> || std::is_same_v<scalar_t, double> ||
+                    std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, at::BFloat16>) {
+        rng_fill(iter.tensor_base(0), 2, 0.0, 0.0, std::numeric_limits<int64_t>::min(), 0);
+      } else {
+        TORCH_CHECK(false, "random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16");
+      }
+    });
+  }
+};
+// random_(): CPU's default ranges, [0, 2^digits] for floating dtypes, [0,
+// max] for integers, {0, 1} for bool.
+template <typename RNG>
+struct RandomKernel {
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator>) {
+    uint64_t range = 0;
+    AT_DISPATCH_V2(iter.dtype(), "random_kernel_cpu", AT_WRAP([&] {
+      if constexpr (std::is_same_v<scalar_t, bool>) {
+        range = 2;
+      } else if constexpr (std::is_integral_v<scalar_t>) {
+        range = static_cast<uint64_t>(std::numeric_limits<scalar_t>::max()) + 1;
+      } else {
+        range = (uint64_t{1} << std::numeric_limits<scalar_t>::digits) + 1;
+      }
+    }), AT_EXPAND(AT_ALL_TYPES), at::kBool, at::kHalf, at::kBFloat16);
+    rng_fill(iter.tensor_base(0), 2, 0.0, 0.0, 0, range);
+  }
+};
+
+// Runs `f` (an ATen template with the kernels above) natively when it can;
+// false: take the slow path (nothing was drawn).
+template <class F>
+bool rng_native(const at::Tensor& self, const std::optional<at::Generator>& gen, F&& f) {
+  if (!is_foo(self) || gen.has_value() || self.is_complex()) return false;
+  return named([&] {
+    t_rng_slow = false;
+    f();
+    return !t_rng_slow;
+  });
+}
+
+using OptGen = std::optional<at::Generator>;
+namespace tpl = at::native::templates;
+constexpr char kNormal[] = "normal_";
+constexpr char kUniform[] = "uniform_";
+constexpr char kRandom[] = "random_";
+constexpr char kRandomFrom[] = "random_.from";
+constexpr char kRandomTo[] = "random_.to";
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::normal_impl_<NormalKernel, FooRng>(self, mean, std, gen); })) return self;
+  return Slow<kNormal, at::Tensor&(at::Tensor&, double, double, OptGen)>::call(self, mean, std, std::move(gen));
+}
+at::Tensor& uniform_(at::Tensor& self, double from, double to, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::uniform_impl_<UniformKernel, FooRng>(self, from, to, gen); })) return self;
+  return Slow<kUniform, at::Tensor&(at::Tensor&, double, double, OptGen)>::call(self, from, to, std::move(gen));
+}
+at::Tensor& random_(at::Tensor& self, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::random_impl<RandomKernel, FooRng>(self, gen); })) return self;
+  return Slow<kRandom, at::Tensor&(at::Tensor&, OptGen)>::call(self, std::move(gen));
+}
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::random_from_to_impl<RandomFromToKernel, FooRng>(self, from, to, gen); }))
+    return self;
+  return Slow<kRandomFrom, at::Tensor&(at::Tensor&, int64_t, std::optional<int64_t>, OptGen)>::call(self, from, to,
+                                                                                                  std::move(gen));
+}
+at::Tensor& random_to(at::Tensor& self, int64_t to, OptGen gen) {
+  if (rng_native(self, gen, [&] { tpl::random_from_to_impl<RandomFromToKernel, FooRng>(self, 0, to, gen); }))
+    return self;
+  return Slow<kRandomTo, at::Tensor&(at::Tensor&, int64_t, OptGen)>::call(self, to, std::move(gen));
+}
+
 // ---- Scaled dot-product attention ---------------------------------------------
 //
 // ATen's scaled_dot_product_attention asks `_fused_sdp_choice_stub` (a
@@ -4466,6 +4775,17 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kFusedAdagrad, (fused_adagrad<kFusedAdagrad, double>))
     FOO_REG(kFusedAdagradLr, (fused_adagrad<kFusedAdagradLr, const at::Tensor&>))
     FOO_REG(kAmpUnscale, amp_unscale) FOO_REG(kAmpUpdate, amp_update_scale)
+    // all/any, cumsum/cumprod, triu/tril, topk, masked_fill_(Tensor), random fills
+    FOO_REGM(AllAll, T) FOO_REGM(AnyAll, T) FOO_REGM(AllDim, T, int64_t, bool) FOO_REGM(AnyDim, T, int64_t, bool)
+    FOO_REGM(AllDims, T, at::OptionalIntArrayRef, bool) FOO_REGM(AnyDims, T, at::OptionalIntArrayRef, bool)
+    FOO_REGM(Cumsum, T, int64_t, std::optional<c10::ScalarType>)
+    FOO_REGM(Cumprod, T, int64_t, std::optional<c10::ScalarType>)
+    FOO_REGM(Triu, T, int64_t) FOO_REGM(Tril, T, int64_t)
+    FOO_REG(kTopk, topk) FOO_REG(kTopkValues, topk_values)
+    {kMaskedFillT, [](torch::Library& m) { m.impl(kMaskedFillT, TORCH_FN(masked_fill_tensor_)); }, nullptr,
+     kMaskedFill},
+    FOO_REG(kNormal, normal_) FOO_REG(kUniform, uniform_) FOO_REG(kRandom, random_)
+    FOO_REG(kRandomFrom, random_from) FOO_REG(kRandomTo, random_to)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

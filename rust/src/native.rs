@@ -17,6 +17,7 @@ use crate::kernels::copy::Number;
 use crate::kernels::elementwise::spec::{self, Param, Params};
 use crate::kernels::elementwise::{self as ew, Operand, Scalar};
 use crate::kernels::linalg::Coef;
+use crate::kernels::random::Distribution;
 use crate::kernels::reduce::ReduceOp;
 use crate::kernels::{entry, ErrorKind, KernelError, Strided, ViewRef};
 use std::ffi::{c_char, c_void, CStr};
@@ -1638,5 +1639,106 @@ pub unsafe extern "C" fn foo_rs_local_scalar(
             Number::Int(i) => (0, i, 0.0),
         };
         Ok(())
+    })
+}
+
+/// Cumulative sum (`prod`: product) of `inp` along `dim` into `out`
+/// ([`entry::scan`]: `inp`'s floating dtype, or int64 for integers and bool).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_scan(
+    out: *const FooView,
+    inp: *const FooView,
+    dim: i64,
+    prod: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::scan(
+            prod != 0,
+            &strided_of(out)?,
+            &strided_of(inp)?,
+            dim_of(dim)?,
+        )
+    })
+}
+
+/// `out = tril(src, k)` (`upper`: triu) ([`entry::tri`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_tri(
+    out: *const FooView,
+    src: *const FooView,
+    k: i64,
+    upper: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        entry::tri(&strided_of(out)?, &strided_of(src)?, k, upper != 0)
+    })
+}
+
+/// The `k` largest (`largest`; else smallest) elements of every line of
+/// `inp` along `dim` and their positions ([`entry::topk`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_topk(
+    values: *const FooView,
+    indices: *const FooView,
+    inp: *const FooView,
+    dim: i64,
+    k: i64,
+    largest: u8,
+    sorted: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (v, i, x) = (strided_of(values)?, strided_of(indices)?, strided_of(inp)?);
+        entry::topk(
+            &v,
+            &i,
+            &x,
+            dim_of(dim)?,
+            dim_of(k)?,
+            largest != 0,
+            sorted != 0,
+        )
+    })
+}
+
+/// A random fill of `dst` from device `device`'s default generator
+/// ([`entry::random`]): `kind` 0 is normal_ (mean `a`, std `b`), 1 uniform_
+/// ([`a`, `b`)), 2 random_ (`from + bits % range`, `range` 0: every int64).
+/// A dtype the distribution does not take is [`SLOW`], with nothing drawn.
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_random(
+    dst: *const FooView,
+    kind: u8,
+    a: f64,
+    b: f64,
+    from: i64,
+    range: u64,
+    device: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let dist = match kind {
+            0 => Distribution::Normal { mean: a, std: b },
+            1 => Distribution::Uniform { from: a, to: b },
+            2 => Distribution::Integers { from, range },
+            k => return Err(invalid(format!("foo: unknown random fill {k}"))),
+        };
+        entry::random(&strided_of(dst)?, dist, None, dim_of(device)?).map(|_| ())
     })
 }

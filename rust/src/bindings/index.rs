@@ -243,7 +243,8 @@ fn flip(py: Python<'_>, out: TensorDesc, src: TensorDesc, dims: Vec<usize>) -> P
 #[pyfunction]
 fn tri(py: Python<'_>, out: TensorDesc, src: TensorDesc, k: i64, upper: bool) -> PyResult<()> {
     let (o, s) = (strided(out)?, strided(src)?);
-    py.detach(|| ix::tri(&o, &s, k, upper)).map_err(kernel_err)
+    py.detach(|| entry::tri(&o, &s, k, upper))
+        .map_err(kernel_err)
 }
 
 /// `out[i] = start + i * step`.

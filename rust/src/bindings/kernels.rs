@@ -1,8 +1,8 @@
 //! Copy, fill, scalar read and random kernels. Every call releases the GIL.
 
-use super::{stream, strided, strided_host_or_foo, KernelErr, TensorDesc};
-use crate::kernels::random::{blocks_needed, fill_random, Distribution};
-use crate::kernels::{copy, Strided};
+use super::{device_index, strided, strided_host_or_foo, KernelErr, TensorDesc};
+use crate::kernels::random::Distribution;
+use crate::kernels::{copy, entry, Strided};
 use pyo3::prelude::*;
 use pyo3::types::PyComplex;
 use pyo3::IntoPyObjectExt;
@@ -76,11 +76,14 @@ fn random(
     state: Option<(u64, u64)>,
 ) -> PyResult<u64> {
     let d = strided(dst)?;
-    let blocks = blocks_needed(d.dtype, dist, d.numel());
-    let (seed, offset) = stream(blocks, device, state)?;
-    py.detach(|| fill_random(&d, seed, offset, dist))
-        .map_err(KernelErr::from)?;
-    Ok(blocks)
+    // The device matters only to a draw from its default generator.
+    let device = match state {
+        Some(_) => 0,
+        None => device_index(device)?,
+    };
+    Ok(py
+        .detach(|| entry::random(&d, dist, state, device))
+        .map_err(KernelErr::from)?)
 }
 
 /// Fills `dst` with N(mean, std). With `state=(seed, offset)` draws from

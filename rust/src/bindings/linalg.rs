@@ -165,12 +165,8 @@ fn reduce(
 #[pyfunction]
 fn scan(py: Python<'_>, prod: bool, out: TensorDesc, inp: TensorDesc, dim: usize) -> PyResult<()> {
     let (o, i) = (strided(out)?, strided(inp)?);
-    py.detach(|| {
-        with_out(&o, &[Some(&i)], false, false, |o| {
-            red::scan(prod, o, &i, dim)
-        })
-    })
-    .map_err(|e| py_err(e, false))
+    py.detach(|| entry::scan(prod, &o, &i, dim))
+        .map_err(|e| py_err(e, false))
 }
 
 /// The first `k` elements of every line of `inp` along `dim`, in order

@@ -4,7 +4,7 @@
 //! and is not, is computed into a scratch buffer and copied back.
 
 use super::{kernel_err, strided, TensorDesc};
-use crate::kernels::{search, select, with_out, KernelError, Strided};
+use crate::kernels::{entry, search, select, with_out, KernelError, Strided};
 use pyo3::prelude::*;
 
 /// Runs `f(values, indices)` on outputs that do not overlap `inp`.
@@ -38,9 +38,9 @@ fn topk(
     largest: bool,
     sorted: bool,
 ) -> PyResult<()> {
-    pair(py, values, indices, inp, |v, x, i| {
-        select::topk(v, x, i, dim, k, largest, sorted)
-    })
+    let (v, x, i) = (strided(values)?, strided(indices)?, strided(inp)?);
+    py.detach(|| entry::topk(&v, &x, &i, dim, k, largest, sorted))
+        .map_err(kernel_err)
 }
 
 /// Element `k` (from 1) of every line of `inp` along `dim` and its position,

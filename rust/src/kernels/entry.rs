@@ -8,8 +8,9 @@ use super::conv;
 use super::dropout as drop;
 use super::index::{self as ix, IndexArg};
 use super::linalg::{self, Coef};
+use super::random::{self as rnd, Distribution};
 use super::reduce::{self as red, ReduceOp};
-use super::{keepdim_view, nn, with_out, KernelError, Strided};
+use super::{keepdim_view, nn, select, with_out, KernelError, Strided};
 
 /// Reduction `op` of `inp` over `dims` (sorted, distinct, in range; empty
 /// with numel > 0 means none) into `out` (keepdim or not) and `out2`
@@ -30,6 +31,69 @@ pub fn reduce(
         }),
         None => red::reduce_op(op, o, None, inp),
     })
+}
+
+/// Cumulative sum (or, with `prod`, product) of `inp` along `dim` into
+/// `out` (`inp`'s shape; `inp`'s floating dtype, or int64 for integers and
+/// bool), through a scratch buffer when `out` overlaps `inp` (in place).
+pub fn scan(prod: bool, out: &Strided, inp: &Strided, dim: usize) -> Result<(), KernelError> {
+    with_out(out, &[Some(inp)], false, false, |o| {
+        red::scan(prod, o, inp, dim)
+    })
+}
+
+/// `out = tril(src, k)` (`upper`: triu) over the last two dims. `out` may
+/// be `src` itself (the same view: in place); another view that overlaps
+/// `src` is written through a scratch buffer.
+pub fn tri(out: &Strided, src: &Strided, k: i64, upper: bool) -> Result<(), KernelError> {
+    let same = out.ptr == src.ptr && out.strides == src.strides && out.sizes == src.sizes;
+    let inputs = if same { [None] } else { [Some(src)] };
+    with_out(out, &inputs, false, false, |o| ix::tri(o, src, k, upper))
+}
+
+/// The `k` largest (or smallest) elements of every line of `inp` along
+/// `dim` and their int64 positions, in CPU's order (ties included), into
+/// `values` and `indices` (`inp`'s shape with `k` along `dim`); outputs
+/// that overlap `inp` (or each other) are written through scratch buffers.
+#[allow(clippy::too_many_arguments)]
+pub fn topk(
+    values: &Strided,
+    indices: &Strided,
+    inp: &Strided,
+    dim: usize,
+    k: usize,
+    largest: bool,
+    sorted: bool,
+) -> Result<(), KernelError> {
+    with_out(values, &[Some(inp)], false, false, |v| {
+        with_out(indices, &[Some(inp), Some(v)], false, false, |x| {
+            select::topk(v, x, inp, dim, k, largest, sorted)
+        })
+    })
+}
+
+/// Fills `dst` from `dist`, drawing from the Philox stream `state` (an
+/// explicit generator's (seed, offset), which the caller advances) or, with
+/// none, from device `device`'s default generator; returns the Philox blocks
+/// used. A dtype `dist` does not take is refused before any block is
+/// reserved (the native path then hands the call to the Python kernel,
+/// whose draw must start where this one would have).
+pub fn random(
+    dst: &Strided,
+    dist: Distribution,
+    state: Option<(u64, u64)>,
+    device: usize,
+) -> Result<u64, KernelError> {
+    if !dist.supports(dst.dtype) {
+        return Err(KernelError::UnsupportedDtype {
+            op: dist.op(),
+            dtype: dst.dtype,
+        });
+    }
+    let blocks = rnd::blocks_needed(dst.dtype, dist, dst.numel());
+    let (seed, offset) = state.unwrap_or_else(|| crate::rng::reserve_default(device, blocks));
+    rnd::fill_random(dst, seed, offset, dist)?;
+    Ok(blocks)
 }
 
 /// `out = beta * input + alpha * (a @ b)`, 2-d, or batched (3-d) with `batched`.

@@ -53,7 +53,8 @@ pub enum Distribution {
 }
 
 impl Distribution {
-    fn op(&self) -> &'static str {
+    /// The op's name (in errors).
+    pub fn op(&self) -> &'static str {
         match self {
             Distribution::Normal { .. } => "normal_",
             Distribution::Uniform { .. } => "uniform_",
@@ -74,7 +75,8 @@ impl Distribution {
         }
     }
 
-    fn supports(&self, dtype: DType) -> bool {
+    /// Whether a fill of `dtype` can draw from this distribution.
+    pub fn supports(&self, dtype: DType) -> bool {
         match self {
             Distribution::Integers { .. } => !dtype.is_complex(),
             Distribution::Geometric { .. } => dtype.is_floating() || dtype.is_integral(),
