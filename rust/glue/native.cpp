@@ -1233,7 +1233,9 @@ struct Hardtanh : Plain {
   static constexpr const char* rust = "hardtanh";
   static constexpr Gate gate = Gate::Float;
   FOO_NAMES("hardtanh", "hardtanh_", "hardtanh.out")
-  static int params(FooParam* p, const at::Tensor&, const c10::Scalar& lo, const c10::Scalar& hi) {
+  // Only floating inputs: ATen's bounds never promote (an integer input's are truncated), clamp's meta's would.
+  static int params(FooParam* p, const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+    if (!c10::isFloatingType(self.scalar_type())) return -1;
     return param_of(lo, &p[0]) && param_of(hi, &p[1]) ? 2 : -1;
   }
   template <class H>
