@@ -24,3 +24,17 @@ def make_tensor(shape, dtype, seed=0):
         return (torch.randn(shape, generator=g, dtype=torch.complex128) * 10).to(dtype)
     info = torch.iinfo(dtype)
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
+
+
+def run_native_case(name, f):
+    """A CASES-style case `f(t)` (t moves each tensor to the device) on CPU,
+    then on foo twice: the first foo call does anything lazy, the second must
+    run no Python kernel (dispatcher -> C++ kernel -> Rust). Returns
+    (expected, actual)."""
+    expected = f(lambda x: x)
+    f(lambda x: x.to("foo"))
+    before = foo_rs.python_kernel_calls()
+    actual = f(lambda x: x.to("foo"))
+    ran_python = foo_rs.python_kernel_calls() - before
+    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    return expected, actual

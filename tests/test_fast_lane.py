@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import foo_rs
 from foo_rs._ops._registry import fast_lane_ops
-from foo_testing import make_tensor
+from foo_testing import make_tensor, run_native_case
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 BINARY = {
@@ -595,12 +595,7 @@ def test_common_calls_run_no_python(no_fallback, name):
     """Broadcasting, mixed dtypes, integers, numbers, strides, out= and
     in-place: dispatcher -> ATen's meta -> Rust, with CPU's results."""
     f = NATIVE_CASES[name]
-    expected = f(lambda x: x)
-    f(lambda x: x.to("foo"))  # first call: anything lazy happens here
-    before = foo_rs.python_kernel_calls()
-    actual = f(lambda x: x.to("foo"))
-    ran_python = foo_rs.python_kernel_calls() - before
-    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    expected, actual = run_native_case(name, f)
     assert actual.device.type == "foo"
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)

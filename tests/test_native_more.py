@@ -12,7 +12,7 @@ import torch
 
 import foo_rs
 from foo_rs._ops._registry import fast_lane_ops
-from foo_testing import make_tensor
+from foo_testing import make_tensor, run_native_case
 
 
 def _f(shape, dtype=torch.float32, seed=0):
@@ -161,12 +161,7 @@ def _check(name, expected, actual):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_native_cases_match_cpu_and_run_no_python(no_fallback, name):
     f = CASES[name]
-    expected = f(lambda x: x)
-    f(lambda x: x.to("foo"))  # first call: anything lazy happens here
-    before = foo_rs.python_kernel_calls()
-    actual = f(lambda x: x.to("foo"))
-    ran_python = foo_rs.python_kernel_calls() - before
-    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    expected, actual = run_native_case(name, f)
     _check(name, expected, actual)
 
 

@@ -1846,9 +1846,6 @@ FOO_META_OP(MseLoss, structured_mse_loss, "mse_loss", "mse_loss.out")
   }
 };
 
-#undef FOO_META_OP
-
-
 // cat through ATen's meta (shapes, dim, memory format, legacy empty
 // inputs), for foo inputs of the result's dtype; a cast goes to the Python kernel.
 struct Cat {
@@ -2732,14 +2729,8 @@ bool run_scatter(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& in
 // scatter's reduce= takes "add" and "multiply" (CPU's kernel checks it).
 bool legacy_reduce(c10::string_view reduce) { return reduce == "add" || reduce == "multiply"; }
 
-#define FOO_SCATTER_OP(Name, MetaT, f, o) \
-  struct Name {                           \
-    using Meta = at::meta::MetaT;         \
-    static constexpr char F[] = f;        \
-    static constexpr char O[] = o;        \
-    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
 
-FOO_SCATTER_OP(ScatterSrc, structured_scatter_src, "scatter.src", "scatter.src_out")
+FOO_META_OP(ScatterSrc, structured_scatter_src, "scatter.src", "scatter.src_out")
   template <class H>
   static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
     same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
@@ -2747,7 +2738,7 @@ FOO_SCATTER_OP(ScatterSrc, structured_scatter_src, "scatter.src", "scatter.src_o
     return run_scatter(h, self, dim, index, &src, nullptr, "assign", true);
   }
 };
-FOO_SCATTER_OP(ScatterValue, structured_scatter_value, "scatter.value", "scatter.value_out")
+FOO_META_OP(ScatterValue, structured_scatter_value, "scatter.value", "scatter.value_out")
   template <class H>
   static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
     same_device(kDev, {{"self", &self}, {"index", &index}, {"out", h.out_arg()}});
@@ -2755,7 +2746,7 @@ FOO_SCATTER_OP(ScatterValue, structured_scatter_value, "scatter.value", "scatter
     return run_scatter(h, self, dim, index, nullptr, &value, "assign", true);
   }
 };
-FOO_SCATTER_OP(ScatterReduce, structured_scatter_reduce, "scatter.reduce", "scatter.reduce_out")
+FOO_META_OP(ScatterReduce, structured_scatter_reduce, "scatter.reduce", "scatter.reduce_out")
   template <class H>
   static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                   c10::string_view reduce) {
@@ -2764,7 +2755,7 @@ FOO_SCATTER_OP(ScatterReduce, structured_scatter_reduce, "scatter.reduce", "scat
     return legacy_reduce(reduce) && run_scatter(h, self, dim, index, &src, nullptr, reduce, true);
   }
 };
-FOO_SCATTER_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.value_reduce",
+FOO_META_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.value_reduce",
                "scatter.value_reduce_out")
   template <class H>
   static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
@@ -2774,7 +2765,7 @@ FOO_SCATTER_OP(ScatterValueReduce, structured_scatter_value_reduce, "scatter.val
     return legacy_reduce(reduce) && run_scatter(h, self, dim, index, nullptr, &value, reduce, true);
   }
 };
-FOO_SCATTER_OP(ScatterAdd, structured_scatter_add, "scatter_add", "scatter_add.out")
+FOO_META_OP(ScatterAdd, structured_scatter_add, "scatter_add", "scatter_add.out")
   template <class H>
   static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
     same_device(kDev, {{"self", &self}, {"index", &index}, {"src", &src}, {"out", h.out_arg()}});
@@ -2782,7 +2773,7 @@ FOO_SCATTER_OP(ScatterAdd, structured_scatter_add, "scatter_add", "scatter_add.o
     return run_scatter(h, self, dim, index, &src, nullptr, "add", true);
   }
 };
-FOO_SCATTER_OP(ScatterReduceTwo, structured_scatter_reduce_two, "scatter_reduce.two", "scatter_reduce.two_out")
+FOO_META_OP(ScatterReduceTwo, structured_scatter_reduce_two, "scatter_reduce.two", "scatter_reduce.two_out")
   template <class H>
   static bool run(H& h, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                   c10::string_view reduce, bool include_self) {
@@ -2791,7 +2782,6 @@ FOO_SCATTER_OP(ScatterReduceTwo, structured_scatter_reduce_two, "scatter_reduce.
     return reduce != "add" && reduce != "multiply" && run_scatter(h, self, dim, index, &src, nullptr, reduce, include_self);
   }
 };
-#undef FOO_SCATTER_OP
 
 constexpr char kIndex[] = "index.Tensor";
 constexpr char kIndexOut[] = "index.Tensor_out";
@@ -3211,12 +3201,6 @@ at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Gener
 // ATen's structured metas (or ATen's own templates) give the semantics, the
 // Rust kernels the Python kernels call (kernels/entry.rs) the values.
 
-#define FOO_META_OP(Name, MetaT, f, o) \
-  struct Name {                        \
-    using Meta = at::meta::MetaT;      \
-    static constexpr char F[] = f;     \
-    static constexpr char O[] = o;     \
-    static constexpr char kDev[] = "wrapper_PrivateUse1_" f;
 
 // all/any over every dim, one dim or a list of dims: ATen's allany_meta (a
 // bool or uint8 out, the reduction's shape, the dim checks and messages),
