@@ -323,7 +323,8 @@ fn run_chunks(n: usize, m: usize, go: impl Fn(usize, usize) -> bool + Sync) -> b
 /// Each index is checked as it is read, as CPU's kernels do (so an error may
 /// leave `out` partly written, as on CPU); on a bad one, the first in
 /// row-major order is reported ([`check_indices`]). Checking as it goes
-/// rather than in a pass before halves the cost of a small gather.
+/// rather than in a pass before cut a small `x[idx]`'s Rust side by about a
+/// third (3.8K -> 2.5K instructions under callgrind).
 pub fn gather(
     out: &Strided,
     data: &Strided,
