@@ -767,10 +767,16 @@ bool dense_lane(at::Tensor& out, const FooParam* ps, int np, const at::Tensor& s
   }
 }
 
-// The Rust op of a call: Op::rust, or Op::rust_for(args) where it depends on them.
+// The Rust op of a call: Op::rust, or Op::rust_for(args) where it depends on
+// them (detected the C++17 way: the oldest torch builds the glue as C++17).
+template <class Op, class = void>
+struct HasRustFor : std::false_type {};
+template <class Op>
+struct HasRustFor<Op, std::void_t<decltype(&Op::rust_for)>> : std::true_type {};
+
 template <class Op, class... A>
 const char* rust_of(const at::Tensor& self, const A&... a) {
-  if constexpr (requires { Op::rust_for(self, a...); }) {
+  if constexpr (HasRustFor<Op>::value) {
     return Op::rust_for(self, a...);
   } else {
     return Op::rust;
