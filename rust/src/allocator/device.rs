@@ -13,6 +13,16 @@
 //! The point of the cache for foo is that the pages of a cached block are
 //! already faulted in: a fresh output tensor reuses them, so elementwise
 //! kernels run at memory bandwidth instead of paying a page fault per 4 KiB.
+//!
+//! Small blocks are coalesced lazily, as glibc's fastbins do: a freed small
+//! block first waits, unmerged, in a bin of its exact size (up to
+//! [`BINNED_BYTES`] in all), and the next request of that size takes it back
+//! without touching the ordered free set. Binned blocks are merged (and
+//! booked as CUDA books a free) before anything needs the free set to be
+//! whole: a request the free set cannot serve, `empty_cache`, and every
+//! statistic read. So what callers observe is CUDA's allocator; a small
+//! tensor's allocate/free pair costs about half the instructions (the
+//! per-op cost of tiny ops is what this buys).
 
 use super::os;
 use super::stats::{DeviceStats, MemoryStats, Pool};
@@ -57,6 +67,12 @@ const COLOR_GAP: usize = 1 << 10;
 /// Largest request accepted: keeps every size computation and `mmap` length
 /// far from overflow.
 const MAX_REQUEST: usize = (isize::MAX as usize) / 2;
+/// Most bytes held in the small-block bins (lazy coalescing): what the
+/// deferral can keep unmerged. One small segment's worth: enough for the
+/// outputs a step of tiny ops frees and allocates again.
+const BINNED_BYTES: usize = SMALL_BUFFER;
+/// One bin per small-pool block size (multiples of 512 up to 1 MiB).
+const BINS: usize = SMALL_SIZE / MIN_BLOCK_SIZE + 1;
 
 /// `nbytes` rounded up to the block granularity (CUDA's `round_size`).
 fn round_size(nbytes: usize) -> usize {
@@ -114,6 +130,8 @@ struct Block {
     next: BlockId,
     pool: Pool,
     allocated: bool,
+    /// Free and waiting in a bin, unmerged (never with `allocated`).
+    binned: bool,
 }
 
 impl Block {
@@ -170,8 +188,14 @@ struct State {
     vacant: Vec<BlockId>,
     /// Blocks handed out, by address.
     live: AddrMap<BlockId>,
-    /// Cached (free) blocks per pool, indexed by `Pool as usize`.
+    /// Cached (free) blocks per pool, indexed by `Pool as usize`; binned
+    /// blocks are not among them.
     free: [BTreeSet<FreeKey>; 2],
+    /// Freed small blocks not yet merged, by size / 512 (see the module
+    /// documentation); LIFO, so a request takes the block freed last.
+    bins: Vec<Vec<BlockId>>,
+    /// Bytes in `bins`.
+    binned: usize,
     /// Segments by base address.
     segments: BTreeMap<usize, Segment>,
     stats: DeviceStats,
@@ -200,6 +224,8 @@ impl DeviceAllocator {
                 vacant: Vec::new(),
                 live: AddrMap::default(),
                 free: [BTreeSet::new(), BTreeSet::new()],
+                bins: vec![Vec::new(); BINS],
+                binned: 0,
                 segments: BTreeMap::new(),
                 stats: DeviceStats::default(),
                 capacity,
@@ -212,6 +238,14 @@ impl DeviceAllocator {
         // that could panic, so a poisoned lock still guards valid state; and
         // panicking here would abort through the C++ glue.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state with every binned block merged: what statistics and the
+    /// free set report is then CUDA's allocator's.
+    fn flushed(&self) -> MutexGuard<'_, State> {
+        let mut s = self.lock();
+        s.flush_bins();
+        s
     }
 
     /// The device index.
@@ -256,7 +290,17 @@ impl DeviceAllocator {
         let size = round_size(nbytes);
         let pool = pool_for(size);
         let mut s = self.lock();
-        let id = match s.best_fit(pool, size) {
+        if pool == Pool::Small {
+            if let Some(id) = s.bins[size / MIN_BLOCK_SIZE].pop() {
+                return Ok(s.take_binned(id, nbytes) as *mut u8);
+            }
+        }
+        let fit = s.best_fit(pool, size).or_else(|| {
+            // Binned blocks, merged, may make the block that fits.
+            s.flush_bins();
+            s.best_fit(pool, size)
+        });
+        let id = match fit {
             Some(id) => id,
             None => s.grow(pool, size).ok_or_else(|| {
                 s.stats.num_ooms += 1;
@@ -289,7 +333,15 @@ impl DeviceAllocator {
             .live
             .remove(&(ptr as usize))
             .ok_or(AllocError::UnknownPointer { ptr: ptr as usize })?;
-        s.give_back(id);
+        s.book_free(id);
+        let size = s.blocks[id as usize].size;
+        if s.blocks[id as usize].pool == Pool::Small && s.binned + size <= BINNED_BYTES {
+            s.binned += size;
+            s.blocks[id as usize].binned = true;
+            s.bins[size / MIN_BLOCK_SIZE].push(id);
+        } else {
+            s.coalesce(id);
+        }
         Ok(())
     }
 
@@ -338,25 +390,25 @@ impl DeviceAllocator {
 
     /// Number of free blocks held in the cache (both pools).
     pub fn cached_blocks(&self) -> usize {
-        let s = self.lock();
+        let s = self.flushed();
         s.free.iter().map(BTreeSet::len).sum()
     }
 
     /// A snapshot of the statistics.
     pub fn stats(&self) -> MemoryStats {
-        MemoryStats::from(&self.lock().stats)
+        MemoryStats::from(&self.flushed().stats)
     }
 
     /// The statistics as `torch.cuda.memory_stats()` returns them: flat
     /// keys such as `"allocated_bytes.all.current"`, sorted.
     pub fn stats_map(&self) -> Vec<(String, i64)> {
-        let stats = self.lock().stats.clone();
+        let stats = self.flushed().stats.clone();
         stats.to_map()
     }
 
     /// A table of the statistics in the style of `torch.cuda.memory_summary()`.
     pub fn memory_summary(&self) -> String {
-        let stats = self.lock().stats.clone();
+        let stats = self.flushed().stats.clone();
         stats.summary(self.index)
     }
 
@@ -380,13 +432,13 @@ impl DeviceAllocator {
 
     /// Sets every peak statistic to its current value.
     pub fn reset_peak_stats(&self) {
-        self.lock().stats.reset_peak();
+        self.flushed().stats.reset_peak();
     }
 
     /// Zeroes the accumulated statistics (`allocated`/`freed` sums, retry,
     /// OOM and segment alloc/free counters).
     pub fn reset_accumulated_stats(&self) {
-        self.lock().stats.reset_accumulated();
+        self.flushed().stats.reset_accumulated();
     }
 }
 
@@ -493,6 +545,7 @@ impl State {
             next: NIL,
             pool,
             allocated: false,
+            binned: false,
         });
         self.segments.insert(
             addr,
@@ -538,6 +591,7 @@ impl State {
                 next: b.next,
                 pool: b.pool,
                 allocated: false,
+                binned: false,
             });
             if b.next != NIL {
                 self.blocks[b.next as usize].prev = rest;
@@ -556,18 +610,51 @@ impl State {
         blk.pad = pad;
         let (addr, size) = (blk.addr, (blk.size - pad) as i64);
         self.live.insert(addr, id);
-        let st = &mut self.stats;
-        st.allocation.increase(b.pool, 1);
-        st.allocated_bytes.increase(b.pool, size);
-        st.active.increase(b.pool, 1);
-        st.active_bytes.increase(b.pool, size);
-        st.requested_bytes.increase(b.pool, requested as i64);
+        self.book_allocation(b.pool, size, requested as i64);
         addr
     }
 
-    /// Returns block `id` (already removed from `live`) to the cache,
-    /// merged with its free neighbours.
-    fn give_back(&mut self, id: BlockId) {
+    /// Hands out binned block `id` again (its size is the request's rounded
+    /// size: small blocks are split to exactly that). It was never merged or
+    /// booked as inactive, so only the allocation is booked.
+    fn take_binned(&mut self, id: BlockId, requested: usize) -> usize {
+        let blk = &mut self.blocks[id as usize];
+        blk.allocated = true;
+        blk.binned = false;
+        blk.requested = requested;
+        let (addr, size) = (blk.addr, blk.size);
+        self.binned -= size;
+        self.live.insert(addr, id);
+        self.book_allocation(Pool::Small, size as i64, requested as i64);
+        addr
+    }
+
+    fn book_allocation(&mut self, pool: Pool, size: i64, requested: i64) {
+        let st = &mut self.stats;
+        st.allocation.increase(pool, 1);
+        st.allocated_bytes.increase(pool, size);
+        st.active.increase(pool, 1);
+        st.active_bytes.increase(pool, size);
+        st.requested_bytes.increase(pool, requested);
+    }
+
+    /// Merges every binned block into the free set.
+    fn flush_bins(&mut self) {
+        if self.binned == 0 {
+            return;
+        }
+        for bin in 0..BINS {
+            while let Some(id) = self.bins[bin].pop() {
+                self.blocks[id as usize].binned = false;
+                self.coalesce(id);
+            }
+        }
+        self.binned = 0;
+    }
+
+    /// Books the free of block `id` (already removed from `live`) and marks
+    /// it free; [`State::coalesce`] or a bin then takes it.
+    fn book_free(&mut self, id: BlockId) {
         let b = self.blocks[id as usize];
         let st = &mut self.stats;
         st.allocation.decrease(b.pool, 1);
@@ -580,9 +667,19 @@ impl State {
         blk.allocated = false;
         blk.requested = 0;
         blk.pad = 0;
+    }
+
+    /// Returns free block `id` (in no bin) to the cache, merged with its
+    /// free neighbours.
+    fn coalesce(&mut self, id: BlockId) {
+        let b = self.blocks[id as usize];
         let mut before = (0, 0);
         for neighbour in [b.prev, b.next] {
-            if neighbour != NIL && !self.blocks[neighbour as usize].allocated {
+            // A binned neighbour merges when its own turn comes (flush_bins).
+            if neighbour != NIL && {
+                let nb = &self.blocks[neighbour as usize];
+                !nb.allocated && !nb.binned
+            } {
                 let (n, bytes) = self.inactive_split(neighbour);
                 before = (before.0 + n, before.1 + bytes);
                 self.merge(id, neighbour);
@@ -621,6 +718,7 @@ impl State {
     /// Unlinks every fully free segment and returns the `(addr, size)`
     /// mappings for the caller to unmap.
     fn release_cached(&mut self) -> Vec<(usize, usize)> {
+        self.flush_bins();
         let mut released = Vec::new();
         for pool in [Pool::Small, Pool::Large] {
             let whole: Vec<FreeKey> = self.free[pool as usize]
@@ -650,6 +748,7 @@ impl State {
         let mut inactive = [(0i64, 0i64); 2];
         let mut reserved = [0i64; 2];
         let mut cached = 0;
+        let (mut binned, mut binned_bytes) = (0, 0);
         let vacant: std::collections::HashSet<BlockId> = self.vacant.iter().copied().collect();
         assert_eq!(vacant.len(), self.vacant.len(), "a slot is vacant once");
         let heads: HashMap<usize, BlockId> = (0..self.blocks.len() as BlockId)
@@ -676,10 +775,20 @@ impl State {
                     assert_eq!(self.blocks[b.next as usize].prev, cur);
                 }
                 if b.allocated {
+                    assert!(!b.binned);
                     assert_eq!(self.live.get(&b.addr), Some(&cur));
                     assert!(b.pad == 0 || b.pad == COLOR_GAP);
                     allocated[b.pool as usize] += (b.size - b.pad) as i64;
                     requested[b.pool as usize] += b.requested as i64;
+                    prev_free = false;
+                } else if b.binned {
+                    assert_eq!(b.pool, Pool::Small);
+                    assert_eq!((b.pad, b.requested), (0, 0));
+                    assert!(!self.live.contains_key(&b.addr));
+                    assert!(self.bins[b.size / MIN_BLOCK_SIZE].contains(&cur));
+                    assert!(!self.free[0].contains(&(b.size, b.addr, cur)));
+                    binned += 1;
+                    binned_bytes += b.size;
                     prev_free = false;
                 } else {
                     assert!(!prev_free, "adjacent free blocks are merged");
@@ -698,8 +807,11 @@ impl State {
             assert_eq!(addr, base + seg.size, "blocks cover the segment");
         }
         assert_eq!(cached, self.free[0].len() + self.free[1].len());
+        assert_eq!(binned, self.bins.iter().map(Vec::len).sum::<usize>());
+        assert_eq!(binned_bytes, self.binned);
+        assert!(self.binned <= BINNED_BYTES);
         assert_eq!(linked + vacant.len(), self.blocks.len(), "no block is lost");
-        assert_eq!(self.live.len() + cached, linked);
+        assert_eq!(self.live.len() + cached + binned, linked);
         let st = &self.stats;
         for (i, pool) in [
             (0, &st.allocated_bytes.small_pool),

@@ -697,6 +697,88 @@ fn threads_allocate_and_free_concurrently() {
     assert_eq!(a.stats().reserved_bytes_current, 0);
 }
 
+#[test]
+fn freed_small_blocks_wait_in_bins_and_are_reused_unmerged() {
+    let a = DeviceAllocator::new(0, 1 << 30);
+    let x = a.allocate(4 * KIB).unwrap();
+    let y = a.allocate(4 * KIB).unwrap();
+    let z = a.allocate(4 * KIB).unwrap();
+    release(&a, x);
+    release(&a, z);
+    release(&a, y);
+    {
+        let s = a.lock();
+        s.check();
+        assert_eq!(
+            s.bins[4 * KIB / MIN_BLOCK_SIZE].len(),
+            3,
+            "all three binned"
+        );
+        assert_eq!(s.binned, 12 * KIB);
+        assert_eq!(
+            s.free[0].len(),
+            1,
+            "only the segment's tail is in the free set"
+        );
+    }
+    // The request of the size freed last takes that block back (LIFO).
+    assert_eq!(a.allocate(4 * KIB - 100).unwrap(), y);
+    assert_eq!(a.lock().binned, 8 * KIB);
+    release(&a, y);
+    // Any statistic read merges the bins first: what it reports is CUDA's
+    // allocator's after the same frees (x, y, z merged with the tail).
+    assert_eq!(a.cached_blocks(), 1);
+    let s = d(&a);
+    assert_eq!(s.allocated_bytes.all.current, 0);
+    assert_eq!(s.inactive_split.all.current, 0);
+    assert_eq!(s.active.all.freed, 4);
+    assert_eq!(a.lock().binned, 0);
+    check(&a);
+    assert_eq!(
+        a.allocate(12 * KIB).unwrap(),
+        x,
+        "the merged block starts at the segment"
+    );
+}
+
+#[test]
+fn bins_hold_at_most_binned_bytes_and_merge_before_a_new_segment() {
+    // Two small segments of 64 KiB blocks, freed every other one first: the
+    // bins take BINNED_BYTES of them (half of both segments), and the other
+    // half, between binned neighbours, cannot merge.
+    let a = DeviceAllocator::new(0, 4 * MIB);
+    let blocks: Vec<*mut u8> = (0..64).map(|_| a.allocate(64 * KIB).unwrap()).collect();
+    assert_eq!(d(&a).segment.all.current, 2);
+    for &p in blocks
+        .iter()
+        .step_by(2)
+        .chain(blocks.iter().skip(1).step_by(2))
+    {
+        release(&a, p);
+    }
+    {
+        let s = a.lock();
+        s.check();
+        assert_eq!(s.binned, BINNED_BYTES);
+        assert_eq!(
+            s.free[0].len(),
+            32,
+            "no free block merged with a binned one"
+        );
+    }
+    // No bin and no free block serves 1 MiB: the bins merge instead of a new
+    // segment being reserved (the capacity, 4 MiB, is full anyway).
+    let big = a.allocate(MIB).unwrap();
+    assert_eq!(a.lock().binned, 0);
+    let s = d(&a);
+    assert_eq!(s.num_device_alloc, 2);
+    assert_eq!(s.num_alloc_retries, 0);
+    release(&a, big);
+    a.empty_cache();
+    assert_eq!(a.stats().reserved_bytes_current, 0);
+    check(&a);
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Alloc(usize),
@@ -741,6 +823,7 @@ proptest! {
                 Op::Free(_) => {}
                 Op::EmptyCache => a.empty_cache(),
             }
+            check(&a); // with blocks in the bins (reading stats merges them)
             let mut sorted = live.clone();
             sorted.sort_unstable();
             for w in sorted.windows(2) {
