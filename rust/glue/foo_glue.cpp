@@ -29,6 +29,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/profiler/stubs/base.h>
 #include <torch/library.h>
 
@@ -44,6 +45,7 @@
 #endif
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -58,6 +60,7 @@ int32_t foo_rs_device_count();
 int32_t foo_rs_current_device();
 int32_t foo_rs_set_device(int32_t device);
 void* foo_rs_alloc(int32_t device, size_t nbytes, char* err, size_t err_len);
+void foo_rs_set_traceback_hooks(void* (*gather)(int32_t cpp), void (*release)(void* handle));
 void foo_rs_free(void* ptr);
 int32_t foo_rs_device_of_ptr(const void* ptr);
 int32_t foo_rs_empty_cache(int32_t device);
@@ -242,6 +245,27 @@ struct FooAllocator final : c10::DeviceAllocator {
 
 FooAllocator g_allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+// ---- Stack traces for the allocator's history ---------------------------
+//
+// torch.foo.memory._record_memory_history keeps, in Rust
+// (rust/src/allocator/history.rs), the stack of each allocation as CUDA's
+// allocator does: a c10 CapturedTraceback (Python frames read from the
+// interpreter, optionally C++ frames), which only C++ can gather. Rust holds
+// them as opaque handles (a heap shared_ptr each) and gets frames back
+// through foo_glue_symbolize when a snapshot is taken.
+
+using TracebackPtr = std::shared_ptr<torch::CapturedTraceback>;
+
+void* gather_traceback(int32_t cpp) noexcept {
+  try {
+    return new TracebackPtr(torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, cpp != 0));
+  } catch (...) {
+    return nullptr;  // a missing trace, not a failed allocation
+  }
+}
+
+void release_traceback(void* handle) noexcept { delete static_cast<TracebackPtr*>(handle); }
 
 // ---- Device guard --------------------------------------------------------
 
@@ -979,11 +1003,38 @@ extern "C" int foo_glue_num_threads() { return at::get_num_threads(); }
 // autocast.cpp: torch.autocast("foo")'s kernels (registered when this links).
 extern "C" void foo_glue_autocast_linked();
 
+// Symbolizes `n` traceback handles (from gather_traceback): `frame` is called
+// for each frame of each, in order (innermost first), with the handle's
+// index. Called from Python (the GIL held), as Python frames need it.
+// Returns 0, or -1 after a C++ exception (its message in `err`).
+extern "C" int foo_glue_symbolize(const void* const* handles, size_t n,
+                                  void (*frame)(void* ctx, size_t index, const char* filename,
+                                                const char* name, uint64_t line),
+                                  void* ctx, char* err, size_t err_len) {
+  try {
+    std::vector<torch::CapturedTraceback*> tracebacks;
+    tracebacks.reserve(n);
+    for (size_t i = 0; i < n; ++i) tracebacks.push_back(static_cast<const foo_rs::TracebackPtr*>(handles[i])->get());
+    const torch::SymbolizedTracebacks s = torch::symbolize(tracebacks);
+    for (size_t i = 0; i < s.tracebacks.size(); ++i) {
+      for (const uint64_t f : s.tracebacks[i]) {
+        const auto& fr = s.all_frames.at(f);
+        frame(ctx, i, fr.filename.c_str(), fr.funcname.c_str(), fr.lineno);
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, err_len, "%s", e.what());
+    return -1;
+  }
+}
+
 // Called once from the PyO3 module's init, after torch is loaded.
 extern "C" void foo_glue_init() {
   static std::once_flag once;
   std::call_once(once, [] {
     foo_glue_autocast_linked();
+    foo_rs_set_traceback_hooks(&foo_rs::gather_traceback, &foo_rs::release_traceback);
     at::RegisterPrivateUse1HooksInterface(&foo_rs::g_hooks);
     torch::profiler::impl::registerPrivateUse1Methods(&foo_rs::g_profiler_stubs);
 #ifdef FOO_KINETO_PLUGIN

@@ -161,9 +161,14 @@ pub extern "C" fn foo_rs_alloc(
                 device: 0,
                 count: device::count(),
             })
-            .and_then(|d| allocator::allocate(d, nbytes));
+            .and_then(|d| allocator::allocate(d, nbytes).map(|p| (d, p)));
         match result {
-            Ok(p) => p as *mut c_void,
+            Ok((d, p)) => {
+                if allocator::history::RECORDER.enabled() && !p.is_null() {
+                    allocator::history::RECORDER.on_alloc(d, p as usize, nbytes);
+                }
+                p as *mut c_void
+            }
             Err(e) => {
                 write_message(err, err_len, &e.to_string());
                 std::ptr::null_mut()
@@ -182,11 +187,26 @@ pub extern "C" fn foo_rs_free(ptr: *mut c_void) {
     guard_void("foo_rs_free", || {
         for d in allocator::devices() {
             // SAFETY: c10 calls the deleter once per block.
-            if unsafe { d.free(ptr as *mut u8) }.is_ok() {
+            if let Ok(size) = unsafe { d.free(ptr as *mut u8) } {
+                if allocator::history::RECORDER.enabled() {
+                    allocator::history::RECORDER.on_free(d.index(), ptr as usize, size);
+                }
                 return;
             }
         }
         eprintln!("foo_rs: free of unknown pointer {ptr:p} ignored");
+    })
+}
+
+/// Installs the glue's stack-trace hooks for the allocator's recorded
+/// history (`allocator::history`).
+#[no_mangle]
+pub extern "C" fn foo_rs_set_traceback_hooks(
+    gather: allocator::history::GatherFn,
+    release: allocator::history::ReleaseFn,
+) {
+    guard_void("foo_rs_set_traceback_hooks", || {
+        allocator::history::set_hooks(gather, release)
     })
 }
 

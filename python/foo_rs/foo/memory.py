@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import sys
 from typing import Any
 
 from .. import _C
@@ -18,6 +20,7 @@ __all__ = [
     "empty_cache",
     "mem_get_info",
     "set_per_process_memory_fraction",
+    "memory_snapshot",
     "host_memory_stats",
     "empty_host_cache",
     "reset_peak_host_memory_stats",
@@ -81,6 +84,55 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     _C.set_per_process_memory_fraction(fraction, _index(device))
+
+
+# ---- History and snapshots (torch.cuda.memory's _record_memory_history,
+# _snapshot, _dump_snapshot, memory_snapshot) ------------------------------
+# The format is CUDA's, so torch.cuda._memory_viz and pytorch.org/memory_viz
+# read it: `python -m torch.cuda._memory_viz trace_plot snap.pickle -o t.html`.
+
+
+def _record_memory_history(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: Any = None,
+    clear_history: bool = False,
+) -> None:
+    """Starts (``enabled="all"``: every alloc/free/segment event, at most
+    ``max_entries``, the oldest dropped first; ``"state"``: only what the
+    live blocks were allocated by) or stops (``None``, which also drops what
+    was recorded) recording foo's allocator history, for every foo device
+    (``device`` is accepted for CUDA's signature). ``context`` picks the
+    stack traces kept: ``None``, ``"state"`` (live blocks), ``"alloc"`` (and
+    the trace's allocations), ``"all"`` (and its frees); ``stacks="python"``
+    records Python frames only, ``"all"`` C++ frames too (slower to
+    symbolize). Stack traces are c10's, gathered as CUDA's allocator gathers
+    them."""
+    _C.record_memory_history(enabled, context, stacks, max_entries, clear_history)
+
+
+def _snapshot(device: Any = None) -> dict[str, Any]:
+    """The allocator's state as ``torch.cuda.memory._snapshot()`` gives it:
+    ``segments`` (every foo device's segments, each with ``device`` and its
+    ``blocks``: address, size, requested_size, state ``active_allocated`` or
+    ``inactive``, and the allocating stack's ``frames`` if recorded) and
+    ``device_traces`` (per device, the recorded entries: action, addr, size,
+    time_us, frames). foo has one stream per device as far as memory goes
+    (kernels run synchronously), so ``stream`` is 0 everywhere."""
+    return _C.memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickles :func:`_snapshot` to ``filename`` (for pytorch.org/memory_viz)."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def memory_snapshot(mempool_id: Any = None) -> list[dict[str, Any]]:
+    """Every foo device's segments and their blocks (``_snapshot()["segments"]``)."""
+    return _snapshot()["segments"]
 
 
 # ---- Pinned host memory (torch.cuda's host_memory_* API) -----------------

@@ -24,6 +24,7 @@
 //! tensor's allocate/free pair costs about half the instructions (the
 //! per-op cost of tiny ops is what this buys).
 
+use super::history::{self, Action};
 use super::os;
 use super::stats::{DeviceStats, MemoryStats, Pool};
 use super::AllocError;
@@ -200,6 +201,29 @@ struct State {
     segments: BTreeMap<usize, Segment>,
     stats: DeviceStats,
     capacity: usize,
+    /// The device's index (for the recorded history).
+    device: usize,
+}
+
+/// One block of a [`SegmentInfo`], as `torch.cuda.memory_snapshot()` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockInfo {
+    pub address: usize,
+    /// Bytes of the block (a colouring gap included: blocks tile their segment).
+    pub size: usize,
+    /// Bytes its caller asked for (0 when free).
+    pub requested: usize,
+    pub allocated: bool,
+}
+
+/// One segment and its blocks in address order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub address: usize,
+    pub total_size: usize,
+    /// The large pool's (`segment_type` "large").
+    pub large: bool,
+    pub blocks: Vec<BlockInfo>,
 }
 
 /// The allocator of one foo device.
@@ -229,6 +253,7 @@ impl DeviceAllocator {
                 segments: BTreeMap::new(),
                 stats: DeviceStats::default(),
                 capacity,
+                device: index,
             }),
         }
     }
@@ -304,6 +329,9 @@ impl DeviceAllocator {
             Some(id) => id,
             None => s.grow(pool, size).ok_or_else(|| {
                 s.stats.num_ooms += 1;
+                if history::RECORDER.enabled() {
+                    history::RECORDER.on_segment(Action::Oom, self.index, 0, nbytes);
+                }
                 AllocError::OutOfMemory {
                     device: self.index,
                     requested: nbytes,
@@ -317,22 +345,24 @@ impl DeviceAllocator {
     }
 
     /// Frees a pointer returned by [`DeviceAllocator::allocate`]: its block
-    /// goes back to the cache, merged with free neighbours. A null pointer is
-    /// a no-op; a pointer this allocator does not have in use (never handed
-    /// out, already freed, or inside a block) is
-    /// [`AllocError::UnknownPointer`] and changes nothing.
+    /// goes back to the cache, merged with free neighbours; the result is the
+    /// bytes its caller had asked for. A null pointer is a no-op (0); a
+    /// pointer this allocator does not have in use (never handed out,
+    /// already freed, or inside a block) is [`AllocError::UnknownPointer`]
+    /// and changes nothing.
     ///
     /// # Safety
     /// `ptr` must not be used after this call.
-    pub unsafe fn free(&self, ptr: *mut u8) -> Result<(), AllocError> {
+    pub unsafe fn free(&self, ptr: *mut u8) -> Result<usize, AllocError> {
         if ptr.is_null() {
-            return Ok(());
+            return Ok(0);
         }
         let mut s = self.lock();
         let id = s
             .live
             .remove(&(ptr as usize))
             .ok_or(AllocError::UnknownPointer { ptr: ptr as usize })?;
+        let requested = s.blocks[id as usize].requested;
         s.book_free(id);
         let size = s.blocks[id as usize].size;
         if s.blocks[id as usize].pool == Pool::Small && s.binned + size <= BINNED_BYTES {
@@ -342,7 +372,7 @@ impl DeviceAllocator {
         } else {
             s.coalesce(id);
         }
-        Ok(())
+        Ok(requested)
     }
 
     /// Whether `ptr` points into memory of this device (any byte of any
@@ -381,6 +411,35 @@ impl DeviceAllocator {
             cur = b.next;
         }
         None
+    }
+
+    /// Every segment and its blocks, in address order (bins merged first),
+    /// for `torch.foo.memory_snapshot()`.
+    pub fn snapshot(&self) -> Vec<SegmentInfo> {
+        let s = self.flushed();
+        s.segments
+            .iter()
+            .map(|(&address, seg)| {
+                let mut blocks = Vec::new();
+                let mut cur = seg.head;
+                while cur != NIL {
+                    let b = &s.blocks[cur as usize];
+                    blocks.push(BlockInfo {
+                        address: b.addr,
+                        size: b.size,
+                        requested: b.requested,
+                        allocated: b.allocated,
+                    });
+                    cur = b.next;
+                }
+                SegmentInfo {
+                    address,
+                    total_size: seg.size,
+                    large: seg.pool == Pool::Large,
+                    blocks,
+                }
+            })
+            .collect()
     }
 
     /// Number of blocks handed out and not yet freed.
@@ -559,6 +618,9 @@ impl State {
         self.stats.segment.increase(pool, 1);
         self.stats.reserved_bytes.increase(pool, size as i64);
         self.stats.num_device_alloc += 1;
+        if history::RECORDER.enabled() {
+            history::RECORDER.on_segment(Action::SegmentAlloc, self.device, addr, size);
+        }
         Some(id)
     }
 
@@ -734,6 +796,9 @@ impl State {
                 self.stats.segment.decrease(pool, 1);
                 self.stats.reserved_bytes.decrease(pool, size as i64);
                 self.stats.num_device_free += 1;
+                if history::RECORDER.enabled() {
+                    history::RECORDER.on_segment(Action::SegmentFree, self.device, addr, size);
+                }
                 released.push((addr, size));
             }
         }

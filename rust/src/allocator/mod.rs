@@ -12,12 +12,13 @@
 
 mod config;
 mod device;
+pub mod history;
 mod host;
 mod os;
 mod stats;
 
 pub use config::{parse_memory_size, Config, DEFAULT_DEVICE_COUNT, DEFAULT_DEVICE_MEMORY};
-pub use device::{DeviceAllocator, ALIGNMENT};
+pub use device::{BlockInfo, DeviceAllocator, SegmentInfo, ALIGNMENT};
 pub use host::{host, host_block_size, HostAllocator, MIN_HOST_BLOCK};
 pub use stats::{DeviceStats, MemoryStats, Stat, StatArray};
 
@@ -165,7 +166,7 @@ pub unsafe fn free(index: usize, ptr: *mut u8) -> Result<(), AllocError> {
     if ptr.is_null() {
         return Ok(());
     }
-    device(index)?.free(ptr)
+    device(index)?.free(ptr).map(drop)
 }
 
 /// The foo device whose memory holds `ptr`, if any.
