@@ -129,3 +129,25 @@ def test_profiler_sessions_repeat_and_leave_nothing_behind(rounds):
         assert any(e.key == "aten::add_" for e in prof.key_averages())
     # Outside a session nothing is recorded or slowed: ops still run.
     assert torch.equal(torch.ones(3, device="foo").mul(2).cpu(), torch.full((3,), 2.0))
+
+
+def test_profile_memory_reports_foo_allocations_and_frees():
+    """profile_memory=True: each op's foo allocations land in its device
+    memory columns ("FOO Mem"), frees outside an op as [memory] events, as
+    CUDA's allocator reports them."""
+    x = torch.randn(256, 256, device="foo")
+    with torch.profiler.profile(profile_memory=True) as prof:
+        y = (x @ x).relu()
+        s = y.sum()
+        del y
+    mem = {e.name: e.device_memory_usage for e in prof.events() if e.name in ("aten::mm", "aten::relu", "aten::sum")}
+    assert mem == {"aten::mm": 256 * 256 * 4, "aten::relu": 256 * 256 * 4, "aten::sum": 4}
+    freed = [e.device_memory_usage for e in prof.events() if e.name == "[memory]"]
+    assert sorted(freed) == [-(256 * 256 * 4)] * 2, freed  # x @ x's result, then y
+    assert all(e.cpu_memory_usage == 0 for e in prof.events() if e.name in mem)
+    assert "FOO Mem" in prof.key_averages().table(row_limit=3)
+    del s
+    # Without profile_memory nothing is reported.
+    with torch.profiler.profile() as prof:
+        torch.ones(64, device="foo").mul(2)
+    assert all(e.device_memory_usage == 0 for e in prof.events())

@@ -61,7 +61,8 @@ int32_t foo_rs_current_device();
 int32_t foo_rs_set_device(int32_t device);
 void* foo_rs_alloc(int32_t device, size_t nbytes, char* err, size_t err_len);
 void foo_rs_set_traceback_hooks(void* (*gather)(int32_t cpp), void (*release)(void* handle));
-void foo_rs_free(void* ptr);
+size_t foo_rs_free(void* ptr, int32_t* device);
+int32_t foo_rs_memory_totals(int32_t device, size_t* allocated, size_t* reserved);
 int32_t foo_rs_device_of_ptr(const void* ptr);
 int32_t foo_rs_empty_cache(int32_t device);
 int64_t foo_rs_stat(int32_t device, const char* key);
@@ -147,7 +148,20 @@ bool foo_supports(c10::ScalarType t) { return foo_rs_dtype_code(static_cast<int3
 
 // ---- Allocator -----------------------------------------------------------
 
-void delete_block(void* ptr) { foo_rs_free(ptr); }
+// torch.profiler(profile_memory=True): each allocation and free reported
+// with the device's totals, as CUDA's caching allocator reports them.
+void report_usage(void* ptr, int64_t delta, int32_t device) {
+  size_t allocated = 0, reserved = 0;
+  if (foo_rs_memory_totals(device, &allocated, &reserved) == 0) {
+    c10::reportMemoryUsageToProfiler(ptr, delta, allocated, reserved, c10::Device(kFoo, device));
+  }
+}
+
+void delete_block(void* ptr) {
+  int32_t device = -1;
+  const size_t size = foo_rs_free(ptr, &device);
+  if (device >= 0 && c10::memoryProfilingEnabled()) report_usage(ptr, -static_cast<int64_t>(size), device);
+}
 
 struct FooAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
@@ -159,8 +173,15 @@ struct FooAllocator final : c10::DeviceAllocator {
     // Null with no message is a zero-byte block; a panic's message is an internal error.
     if (ptr == nullptr && (nbytes != 0 || err[0] != 0)) {
       check_panic();
+      if (c10::memoryProfilingEnabled()) {
+        size_t allocated = 0, reserved = 0;
+        foo_rs_memory_totals(device, &allocated, &reserved);
+        c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(nbytes), allocated, reserved,
+                                         c10::Device(kFoo, device));
+      }
       TORCH_CHECK_WITH(OutOfMemoryError, false, err);
     }
+    if (ptr != nullptr && c10::memoryProfilingEnabled()) report_usage(ptr, static_cast<int64_t>(nbytes), device);
     return {ptr, ptr, &delete_block, c10::Device(kFoo, device)};
   }
 

@@ -178,23 +178,56 @@ pub extern "C" fn foo_rs_alloc(
 }
 
 /// Frees a block from whichever foo device owns it (c10's deleter: cannot
-/// fail; an unknown pointer or a panic is reported on stderr).
+/// fail; an unknown pointer or a panic is reported on stderr). Returns the
+/// bytes the allocation had been asked for, and writes its device to
+/// `device` (-1 if none freed it), for the profiler's memory events.
 #[no_mangle]
-pub extern "C" fn foo_rs_free(ptr: *mut c_void) {
-    if ptr.is_null() {
-        return;
-    }
-    guard_void("foo_rs_free", || {
-        for d in allocator::devices() {
-            // SAFETY: c10 calls the deleter once per block.
-            if let Ok(size) = unsafe { d.free(ptr as *mut u8) } {
-                if allocator::history::RECORDER.enabled() {
-                    allocator::history::RECORDER.on_free(d.index(), ptr as usize, size);
+pub extern "C" fn foo_rs_free(ptr: *mut c_void, device: *mut i32) -> usize {
+    let mut freed = (-1, 0);
+    if !ptr.is_null() {
+        guard_void("foo_rs_free", || {
+            for d in allocator::devices() {
+                // SAFETY: c10 calls the deleter once per block.
+                if let Ok(size) = unsafe { d.free(ptr as *mut u8) } {
+                    if allocator::history::RECORDER.enabled() {
+                        allocator::history::RECORDER.on_free(d.index(), ptr as usize, size);
+                    }
+                    freed = (d.index() as i32, size);
+                    return;
                 }
-                return;
             }
+            eprintln!("foo_rs: free of unknown pointer {ptr:p} ignored");
+        });
+    }
+    if !device.is_null() {
+        // SAFETY: the glue passes a valid out-pointer.
+        unsafe { *device = freed.0 };
+    }
+    freed.1
+}
+
+/// Bytes allocated and reserved on `device` now (exact without merging the
+/// allocator's bins), for the profiler's memory events. -1 for a bad device.
+#[no_mangle]
+pub extern "C" fn foo_rs_memory_totals(
+    device: i32,
+    allocated: *mut usize,
+    reserved: *mut usize,
+) -> i32 {
+    guard(-1, || {
+        let Some(d) = usize::try_from(device)
+            .ok()
+            .and_then(|d| allocator::device(d).ok())
+        else {
+            return -1;
+        };
+        let (a, r) = d.totals();
+        // SAFETY: the glue passes valid out-pointers.
+        unsafe {
+            *allocated = a;
+            *reserved = r;
         }
-        eprintln!("foo_rs: free of unknown pointer {ptr:p} ignored");
+        0
     })
 }
 

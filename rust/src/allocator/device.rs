@@ -413,6 +413,17 @@ impl DeviceAllocator {
         None
     }
 
+    /// `(allocated, reserved)` bytes now: booked at once, so exact with
+    /// blocks in the bins (no merge needed, unlike the other statistics).
+    pub fn totals(&self) -> (usize, usize) {
+        let s = self.lock();
+        let st = &s.stats;
+        (
+            st.allocated_bytes.all.current as usize,
+            st.reserved_bytes.all.current as usize,
+        )
+    }
+
     /// Every segment and its blocks, in address order (bins merged first),
     /// for `torch.foo.memory_snapshot()`.
     pub fn snapshot(&self) -> Vec<SegmentInfo> {
