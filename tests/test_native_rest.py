@@ -1,11 +1,13 @@
 """nonzero (bool-mask indexing), masked_select, isnan/isinf/isfinite/
 isposinf/isneginf, nan_to_num, sort, prod, the losses (smooth_l1, huber,
-binary_cross_entropy, nll_loss2d, log_sigmoid, mish's backward) and
-adaptive max pooling on the native path (rust/glue/native.cpp): ATen's own
-meta functions (or its CPU kernels' steps where the op has none), then the
-Rust kernels the Python kernels call, with no Python kernel in the common
-case. Each case must give CPU's values, dtype and shape; errors must be
-CPU's exception with CPU's message and "(foo)"."""
+binary_cross_entropy, nll_loss2d, log_sigmoid, mish's backward), adaptive
+max pooling and nearest and bilinear upsampling on the native path
+(rust/glue/native.cpp): ATen's own meta functions (or its CPU kernels'
+steps where the op has none), then the Rust kernels the Python kernels
+call (or, for upsampling, Rust kernels on ATen's own source indices), with
+no Python kernel in the common case. Each case must give CPU's values,
+dtype and shape; errors must be CPU's exception with CPU's message and
+"(foo)"."""
 
 import pytest
 import torch
@@ -277,6 +279,29 @@ CASES = {
     "upsample_nearest_exact2d_backward_out": lambda t: torch.ops.aten._upsample_nearest_exact2d_backward(
         t(_f((1, 2, 5, 6))), [5, 6], [1, 2, 3, 4], grad_input=t(_empty())
     ),
+    # bilinear upsampling (2-d): align_corners either way, scales, down,
+    # float dtypes, channels-last, out=; backward
+    "upsample_bilinear2d": lambda t: F.interpolate(t(_f((2, 3, 4, 5))), size=(7, 9), mode="bilinear"),
+    "upsample_bilinear2d_align": lambda t: F.interpolate(
+        t(_f((1, 2, 3, 4), torch.float64)), size=(6, 5), mode="bilinear", align_corners=True
+    ),
+    "upsample_bilinear2d_scale": lambda t: F.interpolate(t(_f((1, 2, 3, 4))), scale_factor=1.7, mode="bilinear"),
+    "upsample_bilinear2d_down": lambda t: F.interpolate(t(_f((1, 2, 9, 8))), size=(4, 3), mode="bilinear"),
+    "upsample_bilinear2d_bf16": lambda t: F.interpolate(
+        t(_f((1, 2, 4, 4), torch.bfloat16)), size=(8, 6), mode="bilinear"
+    ),
+    "upsample_bilinear2d_channels_last": lambda t: F.interpolate(
+        t(_f((2, 3, 4, 5)).contiguous(memory_format=torch.channels_last)), size=(6, 7), mode="bilinear"
+    ),
+    "upsample_bilinear2d_out": lambda t: torch.ops.aten.upsample_bilinear2d(
+        t(_f((1, 2, 3, 3))), [5, 4], False, None, None, out=t(_empty())
+    ),
+    "upsample_bilinear2d_backward": lambda t: torch.ops.aten.upsample_bilinear2d_backward(
+        t(_f((2, 3, 7, 9), torch.float64)), [7, 9], [2, 3, 4, 5], False
+    ),
+    "upsample_bilinear2d_backward_align_out": lambda t: torch.ops.aten.upsample_bilinear2d_backward(
+        t(_f((1, 2, 5, 6))), [5, 6], [1, 2, 3, 4], True, grad_input=t(_empty())
+    ),
 }
 
 
@@ -351,6 +376,10 @@ def test_native_cases_are_registered():
         "_upsample_nearest_exact2d.out",
         "_upsample_nearest_exact2d_backward",
         "_upsample_nearest_exact2d_backward.grad_input",
+        "upsample_bilinear2d",
+        "upsample_bilinear2d.out",
+        "upsample_bilinear2d_backward",
+        "upsample_bilinear2d_backward.grad_input",
     } <= fast_lane_ops()
 
 
@@ -400,6 +429,7 @@ ERROR_CASES = {
         t(_f((4, 4))), [2, 2], out=t(_empty()), indices=t(_empty(torch.int64))
     ),
     "upsample_nearest2d_3d_input": lambda t: torch.ops.aten.upsample_nearest2d(t(_f((2, 3, 4))), [4, 4]),
+    "upsample_bilinear2d_3d_input": lambda t: torch.ops.aten.upsample_bilinear2d(t(_f((2, 3, 4))), [4, 4], False),
     "upsample_nearest2d_zero_output": lambda t: torch.ops.aten.upsample_nearest2d(t(_f((1, 1, 2, 2))), [0, 3]),
     "adaptive_max_pool2d_backward_dtype": lambda t: torch.ops.aten.adaptive_max_pool2d_backward.grad_input(
         t(_f((1, 1, 2, 2), torch.float64)),
@@ -450,6 +480,7 @@ _LOSSES = {
     "nll2d": lambda x, y: F.nll_loss(x.reshape(1, 2, 3, 4).log_softmax(1), (y.reshape(1, 2, 3, 4) > 0).long()[:, 0]),
     "adaptive_max_pool2d": lambda x, y: (F.adaptive_max_pool2d(x.reshape(1, 2, 3, 4), (2, 3)) ** 2).sum(),
     "upsample_nearest2d": lambda x, y: (F.interpolate(x.reshape(1, 2, 3, 4), size=(5, 7)) ** 2).sum(),
+    "upsample_bilinear2d": lambda x, y: (F.interpolate(x.reshape(1, 2, 3, 4), size=(5, 7), mode="bilinear") ** 2).sum(),
 }
 
 

@@ -60,6 +60,9 @@
 #include <ATen/ops/_upsample_nearest_exact2d_meta.h>
 #include <ATen/ops/_upsample_nearest_exact2d_backward_meta.h>
 #include <ATen/native/UpSample.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/upsample_bilinear2d_meta.h>
+#include <ATen/ops/upsample_bilinear2d_backward_meta.h>
 #include <ATen/ops/adaptive_max_pool2d_meta.h>
 #include <ATen/ops/adaptive_max_pool2d_backward_meta.h>
 #include <ATen/ops/smooth_l1_loss_meta.h>
@@ -186,6 +189,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <type_traits>
 
 // ---- The Rust side (rust/src/native.rs) -----------------------------------
@@ -329,6 +333,9 @@ int32_t foo_rs_point_loss(const char* kind, double param, const FooView* out, co
 int32_t foo_rs_point_loss_backward(const char* kind, double param, const FooView* grad_input, const FooView* grad,
                                    const FooView* a, const FooView* b, int64_t reduction, FooStatus* st);
 int32_t foo_rs_adaptive_max_pool2d(const FooView* out, const FooView* indices, const FooView* x, FooStatus* st);
+int32_t foo_rs_upsample_bilinear2d(const FooView* out, const FooView* x, const int64_t* h_idx, const double* h_lam,
+                                   size_t nh, const int64_t* w_idx, const double* w_lam, size_t nw, uint8_t backward,
+                                   FooStatus* st);
 int32_t foo_rs_count_nonzero(const FooView* src, uint64_t* count, FooStatus* st);
 int32_t foo_rs_nonzero(const FooView* out, const FooView* src, FooStatus* st);
 int32_t foo_rs_masked_select(const FooView* out, const FooView* src, const FooView* mask, FooStatus* st);
@@ -4202,6 +4209,151 @@ using UpNearestBack = NearestUpBackward<at::meta::structured_upsample_nearest2d_
 using UpExactBack = NearestUpBackward<at::meta::structured__upsample_nearest_exact2d_backward, true, kUpExactBack,
                                       kUpExactBackOut>;
 
+// ---- Bilinear upsampling (2-d) ----------------------------------------------------
+//
+// upsample_bilinear2d and its backward (upsample_bilinear2d.vec, what
+// F.interpolate calls, is ATen's composite over the first): ATen's
+// structured metas (sizes, scales, checks, the output's layout), the two
+// source positions and weights of every output row and column from ATen's
+// own area_pixel_compute_scale and compute_source_index_and_lambda (the
+// weights in the compute type, float for 16-bit inputs, as CPU's), then Rust: each output
+// the blend of its four neighbours in CPU's order, the backward their
+// weighted sums into grad_input. Floating dtypes; the rest keeps the Python
+// kernel (CPU's error).
+struct LinearTaps {
+  std::vector<int64_t> idx;  // i0, i1 per output position
+  std::vector<double> lam;   // their weights l0, l1
+  LinearTaps(c10::ScalarType st, int64_t in, int64_t out, bool align_corners, std::optional<double> scale)
+      : idx(2 * out), lam(2 * out) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, st, "upsample_bilinear2d", [&] {
+      using opmath_t = at::opmath_type<scalar_t>;
+      const opmath_t ratio = at::native::area_pixel_compute_scale<opmath_t>(in, out, align_corners, scale);
+      for (int64_t i = 0; i < out; ++i) {
+        int64_t i0 = 0, i1 = 0;
+        opmath_t l0, l1;
+        at::native::compute_source_index_and_lambda<opmath_t, opmath_t>(i0, i1, l0, l1, ratio, i, in, out,
+                                                                         align_corners);
+        idx[2 * i] = i0;
+        idx[2 * i + 1] = i1;
+        lam[2 * i] = static_cast<double>(l0);
+        lam[2 * i + 1] = static_cast<double>(l1);
+      }
+    });
+  }
+};
+
+// Rust over `out` (forward: the output; backward: grad_input) and `x`
+// (forward: the input; backward: grad_output); `in`/`outs`: the input's and
+// output's (N, C, H, W).
+bool run_bilinear(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef in, at::IntArrayRef outs,
+                  bool align_corners, std::optional<double> sh, std::optional<double> sw, bool backward) {
+  const LinearTaps h(x.scalar_type(), in[2], outs[2], align_corners, sh);
+  const LinearTaps w(x.scalar_type(), in[3], outs[3], align_corners, sw);
+  FooView vo, vx;
+  if (!view_of(out, &vo) || !view_of(x, &vx)) return false;
+  FooStatus st{};
+  return done(foo_rs_upsample_bilinear2d(&vo, &vx, h.idx.data(), h.lam.data(), static_cast<size_t>(outs[2]),
+                                         w.idx.data(), w.lam.data(), static_cast<size_t>(outs[3]), backward ? 1 : 0,
+                                         &st),
+              st);
+}
+
+constexpr char kUpBilinear[] = "upsample_bilinear2d";
+constexpr char kUpBilinearOut[] = "upsample_bilinear2d.out";
+constexpr char kUpBilinearBack[] = "upsample_bilinear2d_backward";
+constexpr char kUpBilinearBackOut[] = "upsample_bilinear2d_backward.grad_input";
+
+struct UpBilinear {
+  template <Mode M>
+  static bool run(Holder<at::meta::structured_upsample_bilinear2d, M>& h, const at::Tensor& self,
+                  at::IntArrayRef osize, bool align_corners, std::optional<double> sh, std::optional<double> sw) {
+    same_device(kUpBilinear, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, osize, align_corners, sh, sw);
+    if (!c10::isFloatingType(self.scalar_type())) return false;
+    const at::Tensor& out = h.result();
+    if (out.numel() > 0 && !run_bilinear(out, self, self.sizes(), out.sizes(), align_corners, sh, sw, false))
+      return false;
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+                               std::optional<double> sh, std::optional<double> sw) {
+    at::Tensor result;
+    if (is_foo(self) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d, Mode::Functional> h;
+          if (!run(h, self, C10_AS_INTARRAYREF_SLOW(output_size), align_corners, sh, sw)) return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<kUpBilinear, at::Tensor(const at::Tensor&, c10::SymIntArrayRef, bool, std::optional<double>,
+                                        std::optional<double>)>::call(self, output_size, align_corners, sh, sw);
+  }
+  static at::Tensor& out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+                         std::optional<double> sh, std::optional<double> sw, at::Tensor& out) {
+    if (is_foo(self) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d, Mode::Out> h(out);
+          return run(h, self, C10_AS_INTARRAYREF_SLOW(output_size), align_corners, sh, sw);
+        }))
+      return out;
+    return Slow<kUpBilinearOut, at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, bool, std::optional<double>,
+                                            std::optional<double>, at::Tensor&)>::call(self, output_size,
+                                                                                       align_corners, sh, sw, out);
+  }
+};
+
+struct UpBilinearBack {
+  template <Mode M>
+  static bool run(Holder<at::meta::structured_upsample_bilinear2d_backward, M>& h, const at::Tensor& grad_output,
+                  at::IntArrayRef osize, at::IntArrayRef isize, bool align_corners, std::optional<double> sh,
+                  std::optional<double> sw) {
+    same_device(kUpBilinearBack, {{"grad_output", &grad_output}, {"grad_input", h.out_arg()}});
+    h.meta(grad_output, osize, isize, align_corners, sh, sw);
+    if (!c10::isFloatingType(grad_output.scalar_type())) return false;
+    const at::Tensor& gi = h.result();
+    if (gi.numel() > 0) {
+      if (grad_output.numel() == 0) {
+        gi.zero_();
+      } else if (!run_bilinear(gi, grad_output, gi.sizes(), grad_output.sizes(), align_corners, sh, sw, true)) {
+        return false;
+      }
+    }
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                               c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> sh,
+                               std::optional<double> sw) {
+    at::Tensor result;
+    if (is_foo(grad_output) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d_backward, Mode::Functional> h;
+          if (!run(h, grad_output, C10_AS_INTARRAYREF_SLOW(output_size), C10_AS_INTARRAYREF_SLOW(input_size),
+                   align_corners, sh, sw))
+            return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<kUpBilinearBack, at::Tensor(const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, bool,
+                                            std::optional<double>, std::optional<double>)>::call(
+        grad_output, output_size, input_size, align_corners, sh, sw);
+  }
+  static at::Tensor& out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                         c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> sh,
+                         std::optional<double> sw, at::Tensor& grad_input) {
+    if (is_foo(grad_output) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d_backward, Mode::Out> h(grad_input);
+          return run(h, grad_output, C10_AS_INTARRAYREF_SLOW(output_size), C10_AS_INTARRAYREF_SLOW(input_size),
+                     align_corners, sh, sw);
+        }))
+      return grad_input;
+    return Slow<kUpBilinearBackOut,
+                at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, bool, std::optional<double>,
+                            std::optional<double>, at::Tensor&)>::call(grad_output, output_size, input_size,
+                                                                       align_corners, sh, sw, grad_input);
+  }
+};
+
 #undef FOO_META_OP
 
 // topk: ATen's structured meta (k and dim checks, both outputs sized and
@@ -5697,6 +5849,8 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kUpNearestBack, UpNearestBack::functional) FOO_REG(kUpNearestBackOut, UpNearestBack::out)
     FOO_REG(kUpExact, UpExact::functional) FOO_REG(kUpExactOut, UpExact::out)
     FOO_REG(kUpExactBack, UpExactBack::functional) FOO_REG(kUpExactBackOut, UpExactBack::out)
+    FOO_REG(kUpBilinear, UpBilinear::functional) FOO_REG(kUpBilinearOut, UpBilinear::out)
+    FOO_REG(kUpBilinearBack, UpBilinearBack::functional) FOO_REG(kUpBilinearBackOut, UpBilinearBack::out)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

@@ -1909,3 +1909,59 @@ pub unsafe extern "C" fn foo_rs_adaptive_max_pool2d(
         crate::kernels::pool::adaptive_max_pool2d(&o, &i, &x)
     })
 }
+
+/// `n` taps from the glue's `idx` (i0, i1 per position) and `lam` (l0, l1).
+///
+/// # Safety
+/// `idx` and `lam` hold `2 * n` values each (may be null when `n` is 0).
+unsafe fn taps(
+    idx: *const i64,
+    lam: *const f64,
+    n: usize,
+) -> Result<Vec<crate::kernels::pool::Tap>, KernelError> {
+    let i = non_negative(idx, 2 * n, "index")?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let l = std::slice::from_raw_parts(lam, 2 * n);
+    Ok((0..n)
+        .map(|k| crate::kernels::pool::Tap {
+            i0: i[2 * k],
+            i1: i[2 * k + 1],
+            l0: l[2 * k],
+            l1: l[2 * k + 1],
+        })
+        .collect())
+}
+
+/// Bilinear upsampling (2-d) of `x` into `out`, or (`backward`) its
+/// gradient: `out` is then grad_input and `x` grad_output
+/// ([`crate::kernels::pool::upsample_bilinear2d`] and its backward), along
+/// `nh` row taps and `nw` column taps.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; the tap arrays as in [`taps`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_upsample_bilinear2d(
+    out: *const FooView,
+    x: *const FooView,
+    h_idx: *const i64,
+    h_lam: *const f64,
+    nh: usize,
+    w_idx: *const i64,
+    w_lam: *const f64,
+    nw: usize,
+    backward: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        let (h, w) = (taps(h_idx, h_lam, nh)?, taps(w_idx, w_lam, nw)?);
+        if backward != 0 {
+            crate::kernels::pool::upsample_bilinear2d_backward(&o, &x, &h, &w)
+        } else {
+            crate::kernels::pool::upsample_bilinear2d(&o, &x, &h, &w)
+        }
+    })
+}
