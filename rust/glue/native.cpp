@@ -51,6 +51,21 @@
 #include <ATen/ops/cumprod_meta.h>
 #include <ATen/ops/cumsum_meta.h>
 #include <ATen/ops/topk_meta.h>
+#include <ATen/ops/isposinf_meta.h>
+#include <ATen/ops/isneginf_meta.h>
+#include <ATen/ops/prod_meta.h>
+#include <ATen/ops/sort_meta.h>
+#include <ATen/ops/upsample_nearest2d_meta.h>
+#include <ATen/ops/upsample_nearest2d_backward_meta.h>
+#include <ATen/ops/_upsample_nearest_exact2d_meta.h>
+#include <ATen/ops/_upsample_nearest_exact2d_backward_meta.h>
+#include <ATen/native/UpSample.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/upsample_bilinear2d_meta.h>
+#include <ATen/ops/upsample_bilinear2d_backward_meta.h>
+#include <ATen/ops/adaptive_max_pool2d_meta.h>
+#include <ATen/ops/adaptive_max_pool2d_backward_meta.h>
+#include <ATen/ops/smooth_l1_loss_meta.h>
 #include <ATen/ops/tril_meta.h>
 #include <ATen/ops/triu_meta.h>
 #include <ATen/ops/_log_softmax_backward_data_meta.h>
@@ -174,6 +189,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <type_traits>
 
 // ---- The Rust side (rust/src/native.rs) -----------------------------------
@@ -312,6 +328,19 @@ int32_t foo_rs_mse_loss_backward(const FooView* grad_input, const FooView* grad,
                                  int64_t reduction, FooStatus* st);
 int32_t foo_rs_amp_update_scale(const FooView* scale, const FooView* growth_tracker, const FooView* found_inf,
                                 double growth_factor, double backoff_factor, int64_t growth_interval, FooStatus* st);
+int32_t foo_rs_point_loss(const char* kind, double param, const FooView* out, const FooView* a, const FooView* b,
+                          const int64_t* shape, size_t ndim, int64_t reduction, FooStatus* st);
+int32_t foo_rs_point_loss_backward(const char* kind, double param, const FooView* grad_input, const FooView* grad,
+                                   const FooView* a, const FooView* b, int64_t reduction, FooStatus* st);
+int32_t foo_rs_adaptive_max_pool2d(const FooView* out, const FooView* indices, const FooView* x, FooStatus* st);
+int32_t foo_rs_upsample_bilinear2d(const FooView* out, const FooView* x, const int64_t* h_idx, const double* h_lam,
+                                   size_t nh, const int64_t* w_idx, const double* w_lam, size_t nw, uint8_t backward,
+                                   FooStatus* st);
+int32_t foo_rs_count_nonzero(const FooView* src, uint64_t* count, FooStatus* st);
+int32_t foo_rs_nonzero(const FooView* out, const FooView* src, FooStatus* st);
+int32_t foo_rs_masked_select(const FooView* out, const FooView* src, const FooView* mask, FooStatus* st);
+int32_t foo_rs_sort(const FooView* values, const FooView* indices, const FooView* inp, int64_t dim, int64_t k,
+                    uint8_t descending, FooStatus* st);
 int32_t foo_rs_batch_norm_backward(const FooView* grad_input, const FooView* grad_weight, const FooView* grad_bias,
                                    const FooView* dy, const FooView* x, const FooView* weight,
                                    const FooView* running_mean, const FooView* running_var, const FooView* save_mean,
@@ -904,6 +933,10 @@ FOO_EW(TanhBackward, structured_tanh_backward, "tanh_backward", Gate::Float, "ta
        "tanh_backward.grad_input")
 FOO_EW(SiluBackward, structured_silu_backward, "silu_backward", Gate::Float, "silu_backward", "silu_backward_",
        "silu_backward.grad_input")
+// mish_backward (one functional overload, not structured): ATen's CPU kernel
+// builds TensorIterator::binary_op(grad_input, grad_output, self), as
+// silu_backward's meta does.
+FOO_EW(MishBackward, structured_silu_backward, "mish_backward", Gate::Float, "mish_backward", "", "")
 
 // Comparisons: any compute dtype (the output is bool, so not the dense lane).
 struct Cmp : Plain {
@@ -1193,6 +1226,9 @@ FOO_EW(ClampMinT, structured_clamp_min_Tensor, "clamp_min", Gate::Numeric, "clam
 FOO_EW(ClampMaxT, structured_clamp_max_Tensor, "clamp_max", Gate::Numeric, "clamp_max.Tensor", "clamp_max_.Tensor",
        "clamp_max.Tensor_out")
 FOO_EW(Sgn, structured_sgn, "sign", Gate::Float, "sgn", "sgn_", "sgn.out")
+// isposinf/isneginf: a bool output (Cmp: not the dense lane); integers and bool are never infinite.
+FOO_EW_ON(IsPosInf, Cmp, structured_isposinf, "isposinf", Gate::Any, "isposinf", "", "isposinf.out")
+FOO_EW_ON(IsNegInf, Cmp, structured_isneginf, "isneginf", Gate::Any, "isneginf", "", "isneginf.out")
 // Activation backwards with parameters (what their Python kernels pass Rust).
 struct LeakyReluBackward : Plain {
   using Meta = at::meta::structured_leaky_relu_backward;
@@ -1312,9 +1348,10 @@ constexpr char kCopy[] = "copy_";
 // Elementwise op `rust`, computing in `ct`, over the operands of a built
 // iterator as ATen left them (Layout::Iter: one shape, dims innermost
 // first, overlap checked), in the order `slots` names them: an iterator
-// operand's index, or -1 for the number `scalar`.
+// operand's index, or -1 for the number `scalar`; `ps`: the op's `np` parameters.
 bool ew_over_iter(const char* rust, c10::ScalarType ct, const at::TensorIteratorBase& it,
-                  std::initializer_list<int> slots, const c10::Scalar* scalar = nullptr) {
+                  std::initializer_list<int> slots, const c10::Scalar* scalar = nullptr,
+                  const FooParam* ps = nullptr, size_t np = 0) {
   const int code = dtype_code(ct);
   if (code < 0 || slots.size() > 4) return false;
   std::array<FooOperand, 4> ops{};
@@ -1339,7 +1376,7 @@ bool ew_over_iter(const char* rust, c10::ScalarType ct, const at::TensorIterator
     op.view = {it.data_ptr(i), nd, shape.data(), st.data(), static_cast<uint8_t>(dc)};
   }
   FooStatus st{};
-  return done(foo_rs_ew(rust, static_cast<uint8_t>(code), ops.data(), n, nullptr, 0, /*iter=*/1, &st), st);
+  return done(foo_rs_ew(rust, static_cast<uint8_t>(code), ops.data(), n, ps, np, /*iter=*/1, &st), st);
 }
 
 // where(cond, self, other) into `out` (defined or not), as ATen's
@@ -1656,12 +1693,11 @@ c10::SmallVector<int64_t, 6> reduce_dims(const at::Tensor& self, at::OptionalInt
   return dims;
 }
 
-// Runs reduction `rust` of `self` into h's result when Rust writes its
+// Runs reduction `rust` of `self` into `out` when Rust writes its
 // dtype directly: the input's own dtype for floats, int64 for integers
 // and bool (sum); other out dtypes (a cast) take the slow path.
-template <class H>
-bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim, bool int_to_long) {
-  const at::Tensor& out = h.result();
+bool reduce_into(const at::Tensor& out, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                 bool int_to_long) {
   const auto in_t = self.scalar_type();
   const auto out_t = out.scalar_type();
   const bool direct = c10::isFloatingType(in_t) ? out_t == in_t
@@ -1670,7 +1706,13 @@ bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntA
   if (!direct || !view_of(out, &vo) || !view_of(self, &vi)) return false;
   const auto dims = reduce_dims(self, dim);
   FooStatus st{};
-  if (!done(foo_rs_reduce(rust, &vo, nullptr, &vi, dims.data(), dims.size(), 1.0, 2.0, &st), st)) return false;
+  return done(foo_rs_reduce(rust, &vo, nullptr, &vi, dims.data(), dims.size(), 1.0, 2.0, &st), st);
+}
+
+// The same into h's result (a proxy's values then go to the caller's out=).
+template <class H>
+bool run_reduce(H& h, const char* rust, const at::Tensor& self, at::OptionalIntArrayRef dim, bool int_to_long) {
+  if (!reduce_into(h.result(), rust, self, dim, int_to_long)) return false;
   h.finish();
   return true;
 }
@@ -3310,6 +3352,1008 @@ bool run_tri(H& h, const at::Tensor& self, int64_t k, bool upper) {
 FOO_TRI(Triu, structured_triu, "triu", "triu.out", true)
 FOO_TRI(Tril, structured_tril, "tril", "tril.out", false)
 #undef FOO_TRI
+
+// ---- nonzero, masked_select, isnan/isinf/isfinite, nan_to_num, sort, prod ----
+//
+// Ops whose Python kernels called one Rust kernel around CPU's rules: the
+// rules are ATen's (its structured meta, or the steps of its CPU kernel
+// where the op has none), the values the same Rust kernels'. Complex
+// inputs keep the Python kernels (foo's complex forms).
+
+constexpr char kNonzero[] = "nonzero";
+constexpr char kNonzeroOut[] = "nonzero.out";
+
+// nonzero into `out` as ATen's nonzero_out_cpu: an int64 out (its check
+// and message), no overlap with self, out resized to [count, ndim] (and
+// then Fortran-contiguous, CPU's layout), then Rust's row-major indices.
+bool nonzero_native(const at::Tensor& self, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_out_nonzero_out", {{"self", &self}, {"out", &out}});
+  if (!is_foo(self) || self.is_complex()) return false;
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long ",
+              "but got scalar type", out.scalar_type());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  FooView vs;
+  if (!view_of(self, &vs)) return false;
+  uint64_t n = 0;
+  FooStatus st{};
+  if (!done(foo_rs_count_nonzero(&vs, &n, &st), st)) return false;
+  const int64_t count = static_cast<int64_t>(n), nd = self.dim();
+  if (at::native::resize_output(out, {count, nd})) out.as_strided_({count, nd}, {1, std::max<int64_t>(count, 1)});
+  if (out.numel() == 0) return true;
+  FooView vo;
+  return view_of(out, &vo) && done(foo_rs_nonzero(&vo, &vs, &st), st);
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor out;
+  if (named([&] {
+        out = create_out({0}, {}, self.options().dtype(at::kLong));
+        return nonzero_native(self, out);
+      }))
+    return out;
+  return Slow<kNonzero, at::Tensor(const at::Tensor&)>::call(self);
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  if (named([&] { return nonzero_native(self, out); })) return out;
+  return Slow<kNonzeroOut, at::Tensor&(const at::Tensor&, at::Tensor&)>::call(self, out);
+}
+
+constexpr char kMaskedSelect[] = "masked_select";
+constexpr char kMaskedSelectOut[] = "masked_select.out";
+
+// masked_select into `out` as ATen's masked_select_out_impl_cpu: its
+// checks and messages (a bool mask, out of self's dtype, no overlap), self
+// and mask broadcast, out resized to the count, then Rust. A mask on
+// another device keeps the Python kernel.
+bool masked_select_native(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  same_device("wrapper_PrivateUse1_out_masked_select_out", {{"self", &self}, {"mask", &mask}, {"out", &out}});
+  if (!is_foo(self) || !is_foo(mask) || self.is_complex()) return false;
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "masked_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+  auto [m, s] = at::expand_outplace(mask, self);
+  FooView vm, vs;
+  if (!view_of(*m, &vm) || !view_of(*s, &vs)) return false;
+  uint64_t n = 0;
+  FooStatus st{};
+  if (!done(foo_rs_count_nonzero(&vm, &n, &st), st)) return false;
+  at::native::resize_output(out, {static_cast<int64_t>(n)});
+  if (n == 0) return true;
+  FooView vo;
+  return view_of(out, &vo) && done(foo_rs_masked_select(&vo, &vs, &vm, &st), st);
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor out;
+  if (named([&] {
+        out = create_out({0}, {}, self.options());
+        return masked_select_native(self, mask, out);
+      }))
+    return out;
+  return Slow<kMaskedSelect, at::Tensor(const at::Tensor&, const at::Tensor&)>::call(self, mask);
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  if (named([&] { return masked_select_native(self, mask, out); })) return out;
+  return Slow<kMaskedSelectOut, at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>::call(self, mask,
+                                                                                                      out);
+}
+
+// isnan, isinf, isfinite: a bool tensor over self, laid out as the
+// iterator ATen's forms build (isnan is self != self, isinf and isfinite
+// composites over abs and comparisons: one unary iterator with a bool
+// output), Rust's test in self's dtype (integers and bool: never NaN or
+// infinite). Their out= forms are ATen's composites over these (a cast to
+// another out dtype included).
+constexpr char kIsnan[] = "isnan";
+constexpr char kIsinf[] = "isinf";
+constexpr char kIsfinite[] = "isfinite";
+template <const char* N>
+at::Tensor fp_class(const at::Tensor& self) {
+  at::Tensor result;
+  if (is_foo(self) && !self.is_complex() && named([&] {
+        // isposinf's meta builds that iterator (its own checks aside).
+        Holder<at::meta::structured_isposinf, Mode::Functional> h;
+        h.build_borrowing_unary_force_boolean_op(h.maybe_get_output(0), self);
+        if (!ew_over_iter(N, self.scalar_type(), h, {0, 1})) return false;
+        result = std::move(h.out_[0]);
+        return true;
+      }))
+    return result;
+  return Slow<N, at::Tensor(const at::Tensor&)>::call(self);
+}
+
+// nan_to_num.out (nan_to_num and nan_to_num_ are ATen's composites over
+// it) as ATen's CPU kernel: out of self's dtype (its check and message),
+// integers and bool copied, floats through TensorIterator::unary_op and
+// Rust's nan_to_num (absent values: 0, the dtype's largest and lowest).
+constexpr char kNanToNumOut[] = "nan_to_num.out";
+at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                           std::optional<double> neginf, at::Tensor& out) {
+  if (is_foo(self) && is_foo(out) && !self.is_complex() && named([&] {
+        TORCH_CHECK(self.scalar_type() == out.scalar_type(), "nan_to_num: dtype of out: ", out.scalar_type(),
+                    " should be same as input: ", self.scalar_type());
+        if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
+          at::native::resize_output(out, self.sizes());
+          out.copy_(self);
+          return true;
+        }
+        auto it = at::TensorIterator::unary_op(out, self);
+        const auto opt = [](std::optional<double> v) { return v.has_value() ? p_float(*v) : p_none(); };
+        const FooParam ps[3] = {opt(nan), opt(posinf), opt(neginf)};
+        return ew_over_iter("nan_to_num", self.scalar_type(), it, {0, 1}, nullptr, ps, 3);
+      }))
+    return out;
+  return Slow<kNanToNumOut, at::Tensor&(const at::Tensor&, std::optional<double>, std::optional<double>,
+                                        std::optional<double>, at::Tensor&)>::call(self, nan, posinf, neginf, out);
+}
+
+// sort.stable and sort.values_stable (sort and sort.values are ATen's
+// composites over them): ATen's structured meta (the dim check, both
+// outputs with self's dense strides), then Rust's stable sort, as the
+// Python kernel ran it (a stable sort is a valid unstable one).
+constexpr char kSortStable[] = "sort.stable";
+constexpr char kSortValuesStable[] = "sort.values_stable";
+template <Mode M>
+bool sort_native(Holder<at::meta::structured_sort_stable, M, 2>& h, const at::Tensor& self,
+                 std::optional<bool> stable, int64_t dim, bool descending) {
+  same_device("wrapper_PrivateUse1_sort_stable",
+              {{"self", &self}, {"values", h.out_arg(0)}, {"indices", h.out_arg(1)}});
+  h.meta(self, stable, dim, descending);
+  if (self.is_complex()) return false;
+  FooView vv, vi, vx;
+  if (!view_of(h.result(0), &vv) || !view_of(h.result(1), &vi) || !view_of(self, &vx)) return false;
+  const int64_t d = self.dim() == 0 ? 0 : c10::maybe_wrap_dim(dim, self.dim());
+  const int64_t k = self.dim() == 0 ? 1 : self.size(d);
+  FooStatus st{};
+  if (!done(foo_rs_sort(&vv, &vi, &vx, d, k, descending ? 1 : 0, &st), st)) return false;
+  h.finish();
+  return true;
+}
+
+Tensor2 sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+  Tensor2 result;
+  if (is_foo(self) && named([&] {
+        Holder<at::meta::structured_sort_stable, Mode::Functional, 2> h;
+        if (!sort_native(h, self, stable, dim, descending)) return false;
+        result = Tensor2(std::move(h.out_[0]), std::move(h.out_[1]));
+        return true;
+      }))
+    return result;
+  return Slow<kSortStable, Tensor2(const at::Tensor&, std::optional<bool>, int64_t, bool)>::call(self, stable, dim,
+                                                                                               descending);
+}
+
+Tensor2Ref sort_values_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim, bool descending,
+                              at::Tensor& values, at::Tensor& indices) {
+  if (is_foo(self) && named([&] {
+        Holder<at::meta::structured_sort_stable, Mode::Out, 2> h(values, indices);
+        return sort_native(h, self, stable, dim, descending);
+      }))
+    return Tensor2Ref(values, indices);
+  return Slow<kSortValuesStable, Tensor2Ref(const at::Tensor&, std::optional<bool>, int64_t, bool, at::Tensor&,
+                                            at::Tensor&)>::call(self, stable, dim, descending, values, indices);
+}
+
+// prod over one dim (prod.dim_int is ATen's composite over the out= form):
+// ATen's meta (the out's dtype: dtype=, else out='s own, else int64 for
+// integers and bool; the reduced shape), then Rust when it writes that
+// dtype directly (reduce_into); a cast takes the slow path. A 0-d input
+// reduces over no dim.
+FOO_META_OP(ProdDim, structured_prod_dim_int, "prod.dim_int", "prod.int_out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+    same_device(kDev, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, dim, keepdim, dtype);
+    return run_reduce(h, "prod", self, self.dim() == 0 ? at::OptionalIntArrayRef() : at::IntArrayRef(&dim, 1), true);
+  }
+};
+
+// prod of every element as ATen's CPU kernel: a 0-d result of
+// get_dtype_from_self's dtype (integers and bool: int64), then Rust.
+constexpr char kProd[] = "prod";
+at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  at::Tensor out;
+  if (is_foo(self) && named([&] {
+        out = create_out({}, {}, self.options().dtype(at::native::get_dtype_from_self(self, dtype, true)));
+        return reduce_into(out, "prod", self, std::nullopt, true);
+      }))
+    return out;
+  return Slow<kProd, at::Tensor(const at::Tensor&, std::optional<c10::ScalarType>)>::call(self, dtype);
+}
+// ---- Losses: smooth_l1/huber, binary_cross_entropy, nll_loss2d, log_sigmoid ----
+//
+// The Rust kernels their Python kernels call (nn::PointLoss, the nll_loss
+// kernel, the elementwise engine's log_sigmoid) behind ATen's rules: a
+// structured meta where the op has one, else the steps of ATen's CPU
+// kernel. Calls outside the common case (mixed dtypes, which CPU promotes;
+// shapes or arguments CPU refuses) keep the Python kernel and its errors.
+
+bool valid_reduction(int64_t r) { return r == 0 || r == 1 || r == 2; }  // none, mean, sum
+
+// Pointwise loss `kind` of self and target (one floating dtype, out's too)
+// over their broadcast shape into `out`: Rust's nn::PointLoss.
+bool point_loss_into(const at::Tensor& out, const char* kind, double param, const at::Tensor& self,
+                     const at::Tensor& target, int64_t reduction) {
+  const auto dt = self.scalar_type();
+  if (!c10::isFloatingType(dt) || target.scalar_type() != dt || out.scalar_type() != dt || !is_foo(target))
+    return false;
+  const auto shape = at::infer_size(self.sizes(), target.sizes());
+  FooView vo, va, vb;
+  if (!view_of(out, &vo) || !view_of(self, &va) || !view_of(target, &vb)) return false;
+  FooStatus st{};
+  return done(foo_rs_point_loss(kind, param, &vo, &va, &vb, shape.data(), shape.size(), reduction, &st), st);
+}
+
+// smooth_l1_loss: ATen's structured meta (beta's check, the broadcast
+// output of the promoted dtype, or 0-d), then Rust.
+FOO_META_OP(SmoothL1, structured_smooth_l1_loss, "smooth_l1_loss", "smooth_l1_loss.out")
+  template <class H>
+  static bool run(H& h, const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+    if (!valid_reduction(reduction)) return false;  // ATen's internal assert; the Python kernel's ValueError
+    same_device(kDev, {{"self", &self}, {"target", &target}, {"out", h.out_arg()}});
+    h.meta(self, target, reduction, beta);
+    if (!point_loss_into(h.result(), "smooth_l1", beta, self, target, reduction)) return false;
+    h.finish();
+    return true;
+  }
+};
+
+// huber_loss (not structured) as ATen's CPU kernel: delta > 0 (else the
+// Python kernel raises CPU's error), then for self's shape and dtype Rust's
+// loss into a new result (self's layout, or 0-d when reduced) or into out=
+// (resized).
+constexpr char kHuber[] = "huber_loss";
+constexpr char kHuberOut[] = "huber_loss.out";
+bool huber_native(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
+                  at::Tensor& out) {
+  if (!(delta > 0) || !valid_reduction(reduction) || !is_foo(self)) return false;
+  const auto shape = at::infer_size(self.sizes(), target.sizes());
+  if (at::IntArrayRef(shape) != self.sizes()) return false;
+  same_device(out.defined() ? "wrapper_PrivateUse1_out_huber_loss_out" : "wrapper_PrivateUse1__huber_loss",
+              {{"self", &self}, {"target", &target}, {"out", out.defined() ? &out : nullptr}});
+  if (!out.defined()) {
+    out = reduction == 0 ? at::empty_like(self) : create_out({}, {}, self.options());
+  } else if (out.scalar_type() == self.scalar_type()) {
+    at::native::resize_output(out, reduction == 0 ? self.sizes() : at::IntArrayRef());
+  }
+  return point_loss_into(out, "huber", delta, self, target, reduction);
+}
+
+at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  at::Tensor out;
+  if (named([&] { return huber_native(self, target, reduction, delta, out); })) return out;
+  return Slow<kHuber, at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, double)>::call(self, target,
+                                                                                            reduction, delta);
+}
+
+at::Tensor& huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
+                           at::Tensor& out) {
+  if (named([&] { return huber_native(self, target, reduction, delta, out); })) return out;
+  return Slow<kHuberOut, at::Tensor&(const at::Tensor&, const at::Tensor&, int64_t, double, at::Tensor&)>::call(
+      self, target, reduction, delta, out);
+}
+
+// The backward of a pointwise loss (huber_loss_backward.out,
+// smooth_l1_loss_backward.grad_input; their functional forms are ATen's
+// composites over these) as ATen's CPU kernels: their TensorIterator over
+// (grad_input, self, target, grad_output) for the checks and grad_input's
+// size, then Rust over grad_input's shape, for one floating dtype.
+template <const char* N, const char* Kind, bool Promote>
+at::Tensor& point_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                   int64_t reduction, double param, at::Tensor& grad_input) {
+  if (named([&] {
+        same_device(N, {{"grad_output", &grad_output}, {"self", &self}, {"target", &target},
+                        {"grad_input", &grad_input}});
+        const auto dt = self.scalar_type();
+        if (!c10::isFloatingType(dt) || target.scalar_type() != dt || grad_output.scalar_type() != dt ||
+            grad_input.scalar_type() != dt || !is_foo(self))
+          return false;
+        at::TensorIteratorConfig()
+            .add_output(grad_input)
+            .add_const_input(self)
+            .add_const_input(target)
+            .add_const_input(grad_output)
+            .promote_inputs_to_common_dtype(Promote)
+            .cast_common_dtype_to_outputs(Promote)
+            .enforce_safe_casting_to_output(Promote)
+            .build();
+        FooView vgi, vg, va, vb;
+        if (!view_of(grad_input, &vgi) || !view_of(grad_output, &vg) || !view_of(self, &va) ||
+            !view_of(target, &vb))
+          return false;
+        FooStatus st{};
+        return done(foo_rs_point_loss_backward(Kind, param, &vgi, &vg, &va, &vb, reduction, &st), st);
+      }))
+    return grad_input;
+  return Slow<N, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, double,
+                             at::Tensor&)>::call(grad_output, self, target, reduction, param, grad_input);
+}
+constexpr char kHuberBackOut[] = "huber_loss_backward.out";
+constexpr char kSmoothL1BackOut[] = "smooth_l1_loss_backward.grad_input";
+constexpr char kKindHuber[] = "huber";
+constexpr char kKindSmoothL1[] = "smooth_l1";
+
+// binary_cross_entropy as ATen's CPU kernel: Rust's elementwise loss
+// (inputs outside [0, 1] refused with CPU's message) into a tensor of
+// self's shape, the weight multiplied in, the mean or sum taken (foo's
+// kernels), the result returned or copied into out= (resized). One
+// floating dtype, target of self's shape.
+constexpr char kBce[] = "binary_cross_entropy";
+constexpr char kBceOut[] = "binary_cross_entropy.out";
+bool bce_common(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight, int64_t reduction,
+                std::initializer_list<const at::Tensor*> more) {
+  if (!valid_reduction(reduction) || !is_foo(self) || target.sizes() != self.sizes()) return false;
+  std::vector<const at::Tensor*> ts{&self, &target, &weight};
+  ts.insert(ts.end(), more.begin(), more.end());
+  for (const at::Tensor* t : ts)
+    if (t->defined() && (!is_foo(*t) || t->scalar_type() != self.scalar_type())) return false;
+  return c10::isFloatingType(self.scalar_type());
+}
+
+bool bce_native(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight_opt,
+                int64_t reduction, at::Tensor& out) {
+  const at::Tensor& weight = value_or_undefined(weight_opt);
+  if (!bce_common(self, target, weight, reduction, {&out})) return false;
+  same_device("wrapper_PrivateUse1_binary_cross_entropy",
+              {{"self", &self}, {"target", &target}, {"weight", &weight}, {"out", out.defined() ? &out : nullptr}});
+  at::Tensor loss = create_out(self.sizes(), {}, self.options());
+  if (!point_loss_into(loss, "bce", 0.0, self, target, 0)) return false;
+  if (weight.defined()) loss.mul_(weight);
+  if (reduction == 1) loss = loss.mean();
+  if (reduction == 2) loss = loss.sum();
+  if (!out.defined()) {
+    out = std::move(loss);
+  } else {
+    // CPU computes the elementwise loss in out (resized to self's shape),
+    // then resizes it to the reduced shape as it is.
+    at::native::resize_output(out, self.sizes());
+    out.resize_(loss.sizes());
+    out.copy_(loss);
+  }
+  return true;
+}
+
+at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                const std::optional<at::Tensor>& weight, int64_t reduction) {
+  at::Tensor out;
+  if (named([&] { return bce_native(self, target, weight, reduction, out); })) return out;
+  return Slow<kBce, at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t)>::call(
+      self, target, weight, reduction);
+}
+
+at::Tensor& binary_cross_entropy_out(const at::Tensor& self, const at::Tensor& target,
+                                     const std::optional<at::Tensor>& weight, int64_t reduction, at::Tensor& out) {
+  if (named([&] { return bce_native(self, target, weight, reduction, out); })) return out;
+  return Slow<kBceOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t,
+                                   at::Tensor&)>::call(self, target, weight, reduction, out);
+}
+
+// Its backward as ATen's CPU kernel: Rust's elementwise gradient into
+// grad_input (self's shape), the weight multiplied in, divided by the
+// element count for the mean.
+constexpr char kBceBack[] = "binary_cross_entropy_backward";
+constexpr char kBceBackOut[] = "binary_cross_entropy_backward.grad_input";
+bool bce_backward_native(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                         const std::optional<at::Tensor>& weight_opt, int64_t reduction, at::Tensor& grad_input) {
+  const at::Tensor& weight = value_or_undefined(weight_opt);
+  if (!bce_common(self, target, weight, reduction, {&grad, &grad_input})) return false;
+  same_device("wrapper_PrivateUse1_binary_cross_entropy_backward",
+              {{"grad_output", &grad}, {"self", &self}, {"target", &target}, {"weight", &weight},
+               {"grad_input", grad_input.defined() ? &grad_input : nullptr}});
+  if (!grad_input.defined()) {
+    grad_input = create_out(self.sizes(), {}, self.options());
+  } else {
+    at::native::resize_output(grad_input, self.sizes());
+  }
+  FooView vgi, vg, va, vb;
+  if (!view_of(grad_input, &vgi) || !view_of(grad, &vg) || !view_of(self, &va) || !view_of(target, &vb))
+    return false;
+  FooStatus st{};
+  if (!done(foo_rs_point_loss_backward("bce", 0.0, &vgi, &vg, &va, &vb, 0, &st), st)) return false;
+  if (weight.defined()) grad_input.mul_(weight);
+  if (reduction == 1) grad_input.div_(self.numel());
+  return true;
+}
+
+at::Tensor binary_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                         const std::optional<at::Tensor>& weight, int64_t reduction) {
+  at::Tensor gi;
+  if (named([&] { return bce_backward_native(grad, self, target, weight, reduction, gi); })) return gi;
+  return Slow<kBceBack, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                   const std::optional<at::Tensor>&, int64_t)>::call(grad, self, target, weight,
+                                                                                     reduction);
+}
+
+at::Tensor& binary_cross_entropy_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                              const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                                              int64_t reduction, at::Tensor& grad_input) {
+  if (named([&] { return bce_backward_native(grad, self, target, weight, reduction, grad_input); }))
+    return grad_input;
+  return Slow<kBceBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                       const std::optional<at::Tensor>&, int64_t, at::Tensor&)>::call(
+      grad, self, target, weight, reduction, grad_input);
+}
+
+// nll_loss2d forward and backward: the nll_loss kernels (Rust takes the
+// [N, C, H, W] input and [N, H, W] target as they are) for calls CPU
+// accepts: those shapes, a Long or Byte target, a weight of C elements and
+// one floating dtype; any other call keeps the Python kernel (CPU's
+// errors). Outputs as CPU's: [N, H, W] or 0-d, and a 0-d total weight.
+bool nll2d_common(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight, int64_t reduction,
+                  std::initializer_list<const at::Tensor*> same) {
+  const auto tt = target.scalar_type();
+  if (!valid_reduction(reduction) || self.dim() != 4 || target.dim() != 3 || !is_foo(self) || !is_foo(target) ||
+      self.size(0) != target.size(0) || self.size(2) != target.size(1) || self.size(3) != target.size(2) ||
+      (tt != at::kLong && tt != at::kByte) || (weight.defined() && weight.numel() != self.size(1)) ||
+      !same_float(self.scalar_type(), {&self, &weight}))
+    return false;
+  for (const at::Tensor* t : same)
+    if (t->defined() && (!is_foo(*t) || t->scalar_type() != self.scalar_type())) return false;
+  return true;
+}
+
+constexpr char kNll2d[] = "nll_loss2d_forward";
+constexpr char kNll2dOut[] = "nll_loss2d_forward.output";
+bool nll2d_native(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight_opt,
+                  int64_t reduction, int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  const at::Tensor& w = value_or_undefined(weight_opt);
+  if (!nll2d_common(self, target, w, reduction, {&output, &total_weight})) return false;
+  same_device("wrapper_PrivateUse1_nll_loss2d_forward",
+              {{"self", &self}, {"target", &target}, {"weight", &w},
+               {"output", output.defined() ? &output : nullptr},
+               {"total_weight", total_weight.defined() ? &total_weight : nullptr}});
+  const at::IntArrayRef shape = reduction == 0 ? target.sizes() : at::IntArrayRef();
+  if (!output.defined()) {
+    output = create_out(shape, {}, self.options());
+    total_weight = create_out({}, {}, self.options());
+  } else {
+    at::native::resize_output(output, shape);
+    at::native::resize_output(total_weight, {});
+  }
+  const at::Tensor x = self.contiguous(), t = target.contiguous();
+  const at::Tensor wc = w.defined() ? w.contiguous() : w;
+  FooView vo, vtw, vx, vt, vw;
+  if (!view_of(output, &vo) || !view_of(total_weight, &vtw) || !view_of(x, &vx) || !view_of(t, &vt) ||
+      (wc.defined() && !view_of(wc, &vw)))
+    return false;
+  FooStatus st{};
+  return done(foo_rs_nll_loss(&vo, &vtw, &vx, &vt, wc.defined() ? &vw : nullptr, reduction, ignore_index, &st), st);
+}
+
+Tensor2 nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                           int64_t reduction, c10::SymInt ignore_index) {
+  Tensor2 result;
+  at::Tensor output, total_weight;
+  if (!ignore_index.is_symbolic() && named([&] {
+        return nll2d_native(self, target, weight, reduction, ignore_index.as_int_unchecked(), output, total_weight);
+      }))
+    return Tensor2(std::move(output), std::move(total_weight));
+  return Slow<kNll2d, Tensor2(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t,
+                              c10::SymInt)>::call(self, target, weight, reduction, std::move(ignore_index));
+}
+
+Tensor2Ref nll_loss2d_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction,
+                                  c10::SymInt ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  if (!ignore_index.is_symbolic() && named([&] {
+        return nll2d_native(self, target, weight, reduction, ignore_index.as_int_unchecked(), output, total_weight);
+      }))
+    return Tensor2Ref(output, total_weight);
+  return Slow<kNll2dOut, Tensor2Ref(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t,
+                                    c10::SymInt, at::Tensor&, at::Tensor&)>::call(self, target, weight, reduction,
+                                                                                 std::move(ignore_index), output,
+                                                                                 total_weight);
+}
+
+constexpr char kNll2dBack[] = "nll_loss2d_backward";
+constexpr char kNll2dBackOut[] = "nll_loss2d_backward.grad_input";
+bool nll2d_backward_native(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                           const std::optional<at::Tensor>& weight_opt, int64_t reduction, int64_t ignore_index,
+                           const at::Tensor& total_weight, at::Tensor& grad_input) {
+  const at::Tensor& w = value_or_undefined(weight_opt);
+  if (!nll2d_common(self, target, w, reduction, {&grad_output, &total_weight, &grad_input}) ||
+      total_weight.numel() != 1 ||
+      (reduction == 0 ? grad_output.sizes() != target.sizes() : grad_output.numel() != 1))
+    return false;
+  same_device("wrapper_PrivateUse1_nll_loss2d_backward",
+              {{"grad_output", &grad_output}, {"self", &self}, {"target", &target}, {"weight", &w},
+               {"total_weight", &total_weight}, {"grad_input", grad_input.defined() ? &grad_input : nullptr}});
+  if (!grad_input.defined()) {
+    grad_input = create_out(self.sizes(), {}, self.options());
+  } else {
+    at::native::resize_output(grad_input, self.sizes());
+  }
+  const at::Tensor tc = target.contiguous();
+  const at::Tensor wc = w.defined() ? w.contiguous() : w;
+  FooView vgi, vg, vt, vw, vtw;
+  if (!view_of(grad_input, &vgi) || !view_of(grad_output, &vg) || !view_of(tc, &vt) ||
+      (wc.defined() && !view_of(wc, &vw)) || !view_of(total_weight, &vtw))
+    return false;
+  FooStatus st{};
+  return done(foo_rs_nll_loss_backward(&vgi, &vg, &vt, wc.defined() ? &vw : nullptr, &vtw, reduction, ignore_index,
+                                       &st),
+              st);
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                               const at::Tensor& total_weight) {
+  at::Tensor gi;
+  if (!ignore_index.is_symbolic() && named([&] {
+        return nll2d_backward_native(grad_output, self, target, weight, reduction, ignore_index.as_int_unchecked(),
+                                     total_weight, gi);
+      }))
+    return gi;
+  return Slow<kNll2dBack, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                     const std::optional<at::Tensor>&, int64_t, c10::SymInt, const at::Tensor&)>::
+      call(grad_output, self, target, weight, reduction, std::move(ignore_index), total_weight);
+}
+
+at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                    c10::SymInt ignore_index, const at::Tensor& total_weight,
+                                    at::Tensor& grad_input) {
+  if (!ignore_index.is_symbolic() && named([&] {
+        return nll2d_backward_native(grad_output, self, target, weight, reduction, ignore_index.as_int_unchecked(),
+                                     total_weight, grad_input);
+      }))
+    return grad_input;
+  return Slow<kNll2dBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         const std::optional<at::Tensor>&, int64_t, c10::SymInt, const at::Tensor&,
+                                         at::Tensor&)>::call(grad_output, self, target, weight, reduction,
+                                                             std::move(ignore_index), total_weight, grad_input);
+}
+
+// log_sigmoid_forward as ATen's CPU kernel: output of self's shape
+// (computed contiguous, then copied into a strided out=), Rust's
+// log_sigmoid of contiguous self, and the buffer (contiguous, its check
+// and message) holding exp(-|x|) as CPU's does (foo's abs, neg_, exp_;
+// the backward never reads it). Floating dtypes; the rest keeps the
+// Python kernel (CPU's error).
+constexpr char kLogSigmoid[] = "log_sigmoid_forward";
+constexpr char kLogSigmoidOut[] = "log_sigmoid_forward.output";
+bool log_sigmoid_native(const at::Tensor& self, at::Tensor& output, at::Tensor& buffer) {
+  const auto dt = self.scalar_type();
+  if (!c10::isFloatingType(dt) || !same_float(dt, {&self, &output, &buffer})) return false;
+  same_device("wrapper_PrivateUse1_log_sigmoid_forward",
+              {{"self", &self}, {"output", output.defined() ? &output : nullptr},
+               {"buffer", buffer.defined() ? &buffer : nullptr}});
+  if (!output.defined()) {
+    output = create_out(self.sizes(), {}, self.options());
+    buffer = create_out(self.sizes(), {}, self.options());
+  } else {
+    output.resize_as_(self);
+    buffer.resize_as_(self, at::MemoryFormat::Contiguous);
+    TORCH_CHECK(buffer.is_contiguous(), "Contiguous buffer required for log_sigmoid with out parameter");
+  }
+  const at::Tensor x = self.contiguous();
+  at::Tensor r = output.is_contiguous() ? output : create_out(self.sizes(), {}, self.options());
+  FooOperand ops[2]{};
+  if (!view_of(r, &ops[0].view) || !view_of(x, &ops[1].view)) return false;
+  FooStatus st{};
+  if (!done(foo_rs_ew("log_sigmoid", ops[0].view.dtype, ops, 2, nullptr, 0, /*iter=*/0, &st), st)) return false;
+  if (!r.is_same(output)) output.copy_(r);
+  at::abs_out(buffer, x).neg_().exp_();
+  return true;
+}
+
+Tensor2 log_sigmoid_forward(const at::Tensor& self) {
+  at::Tensor output, buffer;
+  if (is_foo(self) && named([&] { return log_sigmoid_native(self, output, buffer); }))
+    return Tensor2(std::move(output), std::move(buffer));
+  return Slow<kLogSigmoid, Tensor2(const at::Tensor&)>::call(self);
+}
+
+Tensor2Ref log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& output, at::Tensor& buffer) {
+  if (is_foo(self) && named([&] { return log_sigmoid_native(self, output, buffer); }))
+    return Tensor2Ref(output, buffer);
+  return Slow<kLogSigmoidOut, Tensor2Ref(const at::Tensor&, at::Tensor&, at::Tensor&)>::call(self, output, buffer);
+}
+
+// log_sigmoid_backward as ATen's CPU kernel: one iterator over (grad_input,
+// self, buffer, grad_output) (one dtype: its check; grad_input like
+// grad_output when not given), Rust's log_sigmoid_backward(grad_output, self).
+constexpr char kLogSigmoidBack[] = "log_sigmoid_backward";
+constexpr char kLogSigmoidBackOut[] = "log_sigmoid_backward.grad_input";
+bool log_sigmoid_backward_native(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& buffer,
+                                 at::Tensor& grad_input) {
+  if (!is_foo(grad_output) || !is_foo(self) || !is_foo(buffer) || !c10::isFloatingType(self.scalar_type()))
+    return false;
+  if (!grad_input.defined()) grad_input = at::empty_like(grad_output);
+  auto it = at::TensorIteratorConfig()
+                .add_output(grad_input)
+                .add_const_input(self)
+                .add_const_input(buffer)
+                .add_const_input(grad_output)
+                .build();
+  return ew_over_iter("log_sigmoid_backward", self.scalar_type(), it, {0, 3, 1});
+}
+
+at::Tensor log_sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& buffer) {
+  at::Tensor gi;
+  if (named([&] { return log_sigmoid_backward_native(grad_output, self, buffer, gi); })) return gi;
+  return Slow<kLogSigmoidBack, at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>::call(
+      grad_output, self, buffer);
+}
+
+at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& buffer,
+                                     at::Tensor& grad_input) {
+  if (named([&] { return log_sigmoid_backward_native(grad_output, self, buffer, grad_input); })) return grad_input;
+  return Slow<kLogSigmoidBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                              at::Tensor&)>::call(grad_output, self, buffer, grad_input);
+}
+
+// ---- Adaptive max pooling -------------------------------------------------------
+
+// adaptive_max_pool2d (the functional form is ATen's composite over .out)
+// and its backward: ATen's structured metas (ranks, sizes, dtypes and their
+// messages; outputs laid out as the input), then the Rust kernels the
+// Python kernels call: the pooling, and max pooling's scatter of each
+// gradient to its maximum. Non-floating inputs keep the Python kernel
+// (CPU's error), as does a backward whose indices are not grad_output's shape.
+constexpr char kAdaptiveMaxOut[] = "adaptive_max_pool2d.out";
+constexpr char kAdaptiveMaxBackOut[] = "adaptive_max_pool2d_backward.grad_input";
+Tensor2Ref adaptive_max_pool2d_out(const at::Tensor& self, at::IntArrayRef output_size, at::Tensor& out,
+                                   at::Tensor& indices) {
+  if (is_foo(self) && named([&] {
+        Holder<at::meta::structured_adaptive_max_pool2d, Mode::Out, 2> h(out, indices);
+        same_device("wrapper_PrivateUse1_adaptive_max_pool2d_out",
+                    {{"self", &self}, {"out", h.out_arg(0)}, {"indices", h.out_arg(1)}});
+        h.meta(self, output_size);
+        if (!c10::isFloatingType(self.scalar_type())) return false;
+        if (h.result(0).numel() > 0) {
+          const at::Tensor o4 = as4(h.result(0)), i4 = as4(h.result(1)), x4 = as4(self);
+          FooView vo, vi, vx;
+          if (!view_of(o4, &vo) || !view_of(i4, &vi) || !view_of(x4, &vx)) return false;
+          FooStatus st{};
+          if (!done(foo_rs_adaptive_max_pool2d(&vo, &vi, &vx, &st), st)) return false;
+        }
+        h.finish();
+        return true;
+      }))
+    return Tensor2Ref(out, indices);
+  return Slow<kAdaptiveMaxOut, Tensor2Ref(const at::Tensor&, at::IntArrayRef, at::Tensor&, at::Tensor&)>::call(
+      self, output_size, out, indices);
+}
+
+at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                             const at::Tensor& indices, at::Tensor& grad_input) {
+  if (is_foo(self) && named([&] {
+        Holder<at::meta::structured_adaptive_max_pool2d_backward, Mode::Out> h(grad_input);
+        same_device("wrapper_PrivateUse1_adaptive_max_pool2d_backward_grad_input",
+                    {{"grad_output", &grad_output}, {"self", &self}, {"indices", &indices},
+                     {"grad_input", h.out_arg()}});
+        h.meta(grad_output, self, indices);
+        if (!c10::isFloatingType(self.scalar_type()) || grad_output.sizes() != indices.sizes() ||
+            !is_foo(indices) || indices.scalar_type() != at::kLong)
+          return false;
+        if (h.result().numel() > 0) {
+          const at::Tensor gi4 = as4(h.result()), go4 = as4(grad_output), i4 = as4(indices);
+          FooView vgi, vgo, vi;
+          if (!view_of(gi4, &vgi) || !view_of(go4, &vgo) || !view_of(i4, &vi)) return false;
+          FooStatus st{};
+          if (!done(foo_rs_max_pool2d_backward(&vgi, &vgo, &vi, &st), st)) return false;
+        }
+        h.finish();
+        return true;
+      }))
+    return grad_input;
+  return Slow<kAdaptiveMaxBackOut, at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                               at::Tensor&)>::call(grad_output, self, indices, grad_input);
+}
+
+// ---- Nearest upsampling (2-d) ---------------------------------------------------
+//
+// upsample_nearest2d and _upsample_nearest_exact2d, forward and backward:
+// ATen's structured metas (sizes, scales, their checks and messages, the
+// output's layout), the source row and column of every output position
+// from ATen's own nearest_idx / nearest_exact_idx, then Rust's advanced
+// indexing over those two index vectors: the forward gathers
+// x[:, :, rows[:, None], cols[None, :]], the backward accumulates
+// grad_output into those positions of a zeroed grad_input. The index
+// vectors are CPU tensors (host memory Rust reads as it reads foo's).
+// Forward: floating and uint8 inputs (CPU's dtypes); backward: float32 and
+// float64 (f16/bf16 sums are CPU's in float32); the rest keeps the Python
+// kernel.
+struct NearestPlan {
+  at::Tensor rows, cols;
+  std::array<int64_t, 4> shape{}, dstr{}, rstr{0, 0, 1, 0}, cstr{0, 0, 0, 1};
+  FooView vd{};
+  std::array<FooIndexArg, 2> args{};
+
+  static at::Tensor sources(int64_t in, int64_t out, std::optional<double> scale, bool exact) {
+    at::Tensor idx = at::empty({out}, at::TensorOptions().dtype(at::kLong));
+    int64_t* p = idx.data_ptr<int64_t>();
+    for (int64_t i = 0; i < out; ++i)
+      p[i] = exact ? at::native::nearest_exact_idx(i, in, out, scale) : at::native::nearest_idx(i, in, out, scale);
+    return idx;
+  }
+  // `data` (N, C, IH, IW) read (or written) at the sources of every position of `out_shape` (N, C, OH, OW).
+  bool make(const at::Tensor& data, at::IntArrayRef out_shape, std::optional<double> sh, std::optional<double> sw,
+            bool exact) {
+    rows = sources(data.size(2), out_shape[2], sh, exact);
+    cols = sources(data.size(3), out_shape[3], sw, exact);
+    std::copy(out_shape.begin(), out_shape.end(), shape.begin());
+    dstr = {data.stride(0), data.stride(1), 0, 0};
+    if (!view_of(data, &vd) || !view_of(rows, &args[0].idx) || !view_of(cols, &args[1].idx)) return false;
+    vd.sizes = shape.data();
+    vd.strides = dstr.data();
+    const std::array<const int64_t*, 2> istr{rstr.data(), cstr.data()};
+    for (int k = 0; k < 2; ++k) {
+      args[k].idx.ndim = 4;
+      args[k].idx.sizes = shape.data();
+      args[k].idx.strides = istr[k];
+      args[k].size = data.size(2 + k);
+      args[k].stride = data.stride(2 + k);
+    }
+    return true;
+  }
+};
+
+template <class Meta, bool Exact, const char* F, const char* O>
+struct NearestUp {
+  template <Mode M>
+  static bool run(Holder<Meta, M>& h, const at::Tensor& self, at::IntArrayRef osize, std::optional<double> sh,
+                  std::optional<double> sw) {
+    same_device(F, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, osize, sh, sw);
+    const auto dt = self.scalar_type();
+    if (!(c10::isFloatingType(dt) || dt == at::kByte)) return false;
+    const at::Tensor& out = h.result();
+    if (out.numel() > 0) {
+      NearestPlan plan;
+      FooView vo;
+      if (!plan.make(self, out.sizes(), sh, sw, Exact) || !view_of(out, &vo)) return false;
+      FooStatus st{};
+      if (!done(foo_rs_index(&vo, &plan.vd, plan.args.data(), 2, &st), st)) return false;
+    }
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> sh,
+                               std::optional<double> sw) {
+    at::Tensor result;
+    if (is_foo(self) && named([&] {
+          Holder<Meta, Mode::Functional> h;
+          if (!run(h, self, C10_AS_INTARRAYREF_SLOW(output_size), sh, sw)) return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<F, at::Tensor(const at::Tensor&, c10::SymIntArrayRef, std::optional<double>,
+                              std::optional<double>)>::call(self, output_size, sh, sw);
+  }
+  static at::Tensor& out(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> sh,
+                         std::optional<double> sw, at::Tensor& out) {
+    if (is_foo(self) && named([&] {
+          Holder<Meta, Mode::Out> h(out);
+          return run(h, self, C10_AS_INTARRAYREF_SLOW(output_size), sh, sw);
+        }))
+      return out;
+    return Slow<O, at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, std::optional<double>, std::optional<double>,
+                               at::Tensor&)>::call(self, output_size, sh, sw, out);
+  }
+};
+
+template <class Meta, bool Exact, const char* F, const char* O>
+struct NearestUpBackward {
+  template <Mode M>
+  static bool run(Holder<Meta, M>& h, const at::Tensor& grad_output, at::IntArrayRef osize, at::IntArrayRef isize,
+                  std::optional<double> sh, std::optional<double> sw) {
+    same_device(F, {{"grad_output", &grad_output}, {"grad_input", h.out_arg()}});
+    h.meta(grad_output, osize, isize, sh, sw);
+    const auto dt = grad_output.scalar_type();
+    if (dt != at::kFloat && dt != at::kDouble) return false;
+    const at::Tensor& gi = h.result();
+    if (gi.numel() > 0) {
+      gi.zero_();
+      if (grad_output.numel() > 0) {
+        NearestPlan plan;
+        FooView vg;
+        if (!plan.make(gi, grad_output.sizes(), sh, sw, Exact) || !view_of(grad_output, &vg)) return false;
+        FooStatus st{};
+        if (!done(foo_rs_index_put(&plan.vd, &vg, plan.args.data(), 2, /*accumulate=*/1, &st), st)) return false;
+      }
+    }
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                               c10::SymIntArrayRef input_size, std::optional<double> sh, std::optional<double> sw) {
+    at::Tensor result;
+    if (is_foo(grad_output) && named([&] {
+          Holder<Meta, Mode::Functional> h;
+          if (!run(h, grad_output, C10_AS_INTARRAYREF_SLOW(output_size), C10_AS_INTARRAYREF_SLOW(input_size), sh,
+                   sw))
+            return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<F, at::Tensor(const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, std::optional<double>,
+                              std::optional<double>)>::call(grad_output, output_size, input_size, sh, sw);
+  }
+  static at::Tensor& out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                         c10::SymIntArrayRef input_size, std::optional<double> sh, std::optional<double> sw,
+                         at::Tensor& grad_input) {
+    if (is_foo(grad_output) && named([&] {
+          Holder<Meta, Mode::Out> h(grad_input);
+          return run(h, grad_output, C10_AS_INTARRAYREF_SLOW(output_size), C10_AS_INTARRAYREF_SLOW(input_size), sh,
+                     sw);
+        }))
+      return grad_input;
+    return Slow<O, at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, std::optional<double>,
+                               std::optional<double>, at::Tensor&)>::call(grad_output, output_size, input_size, sh,
+                                                                          sw, grad_input);
+  }
+};
+
+constexpr char kUpNearest[] = "upsample_nearest2d";
+constexpr char kUpNearestOut[] = "upsample_nearest2d.out";
+constexpr char kUpNearestBack[] = "upsample_nearest2d_backward";
+constexpr char kUpNearestBackOut[] = "upsample_nearest2d_backward.grad_input";
+constexpr char kUpExact[] = "_upsample_nearest_exact2d";
+constexpr char kUpExactOut[] = "_upsample_nearest_exact2d.out";
+constexpr char kUpExactBack[] = "_upsample_nearest_exact2d_backward";
+constexpr char kUpExactBackOut[] = "_upsample_nearest_exact2d_backward.grad_input";
+using UpNearest = NearestUp<at::meta::structured_upsample_nearest2d, false, kUpNearest, kUpNearestOut>;
+using UpExact = NearestUp<at::meta::structured__upsample_nearest_exact2d, true, kUpExact, kUpExactOut>;
+using UpNearestBack = NearestUpBackward<at::meta::structured_upsample_nearest2d_backward, false, kUpNearestBack,
+                                        kUpNearestBackOut>;
+using UpExactBack = NearestUpBackward<at::meta::structured__upsample_nearest_exact2d_backward, true, kUpExactBack,
+                                      kUpExactBackOut>;
+
+// ---- Bilinear upsampling (2-d) ----------------------------------------------------
+//
+// upsample_bilinear2d and its backward (upsample_bilinear2d.vec, what
+// F.interpolate calls, is ATen's composite over the first): ATen's
+// structured metas (sizes, scales, checks, the output's layout), the two
+// source positions and weights of every output row and column from ATen's
+// own area_pixel_compute_scale and compute_source_index_and_lambda (the
+// weights in the compute type, float for 16-bit inputs, as CPU's), then Rust: each output
+// the blend of its four neighbours in CPU's order, the backward their
+// weighted sums into grad_input. Floating dtypes; the rest keeps the Python
+// kernel (CPU's error).
+struct LinearTaps {
+  std::vector<int64_t> idx;  // i0, i1 per output position
+  std::vector<double> lam;   // their weights l0, l1
+  LinearTaps(c10::ScalarType st, int64_t in, int64_t out, bool align_corners, std::optional<double> scale)
+      : idx(2 * out), lam(2 * out) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, st, "upsample_bilinear2d", [&] {
+      using opmath_t = at::opmath_type<scalar_t>;
+      const opmath_t ratio = at::native::area_pixel_compute_scale<opmath_t>(in, out, align_corners, scale);
+      for (int64_t i = 0; i < out; ++i) {
+        int64_t i0 = 0, i1 = 0;
+        opmath_t l0, l1;
+        at::native::compute_source_index_and_lambda<opmath_t, opmath_t>(i0, i1, l0, l1, ratio, i, in, out,
+                                                                         align_corners);
+        idx[2 * i] = i0;
+        idx[2 * i + 1] = i1;
+        lam[2 * i] = static_cast<double>(l0);
+        lam[2 * i + 1] = static_cast<double>(l1);
+      }
+    });
+  }
+};
+
+// Rust over `out` (forward: the output; backward: grad_input) and `x`
+// (forward: the input; backward: grad_output); `in`/`outs`: the input's and
+// output's (N, C, H, W).
+bool run_bilinear(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef in, at::IntArrayRef outs,
+                  bool align_corners, std::optional<double> sh, std::optional<double> sw, bool backward) {
+  const LinearTaps h(x.scalar_type(), in[2], outs[2], align_corners, sh);
+  const LinearTaps w(x.scalar_type(), in[3], outs[3], align_corners, sw);
+  FooView vo, vx;
+  if (!view_of(out, &vo) || !view_of(x, &vx)) return false;
+  FooStatus st{};
+  return done(foo_rs_upsample_bilinear2d(&vo, &vx, h.idx.data(), h.lam.data(), static_cast<size_t>(outs[2]),
+                                         w.idx.data(), w.lam.data(), static_cast<size_t>(outs[3]), backward ? 1 : 0,
+                                         &st),
+              st);
+}
+
+constexpr char kUpBilinear[] = "upsample_bilinear2d";
+constexpr char kUpBilinearOut[] = "upsample_bilinear2d.out";
+constexpr char kUpBilinearBack[] = "upsample_bilinear2d_backward";
+constexpr char kUpBilinearBackOut[] = "upsample_bilinear2d_backward.grad_input";
+
+struct UpBilinear {
+  template <Mode M>
+  static bool run(Holder<at::meta::structured_upsample_bilinear2d, M>& h, const at::Tensor& self,
+                  at::IntArrayRef osize, bool align_corners, std::optional<double> sh, std::optional<double> sw) {
+    same_device(kUpBilinear, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, osize, align_corners, sh, sw);
+    if (!c10::isFloatingType(self.scalar_type())) return false;
+    const at::Tensor& out = h.result();
+    if (out.numel() > 0 && !run_bilinear(out, self, self.sizes(), out.sizes(), align_corners, sh, sw, false))
+      return false;
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+                               std::optional<double> sh, std::optional<double> sw) {
+    at::Tensor result;
+    if (is_foo(self) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d, Mode::Functional> h;
+          if (!run(h, self, C10_AS_INTARRAYREF_SLOW(output_size), align_corners, sh, sw)) return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<kUpBilinear, at::Tensor(const at::Tensor&, c10::SymIntArrayRef, bool, std::optional<double>,
+                                        std::optional<double>)>::call(self, output_size, align_corners, sh, sw);
+  }
+  static at::Tensor& out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+                         std::optional<double> sh, std::optional<double> sw, at::Tensor& out) {
+    if (is_foo(self) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d, Mode::Out> h(out);
+          return run(h, self, C10_AS_INTARRAYREF_SLOW(output_size), align_corners, sh, sw);
+        }))
+      return out;
+    return Slow<kUpBilinearOut, at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, bool, std::optional<double>,
+                                            std::optional<double>, at::Tensor&)>::call(self, output_size,
+                                                                                       align_corners, sh, sw, out);
+  }
+};
+
+struct UpBilinearBack {
+  template <Mode M>
+  static bool run(Holder<at::meta::structured_upsample_bilinear2d_backward, M>& h, const at::Tensor& grad_output,
+                  at::IntArrayRef osize, at::IntArrayRef isize, bool align_corners, std::optional<double> sh,
+                  std::optional<double> sw) {
+    same_device(kUpBilinearBack, {{"grad_output", &grad_output}, {"grad_input", h.out_arg()}});
+    h.meta(grad_output, osize, isize, align_corners, sh, sw);
+    if (!c10::isFloatingType(grad_output.scalar_type())) return false;
+    const at::Tensor& gi = h.result();
+    if (gi.numel() > 0) {
+      if (grad_output.numel() == 0) {
+        gi.zero_();
+      } else if (!run_bilinear(gi, grad_output, gi.sizes(), grad_output.sizes(), align_corners, sh, sw, true)) {
+        return false;
+      }
+    }
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                               c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> sh,
+                               std::optional<double> sw) {
+    at::Tensor result;
+    if (is_foo(grad_output) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d_backward, Mode::Functional> h;
+          if (!run(h, grad_output, C10_AS_INTARRAYREF_SLOW(output_size), C10_AS_INTARRAYREF_SLOW(input_size),
+                   align_corners, sh, sw))
+            return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<kUpBilinearBack, at::Tensor(const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, bool,
+                                            std::optional<double>, std::optional<double>)>::call(
+        grad_output, output_size, input_size, align_corners, sh, sw);
+  }
+  static at::Tensor& out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                         c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> sh,
+                         std::optional<double> sw, at::Tensor& grad_input) {
+    if (is_foo(grad_output) && named([&] {
+          Holder<at::meta::structured_upsample_bilinear2d_backward, Mode::Out> h(grad_input);
+          return run(h, grad_output, C10_AS_INTARRAYREF_SLOW(output_size), C10_AS_INTARRAYREF_SLOW(input_size),
+                     align_corners, sh, sw);
+        }))
+      return grad_input;
+    return Slow<kUpBilinearBackOut,
+                at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, bool, std::optional<double>,
+                            std::optional<double>, at::Tensor&)>::call(grad_output, output_size, input_size,
+                                                                       align_corners, sh, sw, grad_input);
+  }
+};
+
 #undef FOO_META_OP
 
 // topk: ATen's structured meta (k and dim checks, both outputs sized and
@@ -4660,6 +5704,9 @@ struct NativeOp {
   {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((k_functional<Op, ##__VA_ARGS__>))); }},          \
       {Op::I, [](torch::Library& m) { m.impl(Op::I, TORCH_FN((k_inplace<Op, ##__VA_ARGS__>))); }},         \
       {Op::O, [](torch::Library& m) { m.impl(Op::O, TORCH_FN((k_out<Op, ##__VA_ARGS__>))); }},
+// The functional overload of one with neither (mish_backward).
+#define FOO_REG1(Op, ...) \
+  {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((k_functional<Op, ##__VA_ARGS__>))); }},
 // The functional and out= overloads of one with no in-place form (a backward).
 #define FOO_REG2(Op, ...)                                                                                   \
   {Op::F, [](torch::Library& m) { m.impl(Op::F, TORCH_FN((k_functional<Op, ##__VA_ARGS__>))); }},          \
@@ -4778,6 +5825,32 @@ const NativeOp kNativeOps[] = {
      kMaskedFill},
     FOO_REG(kNormal, normal_) FOO_REG(kUniform, uniform_) FOO_REG(kRandom, random_)
     FOO_REG(kRandomFrom, random_from) FOO_REG(kRandomTo, random_to)
+    // nonzero, masked_select, isnan/isinf/isfinite, nan_to_num, sort, prod
+    FOO_REG(kNonzero, nonzero) FOO_REG(kNonzeroOut, nonzero_out)
+    FOO_REG(kMaskedSelect, masked_select) FOO_REG(kMaskedSelectOut, masked_select_out)
+    FOO_REG(kIsnan, fp_class<kIsnan>) FOO_REG(kIsinf, fp_class<kIsinf>) FOO_REG(kIsfinite, fp_class<kIsfinite>)
+    FOO_REG2(IsPosInf) FOO_REG2(IsNegInf)
+    FOO_REG(kNanToNumOut, nan_to_num_out)
+    FOO_REG(kSortStable, sort_stable) FOO_REG(kSortValuesStable, sort_values_stable)
+    FOO_REGM(ProdDim, T, int64_t, bool, std::optional<c10::ScalarType>) FOO_REG(kProd, prod_all)
+    // losses
+    FOO_REG1(MishBackward, T) FOO_REG(kLogSigmoid, log_sigmoid_forward)
+    FOO_REG(kLogSigmoidOut, log_sigmoid_forward_out) FOO_REG(kLogSigmoidBack, log_sigmoid_backward)
+    FOO_REG(kLogSigmoidBackOut, log_sigmoid_backward_out)
+    FOO_REGM(SmoothL1, T, T, int64_t, double) FOO_REG(kHuber, huber_loss) FOO_REG(kHuberOut, huber_loss_out)
+    FOO_REG(kHuberBackOut, (point_loss_backward_out<kHuberBackOut, kKindHuber, false>))
+    FOO_REG(kSmoothL1BackOut, (point_loss_backward_out<kSmoothL1BackOut, kKindSmoothL1, true>))
+    FOO_REG(kBce, binary_cross_entropy) FOO_REG(kBceOut, binary_cross_entropy_out)
+    FOO_REG(kBceBack, binary_cross_entropy_backward) FOO_REG(kBceBackOut, binary_cross_entropy_backward_out)
+    FOO_REG(kNll2d, nll_loss2d_forward) FOO_REG(kNll2dOut, nll_loss2d_forward_out)
+    FOO_REG(kNll2dBack, nll_loss2d_backward) FOO_REG(kNll2dBackOut, nll_loss2d_backward_out)
+    FOO_REG(kAdaptiveMaxOut, adaptive_max_pool2d_out) FOO_REG(kAdaptiveMaxBackOut, adaptive_max_pool2d_backward_out)
+    FOO_REG(kUpNearest, UpNearest::functional) FOO_REG(kUpNearestOut, UpNearest::out)
+    FOO_REG(kUpNearestBack, UpNearestBack::functional) FOO_REG(kUpNearestBackOut, UpNearestBack::out)
+    FOO_REG(kUpExact, UpExact::functional) FOO_REG(kUpExactOut, UpExact::out)
+    FOO_REG(kUpExactBack, UpExactBack::functional) FOO_REG(kUpExactBackOut, UpExactBack::out)
+    FOO_REG(kUpBilinear, UpBilinear::functional) FOO_REG(kUpBilinearOut, UpBilinear::out)
+    FOO_REG(kUpBilinearBack, UpBilinearBack::functional) FOO_REG(kUpBilinearBackOut, UpBilinearBack::out)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)
@@ -4828,6 +5901,7 @@ const NativeOp kNativeOps[] = {
 #undef FOO_FE1
 #undef FOO_REG3
 #undef FOO_REG2
+#undef FOO_REG1
 #undef FOO_REG
 #undef FOO_REGM
 

@@ -1742,3 +1742,226 @@ pub unsafe extern "C" fn foo_rs_random(
         entry::random(&strided_of(dst)?, dist, None, dim_of(device)?).map(|_| ())
     })
 }
+
+/// The number of nonzero elements of `src` into `count`
+/// ([`crate::kernels::index::count_nonzero`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `count` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_count_nonzero(
+    src: *const FooView,
+    count: *mut u64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let n = crate::kernels::index::count_nonzero(&strided_of(src)?);
+        *count
+            .as_mut()
+            .ok_or_else(|| invalid("foo: missing count"))? = n as u64;
+        Ok(())
+    })
+}
+
+/// The row-major multi-indices of the nonzero elements of `src` into the
+/// int64 `[count, ndim]` `out` ([`crate::kernels::index::nonzero`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_nonzero(
+    out: *const FooView,
+    src: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        crate::kernels::index::nonzero(&strided_of(out)?, &strided_of(src)?)
+    })
+}
+
+/// The elements of `src` where `mask` (bool, `src`'s shape) is true into
+/// the 1-d `out` ([`crate::kernels::index::masked_select`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_masked_select(
+    out: *const FooView,
+    src: *const FooView,
+    mask: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        crate::kernels::index::masked_select(
+            &strided_of(out)?,
+            &strided_of(src)?,
+            &strided_of(mask)?,
+        )
+    })
+}
+
+/// A stable sort of every line of `inp` along `dim` (its first `k`
+/// elements) into `values` and `indices` ([`entry::sort`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_sort(
+    values: *const FooView,
+    indices: *const FooView,
+    inp: *const FooView,
+    dim: i64,
+    k: i64,
+    descending: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (v, i, x) = (strided_of(values)?, strided_of(indices)?, strided_of(inp)?);
+        entry::sort(&v, &i, &x, dim_of(dim)?, dim_of(k)?, descending != 0)
+    })
+}
+
+/// Pointwise loss `kind` ("mse", "huber", "smooth_l1", "bce") with its
+/// parameter (delta, beta) of `a` and `b` over their broadcast shape
+/// (`shape`, `ndim` dims) into `out` ([`entry::point_loss`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `kind` is a NUL-terminated string, `shape` holds `ndim` values.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_point_loss(
+    kind: *const c_char,
+    param: f64,
+    out: *const FooView,
+    a: *const FooView,
+    b: *const FooView,
+    shape: *const i64,
+    ndim: usize,
+    reduction: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let k = crate::kernels::nn::PointLoss::from_name(
+            &CStr::from_ptr(kind).to_string_lossy(),
+            param,
+        )?;
+        let shape = non_negative(shape, ndim, "size")?;
+        entry::point_loss(
+            k,
+            &strided_of(out)?,
+            &strided_of(a)?,
+            &strided_of(b)?,
+            &shape,
+            reduction,
+        )
+    })
+}
+
+/// Pointwise loss `kind`'s backward over `grad_input`'s shape
+/// ([`entry::point_loss_backward`]).
+///
+/// # Safety
+/// As [`foo_rs_point_loss`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_point_loss_backward(
+    kind: *const c_char,
+    param: f64,
+    grad_input: *const FooView,
+    grad: *const FooView,
+    a: *const FooView,
+    b: *const FooView,
+    reduction: i64,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let k = crate::kernels::nn::PointLoss::from_name(
+            &CStr::from_ptr(kind).to_string_lossy(),
+            param,
+        )?;
+        entry::point_loss_backward(
+            k,
+            &strided_of(grad_input)?,
+            &strided_of(grad)?,
+            &strided_of(a)?,
+            &strided_of(b)?,
+            reduction,
+        )
+    })
+}
+
+/// Adaptive max pooling of the 4-d `x` into `out` (its sizes are the
+/// targets) and the flat positions of the maxima into `indices`
+/// ([`crate::kernels::pool::adaptive_max_pool2d`]; its gradient is
+/// [`foo_rs_max_pool2d_backward`]).
+///
+/// # Safety
+/// As [`foo_rs_ew`].
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_adaptive_max_pool2d(
+    out: *const FooView,
+    indices: *const FooView,
+    x: *const FooView,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, i, x) = (strided_of(out)?, strided_of(indices)?, strided_of(x)?);
+        crate::kernels::pool::adaptive_max_pool2d(&o, &i, &x)
+    })
+}
+
+/// `n` taps from the glue's `idx` (i0, i1 per position) and `lam` (l0, l1).
+///
+/// # Safety
+/// `idx` and `lam` hold `2 * n` values each (may be null when `n` is 0).
+unsafe fn taps(
+    idx: *const i64,
+    lam: *const f64,
+    n: usize,
+) -> Result<Vec<crate::kernels::pool::Tap>, KernelError> {
+    let i = non_negative(idx, 2 * n, "index")?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let l = std::slice::from_raw_parts(lam, 2 * n);
+    Ok((0..n)
+        .map(|k| crate::kernels::pool::Tap {
+            i0: i[2 * k],
+            i1: i[2 * k + 1],
+            l0: l[2 * k],
+            l1: l[2 * k + 1],
+        })
+        .collect())
+}
+
+/// Bilinear upsampling (2-d) of `x` into `out`, or (`backward`) its
+/// gradient: `out` is then grad_input and `x` grad_output
+/// ([`crate::kernels::pool::upsample_bilinear2d`] and its backward), along
+/// `nh` row taps and `nw` column taps.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; the tap arrays as in [`taps`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_rs_upsample_bilinear2d(
+    out: *const FooView,
+    x: *const FooView,
+    h_idx: *const i64,
+    h_lam: *const f64,
+    nh: usize,
+    w_idx: *const i64,
+    w_lam: *const f64,
+    nw: usize,
+    backward: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    run(st, false, || {
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        let (h, w) = (taps(h_idx, h_lam, nh)?, taps(w_idx, w_lam, nw)?);
+        if backward != 0 {
+            crate::kernels::pool::upsample_bilinear2d_backward(&o, &x, &h, &w)
+        } else {
+            crate::kernels::pool::upsample_bilinear2d(&o, &x, &h, &w)
+        }
+    })
+}

@@ -794,28 +794,16 @@ _register(
 
 # ---- floating-point classification --------------------------------------------
 
+# The out= forms of isnan and isinf, and nan_to_num and nan_to_num_, are
+# ATen's composites over the overloads registered here (native: isnan,
+# isinf, nan_to_num.out; these kernels are their slow paths).
 _register("isnan", _U, "isnan", _b_unary, cmp=True)
-_register("isnan.out", _U, "isnan", _b_unary_out, func="isnan", cmp=True)
 _register("isinf", _U, "isinf", _b_unary, cmp=True)
-_register("isinf.out", _U, "isinf", _b_unary_out, func="isinf", cmp=True)
 _register("isfinite", _U, "isfinite", _b_unary, cmp=True)
 for _name in ("isposinf", "isneginf"):
     _register(_name, _U, _name, _b_unary, cmp=True)
     _register(_name + ".out", _U, _name, _b_unary_out, func=_name, cmp=True)
 
-_register(
-    "nan_to_num",
-    _U,
-    "nan_to_num",
-    lambda self, nan=None, posinf=None, neginf=None: ((self,), (nan, posinf, neginf), None, False, ()),
-)
-_register(
-    "nan_to_num_",
-    _U,
-    "nan_to_num",
-    lambda self, nan=None, posinf=None, neginf=None: ((self,), (nan, posinf, neginf), self, True, ()),
-    func="nan_to_num",
-)
 _register(
     "nan_to_num.out",
     _U,

@@ -98,8 +98,9 @@ def huber_loss_backward_out(grad_output, self, target, reduction, delta, *, grad
 
 @impl("smooth_l1_loss_backward.grad_input")
 def smooth_l1_loss_backward_out(grad_output, self, target, reduction, beta, *, grad_input):
+    # Rust takes a negative beta as 0 (the L1 loss), as CPU's backward does.
     return _point_backward(
-        "smooth_l1", "smooth_l1_loss_backward", max(beta, 0.0), grad_output, self, target, reduction, grad_input
+        "smooth_l1", "smooth_l1_loss_backward", beta, grad_output, self, target, reduction, grad_input
     )
 
 

@@ -184,14 +184,8 @@ fn sort(
     descending: bool,
 ) -> PyResult<()> {
     let (v, x, i) = (strided(values)?, strided(indices)?, strided(inp)?);
-    py.detach(|| {
-        with_out(&v, &[Some(&i)], false, false, |v| {
-            with_out(&x, &[Some(&i), Some(v)], false, false, |x| {
-                crate::kernels::sort::sort(v, x, &i, dim, k, descending)
-            })
-        })
-    })
-    .map_err(|e| py_err(e, false))
+    py.detach(|| entry::sort(&v, &x, &i, dim, k, descending))
+        .map_err(|e| py_err(e, false))
 }
 
 /// `out = (log_)softmax(inp, dim)`; `inp` contiguous.

@@ -6,26 +6,10 @@
 use super::{kernel_err, strided, TensorDesc};
 use crate::kernels::conv::fold::{self, Fold};
 use crate::kernels::nn::grid::{self, GridSpec};
-use crate::kernels::nn::{self, dist, PointLoss};
+use crate::kernels::nn::{dist, PointLoss};
 use crate::kernels::pool::{self, Window3};
-use crate::kernels::{with_out, KernelError, Strided};
+use crate::kernels::{entry, KernelError, Strided};
 use pyo3::prelude::*;
-
-/// The pointwise loss `kind` ("mse", "huber", "smooth_l1", "bce") with its
-/// parameter (delta, beta).
-fn point_kind(kind: &str, param: f64) -> PyResult<PointLoss> {
-    Ok(match kind {
-        "mse" => PointLoss::Mse,
-        "huber" => PointLoss::Huber(param),
-        "smooth_l1" => PointLoss::SmoothL1(param),
-        "bce" => PointLoss::Bce,
-        k => {
-            return Err(kernel_err(KernelError::InvalidValue(format!(
-                "foo: unknown loss {k}"
-            ))))
-        }
-    })
-}
 
 /// A pointwise loss of `a` (input) and `b` (target) over their broadcast
 /// `shape`: into `out` (reduction 0) or its mean (1) / sum (2) into 0-d `out`.
@@ -41,14 +25,10 @@ fn point_loss(
     shape: Vec<usize>,
     reduction: i64,
 ) -> PyResult<()> {
-    let k = point_kind(kind, param)?;
+    let k = PointLoss::from_name(kind, param).map_err(kernel_err)?;
     let (o, a, b) = (strided(out)?, strided(a)?, strided(b)?);
-    py.detach(|| {
-        with_out(&o, &[Some(&a), Some(&b)], false, false, |o| {
-            nn::point_loss(k, o, &a, &b, &shape, reduction)
-        })
-    })
-    .map_err(kernel_err)
+    py.detach(|| entry::point_loss(k, &o, &a, &b, &shape, reduction))
+        .map_err(kernel_err)
 }
 
 /// A pointwise loss's backward over `grad_input`'s shape.
@@ -64,19 +44,15 @@ fn point_loss_backward(
     b: TensorDesc,
     reduction: i64,
 ) -> PyResult<()> {
-    let k = point_kind(kind, param)?;
+    let k = PointLoss::from_name(kind, param).map_err(kernel_err)?;
     let (gi, g, a, b) = (
         strided(grad_input)?,
         strided(grad)?,
         strided(a)?,
         strided(b)?,
     );
-    py.detach(|| {
-        with_out(&gi, &[Some(&g), Some(&a), Some(&b)], false, false, |gi| {
-            nn::point_loss_backward(k, gi, &g, &a, &b, reduction)
-        })
-    })
-    .map_err(kernel_err)
+    py.detach(|| entry::point_loss_backward(k, &gi, &g, &a, &b, reduction))
+        .map_err(kernel_err)
 }
 
 fn fold_geometry(planes: &Strided, params: [[usize; 2]; 4]) -> PyResult<Fold> {

@@ -72,6 +72,26 @@ pub fn topk(
     })
 }
 
+/// Sorts every line of `inp` along `dim`, keeping its first `k` elements
+/// in ascending (or `descending`) order, into `values` and their int64
+/// positions into `indices` (`inp`'s shape with `k` along `dim`), stably;
+/// outputs that overlap `inp` (or each other) are written through scratch
+/// buffers.
+pub fn sort(
+    values: &Strided,
+    indices: &Strided,
+    inp: &Strided,
+    dim: usize,
+    k: usize,
+    descending: bool,
+) -> Result<(), KernelError> {
+    with_out(values, &[Some(inp)], false, false, |v| {
+        with_out(indices, &[Some(inp), Some(v)], false, false, |x| {
+            super::sort::sort(v, x, inp, dim, k, descending)
+        })
+    })
+}
+
 /// Fills `dst` from `dist`, drawing from the Philox stream `state` (an
 /// explicit generator's (seed, offset), which the caller advances) or, with
 /// none, from device `device`'s default generator; returns the Philox blocks
@@ -145,6 +165,41 @@ pub fn mse_loss_backward(
         false,
         false,
         |gi| nn::mse_loss_backward(gi, grad, a, b, reduction),
+    )
+}
+
+/// Pointwise loss `kind` of `a` (input) and `b` (target), one floating
+/// dtype, over their broadcast `shape`: into `out` of that shape (reduction
+/// none) or its mean or sum into a 0-d `out`.
+pub fn point_loss(
+    kind: nn::PointLoss,
+    out: &Strided,
+    a: &Strided,
+    b: &Strided,
+    shape: &[usize],
+    reduction: i64,
+) -> Result<(), KernelError> {
+    with_out(out, &[Some(a), Some(b)], false, false, |o| {
+        nn::point_loss(kind, o, a, b, shape, reduction)
+    })
+}
+
+/// Pointwise loss `kind`'s backward over `grad_input`'s shape (`grad`,
+/// `a`, `b` broadcast to it).
+pub fn point_loss_backward(
+    kind: nn::PointLoss,
+    grad_input: &Strided,
+    grad: &Strided,
+    a: &Strided,
+    b: &Strided,
+    reduction: i64,
+) -> Result<(), KernelError> {
+    with_out(
+        grad_input,
+        &[Some(grad), Some(a), Some(b)],
+        false,
+        false,
+        |gi| nn::point_loss_backward(kind, gi, grad, a, b, reduction),
     )
 }
 

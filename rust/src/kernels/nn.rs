@@ -940,6 +940,19 @@ pub enum PointLoss {
 }
 
 impl PointLoss {
+    /// The loss `kind` ("mse", "huber", "smooth_l1", "bce") with its
+    /// parameter (delta, beta). smooth_l1's beta is at least 0: a negative
+    /// one is the L1 loss, as CPU's backward takes it (its forward refuses it).
+    pub fn from_name(kind: &str, param: f64) -> Result<Self, KernelError> {
+        Ok(match kind {
+            "mse" => PointLoss::Mse,
+            "huber" => PointLoss::Huber(param),
+            "smooth_l1" => PointLoss::SmoothL1(param.max(0.0)),
+            "bce" => PointLoss::Bce,
+            k => return Err(KernelError::InvalidValue(format!("foo: unknown loss {k}"))),
+        })
+    }
+
     fn name(self) -> &'static str {
         match self {
             PointLoss::Mse => "mse_loss",

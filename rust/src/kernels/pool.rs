@@ -1633,6 +1633,171 @@ fn adaptive_avg_back_typed<T: PoolT>(gi: &Strided, go: &Strided) -> Result<(), K
     )
 }
 
+/// One output position's two source positions along a dim and their
+/// weights (ATen's `compute_source_index_and_lambda`, which the glue runs).
+#[derive(Clone, Copy, Debug)]
+pub struct Tap {
+    pub i0: usize,
+    pub i1: usize,
+    pub l0: f64,
+    pub l1: f64,
+}
+
+/// The float element types' products for interpolation, in `Acc`.
+trait Interp: PoolT {
+    fn weight(w: f64) -> Self::Acc;
+    fn mul(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+}
+
+macro_rules! interp {
+    ($($t:ty => $acc:ty),*) => {$(
+        impl Interp for $t {
+            #[inline(always)]
+            fn weight(w: f64) -> $acc {
+                w as $acc
+            }
+            #[inline(always)]
+            fn mul(a: $acc, b: $acc) -> $acc {
+                a * b
+            }
+        }
+    )*};
+}
+interp!(f32 => f32, f64 => f64, bf16 => f32, f16 => f32);
+
+fn check_taps(op: &str, taps: &[Tap], n_out: usize, n_in: usize) -> Result<(), KernelError> {
+    if taps.len() != n_out || taps.iter().any(|t| t.i0 >= n_in || t.i1 >= n_in) {
+        return Err(KernelError::InvalidArgument(format!(
+            "foo: {op}: {} taps into {n_in} positions for {n_out} outputs",
+            taps.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Bilinear upsampling (2-d) of `x` into `out` along the taps `h` (one per
+/// output row) and `w` (one per output column), in CPU's order: each
+/// source row's two columns blended, then the two rows, in `Acc`.
+pub fn upsample_bilinear2d(
+    out: &Strided,
+    x: &Strided,
+    h: &[Tap],
+    w: &[Tap],
+) -> Result<(), KernelError> {
+    const OP: &str = "upsample_bilinear2d";
+    let [out, x] = lift(OP, [("output", out), ("input", x)])?;
+    same_planes(OP, &x, &out)?;
+    if out.dtype != x.dtype {
+        return Err(KernelError::UnsupportedDtype {
+            op: OP,
+            dtype: x.dtype,
+        });
+    }
+    let ([_, ih, iw], [_, oh, ow]) = (dhw(&x), dhw(&out));
+    check_taps(OP, h, oh, ih)?;
+    check_taps(OP, w, ow, iw)?;
+    dispatch_float!(OP, x.dtype, bilinear_typed, &out, &x, h, w)
+}
+
+fn acc_taps<T: Interp>(taps: &[Tap]) -> Vec<(usize, usize, T::Acc, T::Acc)> {
+    taps.iter()
+        .map(|t| (t.i0, t.i1, T::weight(t.l0), T::weight(t.l1)))
+        .collect()
+}
+
+fn bilinear_typed<T: Interp>(
+    out: &Strided,
+    x: &Strided,
+    h: &[Tap],
+    w: &[Tap],
+) -> Result<(), KernelError> {
+    let [_, _, iw] = dhw(x);
+    let (hs, ws) = (acc_taps::<T>(h), acc_taps::<T>(w));
+    two_planes::<T, T>(
+        x,
+        out,
+        x.numel() + 4 * out.numel(),
+        #[inline(always)]
+        |xs, os| {
+            let mut k = 0;
+            for &(h0, h1, lh0, lh1) in &hs {
+                for &(w0, w1, lw0, lw1) in &ws {
+                    let row = |r: usize| {
+                        T::add(
+                            T::mul(xs[r * iw + w0].acc(), lw0),
+                            T::mul(xs[r * iw + w1].acc(), lw1),
+                        )
+                    };
+                    os[k] = T::from_acc(T::add(T::mul(row(h0), lh0), T::mul(row(h1), lh1)));
+                    k += 1;
+                }
+            }
+        },
+    )
+}
+
+/// Gradient of [`upsample_bilinear2d`]: every output gradient, weighted,
+/// summed into its four source positions of `grad_input` (in `Acc`, then
+/// stored), output positions in row-major order as CPU's.
+pub fn upsample_bilinear2d_backward(
+    grad_input: &Strided,
+    grad_output: &Strided,
+    h: &[Tap],
+    w: &[Tap],
+) -> Result<(), KernelError> {
+    const OP: &str = "upsample_bilinear2d_backward";
+    let [gi, go] = lift(
+        OP,
+        [("grad_input", grad_input), ("grad_output", grad_output)],
+    )?;
+    same_planes(OP, &gi, &go)?;
+    if go.dtype != gi.dtype {
+        return Err(KernelError::UnsupportedDtype {
+            op: OP,
+            dtype: go.dtype,
+        });
+    }
+    let ([_, ih, iw], [_, oh, ow]) = (dhw(&gi), dhw(&go));
+    check_taps(OP, h, oh, ih)?;
+    check_taps(OP, w, ow, iw)?;
+    dispatch_float!(OP, gi.dtype, bilinear_back_typed, &gi, &go, h, w)
+}
+
+fn bilinear_back_typed<T: Interp>(
+    gi: &Strided,
+    go: &Strided,
+    h: &[Tap],
+    w: &[Tap],
+) -> Result<(), KernelError> {
+    let [_, ih, iw] = dhw(gi);
+    let (hs, ws) = (acc_taps::<T>(h), acc_taps::<T>(w));
+    two_planes::<T, T>(
+        go,
+        gi,
+        gi.numel() + 4 * go.numel(),
+        #[inline(always)]
+        |gos, gis| {
+            let mut acc = vec![T::ZERO; ih * iw];
+            let mut k = 0;
+            for &(h0, h1, lh0, lh1) in &hs {
+                for &(w0, w1, lw0, lw1) in &ws {
+                    let g = gos[k].acc();
+                    k += 1;
+                    for (r, lr) in [(h0, lh0), (h1, lh1)] {
+                        for (c, lc) in [(w0, lw0), (w1, lw1)] {
+                            let i = r * iw + c;
+                            acc[i] = T::add(acc[i], T::mul(T::mul(lr, lc), g));
+                        }
+                    }
+                }
+            }
+            for (o, a) in gis.iter_mut().zip(acc) {
+                *o = T::from_acc(a);
+            }
+        },
+    )
+}
+
 /// Adaptive max pooling (2-d) of `x` into `out` (target sizes are the
 /// output's), with the flat index of each maximum in `indices` (int64); the
 /// gradient is [`max_pool2d_backward`]. NaN wins (as on CPU).
