@@ -180,3 +180,11 @@ def test_recording_releases_its_stacks_and_blocks():
     del x
     torch.foo.memory._record_memory_history(None)
     assert torch.foo.memory_allocated(0) == base
+
+
+def test_fx_augmented_snapshot_keeps_the_frames():
+    torch.foo.memory._record_memory_history("all", stacks="python")
+    t = _allocate_in_named_function()
+    snap = torch.foo.memory._snapshot(augment_with_fx_traces=True)
+    (block,) = [b for _, b in _blocks(snap) if b["address"] == t.data_ptr()]
+    assert "_allocate_in_named_function" in [f["name"] for f in block["frames"]]

@@ -113,21 +113,30 @@ def _record_memory_history(
     _C.record_memory_history(enabled, context, stacks, max_entries, clear_history)
 
 
-def _snapshot(device: Any = None) -> dict[str, Any]:
+def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
     """The allocator's state as ``torch.cuda.memory._snapshot()`` gives it:
     ``segments`` (every foo device's segments, each with ``device`` and its
     ``blocks``: address, size, requested_size, state ``active_allocated`` or
     ``inactive``, and the allocating stack's ``frames`` if recorded) and
     ``device_traces`` (per device, the recorded entries: action, addr, size,
     time_us, frames). foo has one stream per device as far as memory goes
-    (kernels run synchronously), so ``stream`` is 0 everywhere."""
-    return _C.memory_snapshot()
+    (kernels run synchronously), so ``stream`` is 0 everywhere.
+    ``augment_with_fx_traces`` adds torch's FX source mapping to the frames
+    (torch.cuda.memory's helper, where this torch has it)."""
+    snapshot = _C.memory_snapshot()
+    if augment_with_fx_traces:
+        import torch.cuda.memory as cuda_memory
+
+        augment = getattr(cuda_memory, "_augment_memory_snapshot_stack_traces", None)
+        if augment is not None:
+            snapshot = augment(snapshot)
+    return snapshot
 
 
-def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
     """Pickles :func:`_snapshot` to ``filename`` (for pytorch.org/memory_viz)."""
     with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f)
+        pickle.dump(_snapshot(augment_with_fx_traces=augment_with_fx_traces), f)
 
 
 def memory_snapshot(mempool_id: Any = None) -> list[dict[str, Any]]:
