@@ -220,6 +220,18 @@ CASES = [
         dict(groups=6, stride=2, padding=2, dilation=2),
     ),
     ("depthwise_5x5_no_pad", F.conv2d, (1, 3, 8, 9), (3, 1, 5, 5), False, dict(groups=3)),
+    # Channel blocks of 16 (depthwise/blocked.rs): two blocks, the last partial,
+    # uneven stride, padding and dilation.
+    (
+        "depthwise_blocks_partial",
+        F.conv2d,
+        (2, 21, 9, 12),
+        (21, 1, 3, 5),
+        True,
+        dict(groups=21, stride=(1, 2), padding=(2, 1), dilation=(2, 1)),
+    ),
+    # Planes too large for the channel blocks' scratch: the row kernels.
+    ("depthwise_large_plane", F.conv2d, (1, 3, 131, 140), (3, 1, 3, 3), True, dict(groups=3, stride=2, padding=1)),
     ("groups_1x1", F.conv2d, (2, 8, 5, 5), (12, 2, 1, 1), True, dict(groups=4)),
     (
         "groups_dilation_stride",

@@ -17,7 +17,10 @@
 //!   as accurate as CPU.
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
 //! - Depthwise (one input and one output channel per group): direct SIMD
-//!   loops over zero-padded, phase-split copies of each plane (depthwise.rs).
+//!   loops with 16 channels in the lanes, over a blocked, zero-padded copy
+//!   of one sample's 16 planes (depthwise/blocked.rs); on planes larger
+//!   than about 125 x 125, along rows of zero-padded, phase-split copies of
+//!   each plane (depthwise.rs).
 //!
 //! Gradients: w.r.t. the input, for stride 1 on AVX-512 a forward
 //! convolution of the output gradient with the weight transposed and flipped
@@ -2318,6 +2321,10 @@ mod tests {
             ([1, 2, 4, 5], [5, 5], [1, 2], [4, 4], [1, 1]),
             ([1, 2, 6, 66], [1, 7], [1, 1], [0, 3], [1, 1]),
             ([3, 2, 5, 3], [3, 3], [2, 2], [1, 1], [1, 1]),
+            // More than one block of 16 channels, the last one partial.
+            ([2, 17, 7, 7], [5, 5], [2, 2], [2, 2], [1, 1]),
+            ([1, 40, 9, 11], [3, 3], [1, 2], [1, 1], [2, 1]),
+            ([2, 33, 14, 14], [3, 3], [1, 1], [1, 1], [1, 1]),
         ];
         let start = simd::level();
         let mut levels = vec![SimdLevel::Portable];
@@ -2336,10 +2343,13 @@ mod tests {
             let gv = ints(g.n * g.oc * g.p(), 613, 9);
             let fwd = reference(&g, &xv, &wv);
             let (gi, gw) = reference_grads(&g, &xv, &wv, &gv);
-            for &level in &levels {
+            for (&level, blocked) in levels.iter().flat_map(|l| [(l, false), (l, true)]) {
                 simd::set_level(level);
+                depthwise::blocked::FORCE.with(|f| f.set(Some(blocked)));
                 for threads in [1, 3] {
-                    let what = format!("{x:?} k{k:?} s{s:?} p{pd:?} d{d:?} {level:?} {threads}t");
+                    let what = format!(
+                        "{x:?} k{k:?} s{s:?} p{pd:?} d{d:?} {level:?} {threads}t blocked {blocked}"
+                    );
                     let r = depthwise_run::<f64>(&g, &xv, &wv, &gv, DType::F64, threads);
                     assert_eq!(r, [fwd.clone(), gi.clone(), gw.clone()], "f64 {what}");
                     let r = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, threads);
@@ -2347,6 +2357,7 @@ mod tests {
                 }
             }
         }
+        depthwise::blocked::FORCE.with(|f| f.set(None));
         simd::set_level(start);
     }
 
@@ -2374,25 +2385,30 @@ mod tests {
         }
         let wv = frac(w.iter().product(), 104729);
         let gv = frac(g.n * g.oc * g.p(), 613);
-        let start = simd::level();
-        simd::set_level(SimdLevel::Portable);
-        let base = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, 1);
-        for level in [SimdLevel::Avx2, SimdLevel::Avx512] {
-            simd::set_level(level);
-            for threads in [1, 2, 5] {
-                let r = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, threads);
-                assert_eq!(r, base, "{level:?} {threads} threads");
+        // Both the row kernels and the channel-block kernels.
+        for blocked in [false, true] {
+            depthwise::blocked::FORCE.with(|f| f.set(Some(blocked)));
+            let start = simd::level();
+            simd::set_level(SimdLevel::Portable);
+            let base = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, 1);
+            for level in [SimdLevel::Avx2, SimdLevel::Avx512] {
+                simd::set_level(level);
+                for threads in [1, 2, 5] {
+                    let r = depthwise_run::<f32>(&g, &xv, &wv, &gv, DType::F32, threads);
+                    assert_eq!(r, base, "{level:?} {threads} threads, blocked {blocked}");
+                }
+            }
+            simd::set_level(start);
+            // Close to the f64 reference (f32 rounding only).
+            let fwd = reference(&g, &xv, &wv);
+            let (gi, gw) = reference_grads(&g, &xv, &wv, &gv);
+            for (got, want) in base.iter().zip([fwd, gi, gw]) {
+                for (a, b) in got.iter().zip(&want) {
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
+                }
             }
         }
-        simd::set_level(start);
-        // Close to the f64 reference (f32 rounding only).
-        let fwd = reference(&g, &xv, &wv);
-        let (gi, gw) = reference_grads(&g, &xv, &wv, &gv);
-        for (got, want) in base.iter().zip([fwd, gi, gw]) {
-            for (a, b) in got.iter().zip(&want) {
-                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{a} vs {b}");
-            }
-        }
+        depthwise::blocked::FORCE.with(|f| f.set(None));
     }
 
     /// [`forward_few_cols`], the weight as given and read transposed (the

@@ -1,6 +1,11 @@
 //! Depthwise convolution (one input and one output channel per group):
-//! forward, input gradient and weight gradient, one task per block of
-//! (sample, channel) planes.
+//! forward, input gradient and weight gradient.
+//!
+//! Two strategies. Up to about 125 x 125 planes, `blocked.rs`: channels in
+//! the SIMD lanes, one task per sample and block of 16 channels, every lane
+//! busy whatever the width or stride. Larger planes (whose blocked scratch
+//! would outgrow the caches) take the row kernels here, one task per block
+//! of (sample, channel) planes:
 //!
 //! Each plane is first copied into a zero-padded scratch plane whose
 //! columns are split by phase (`iw mod stride`): in that layout every
@@ -23,6 +28,8 @@
 //! Every output element is summed in the same order whatever the level, the
 //! width or the thread count (Rust never contracts `a * b + c` into an FMA),
 //! so results are bit-identical across all three.
+
+pub(super) mod blocked;
 
 use super::{parallel, with_scratch, Conv2d, Real, P};
 use crate::kernels::elementwise::simd::{self, SimdLevel};
@@ -488,6 +495,9 @@ impl<T: Real> Planes for GradWeight<'_, T> {
 }
 
 pub(super) fn forward<T: Real>(g: &Conv2d, out: P<T>, x: P<T>, w: P<T>, bias: Option<P<T>>) {
+    if blocked::preferred(g) {
+        return blocked::forward(g, out, x, w, bias);
+    }
     let k = Forward {
         g,
         plan: forward_plan(g),
@@ -500,6 +510,9 @@ pub(super) fn forward<T: Real>(g: &Conv2d, out: P<T>, x: P<T>, w: P<T>, bias: Op
 }
 
 pub(super) fn grad_input<T: Real>(g: &Conv2d, gi: P<T>, grad: P<T>, w: P<T>) {
+    if blocked::preferred(g) {
+        return blocked::grad_input(g, gi, grad, w);
+    }
     let k = GradInput {
         g,
         plan: grad_input_plan(g),
@@ -513,41 +526,13 @@ pub(super) fn grad_input<T: Real>(g: &Conv2d, gi: P<T>, grad: P<T>, w: P<T>) {
 /// `gw` (C x KH x KW) = the weight gradient; `gw` need not be zeroed.
 pub(super) fn grad_weight<T: Real>(g: &Conv2d, gw: P<T>, grad: P<T>, x: P<T>) {
     let kp = g.kp();
-    let layout = forward_plan(g).layout;
-    let sh = g.stride[0] as isize;
-    let rows = (0..g.kh)
-        .map(|ki| {
-            let off = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
-            // Output rows with 0 <= oh*sh + off < h.
-            let lo = if off >= 0 { 0 } else { (-off + sh - 1) / sh };
-            let hi = if off >= g.h as isize {
-                0
-            } else {
-                (g.h as isize - 1 - off) / sh + 1
-            };
-            let lo = (lo as usize).min(g.oh);
-            (lo, (hi as usize).clamp(lo, g.oh))
-        })
-        .collect();
-    let offs = (0..kp)
-        .map(|k| {
-            let (ki, kj) = (k / g.kw, k % g.kw);
-            let (q, base) = phase(kj, g.stride[1], g.padding[1], g.dilation[1]);
-            let ih0 = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
-            ((q * g.h) as isize + ih0) * layout.rw as isize + layout.pl as isize + base
-        })
-        .collect();
     let mut partial = vec![T::ZERO; g.c * g.n * kp];
-    let k = GradWeight {
-        g,
-        layout,
-        rows,
-        offs,
-        grad,
-        x,
-        partial: P(partial.as_mut_ptr()),
-    };
-    for_planes(&k, g.n * g.c);
+    let pp = P(partial.as_mut_ptr());
+    if blocked::preferred(g) {
+        blocked::grad_weight_partials(g, pp, grad, x);
+    } else {
+        grad_weight_partials(g, pp, grad, x);
+    }
     parallel::for_range(g.c, 16, |c| {
         for t in 0..kp {
             let mut s = T::ZERO;
@@ -558,4 +543,44 @@ pub(super) fn grad_weight<T: Real>(g: &Conv2d, gw: P<T>, grad: P<T>, x: P<T>) {
             unsafe { *gw.at(c * kp + t) = s };
         }
     });
+}
+
+/// Output rows whose input row for kernel row `ki` exists: `lo..hi`.
+fn rows_for(g: &Conv2d, ki: usize) -> (usize, usize) {
+    let off = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+    let sh = g.stride[0] as isize;
+    // Output rows with 0 <= oh*sh + off < h.
+    let lo = if off >= 0 { 0 } else { (-off + sh - 1) / sh };
+    let hi = if off >= g.h as isize {
+        0
+    } else {
+        (g.h as isize - 1 - off) / sh + 1
+    };
+    let lo = (lo as usize).min(g.oh);
+    (lo, (hi as usize).clamp(lo, g.oh))
+}
+
+/// Fills `partial` (`C x N x KH*KW`, per channel and sample) with the row kernels.
+fn grad_weight_partials<T: Real>(g: &Conv2d, partial: P<T>, grad: P<T>, x: P<T>) {
+    let kp = g.kp();
+    let layout = forward_plan(g).layout;
+    let rows = (0..g.kh).map(|ki| rows_for(g, ki)).collect();
+    let offs = (0..kp)
+        .map(|k| {
+            let (ki, kj) = (k / g.kw, k % g.kw);
+            let (q, base) = phase(kj, g.stride[1], g.padding[1], g.dilation[1]);
+            let ih0 = (ki * g.dilation[0]) as isize - g.padding[0] as isize;
+            ((q * g.h) as isize + ih0) * layout.rw as isize + layout.pl as isize + base
+        })
+        .collect();
+    let k = GradWeight {
+        g,
+        layout,
+        rows,
+        offs,
+        grad,
+        x,
+        partial,
+    };
+    for_planes(&k, g.n * g.c);
 }
