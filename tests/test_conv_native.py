@@ -233,6 +233,9 @@ CASES = [
     # Planes too large for the channel blocks' scratch: the row kernels.
     ("depthwise_large_plane", F.conv2d, (1, 3, 131, 140), (3, 1, 3, 3), True, dict(groups=3, stride=2, padding=1)),
     ("groups_1x1", F.conv2d, (2, 8, 5, 5), (12, 2, 1, 1), True, dict(groups=4)),
+    # 1x1 maps (squeeze-and-excitation): one product over the batch per group.
+    ("groups_1x1_on_1x1_maps", F.conv2d, (5, 8, 1, 1), (12, 4, 1, 1), True, dict(groups=2)),
+    ("1x1_on_1x1_maps_batch1", F.conv2d, (1, 33, 1, 1), (70, 33, 1, 1), False, {}),
     (
         "groups_dilation_stride",
         F.conv2d,

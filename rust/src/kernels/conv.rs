@@ -173,6 +173,85 @@ fn with_scratch<T: Real, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     })
 }
 
+/// A 1x1 convolution of 1x1 maps (the "linear layers" of squeeze-and-
+/// excitation blocks): each pass is one product per group over the whole
+/// batch (`N x C` by `C x OC`), not one matrix-vector product per sample.
+fn per_batch(g: &Conv2d) -> bool {
+    g.pointwise() && g.hw() == 1
+}
+
+/// The three passes of a [`per_batch`] convolution, one product per group:
+/// `out = x @ w^T (+ bias)`, `gi = grad @ w`, `gw = grad^T @ x`
+/// (`x: N x C`, `w: OC x C/G`, `grad: N x OC`).
+unsafe fn per_batch_product<T: Real>(g: &Conv2d, pass: Pass, dst: P<T>, a: P<T>, b: P<T>) {
+    let (n, c, oc, cg, ocg) = (g.n, g.c, g.oc, g.cg(), g.ocg());
+    let par = n * ocg * cg >= (1 << 22);
+    for grp in 0..g.groups {
+        let w = |m: P<T>| m.at(grp * ocg * cg);
+        let (xo, go) = (grp * cg, grp * ocg);
+        match pass {
+            // dst = out, a = x, b = w
+            Pass::Forward => gemm(
+                n,
+                ocg,
+                cg,
+                dst.at(go),
+                oc as isize,
+                1,
+                false,
+                a.at(xo),
+                c as isize,
+                1,
+                w(b),
+                1,
+                cg as isize,
+                par,
+            ),
+            // dst = gi, a = grad, b = w
+            Pass::Input => gemm(
+                n,
+                cg,
+                ocg,
+                dst.at(xo),
+                c as isize,
+                1,
+                false,
+                a.at(go),
+                oc as isize,
+                1,
+                w(b),
+                cg as isize,
+                1,
+                par,
+            ),
+            // dst = gw, a = grad, b = x
+            Pass::Weight => gemm(
+                ocg,
+                cg,
+                n,
+                w(dst),
+                cg as isize,
+                1,
+                false,
+                a.at(go),
+                1,
+                oc as isize,
+                b.at(xo),
+                c as isize,
+                1,
+                par,
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Pass {
+    Forward,
+    Input,
+    Weight,
+}
+
 /// dst = (read ? dst : 0) + lhs @ rhs (gemm crate), strides in elements.
 unsafe fn gemm<T: Real>(
     m: usize,
@@ -470,6 +549,14 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
     }
     if g.depthwise() {
         depthwise::forward(g, out, x, w, bias);
+        return;
+    }
+    if per_batch(g) {
+        // SAFETY: out, x and w hold the shapes g describes.
+        unsafe { per_batch_product(g, Pass::Forward, out, x, w) };
+        if let Some(b) = bias {
+            add_bias(g, out, b);
+        }
         return;
     }
     if is_f32::<T>()
@@ -1148,6 +1235,11 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
         depthwise::grad_input(g, gi, grad, w);
         return;
     }
+    if per_batch(g) {
+        // SAFETY: gi, grad and w hold the shapes g describes.
+        unsafe { per_batch_product(g, Pass::Input, gi, grad, w) };
+        return;
+    }
     if is_f32::<T>() && igemm::available() {
         if let Some(t) = transposed(g) {
             let w = Weight::Transposed(w.0 as *const f32);
@@ -1462,6 +1554,11 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
     }
     if g.depthwise() {
         depthwise::grad_weight(g, gw, grad, x);
+        return;
+    }
+    if per_batch(g) {
+        // SAFETY: gw, grad and x hold the shapes g describes.
+        unsafe { per_batch_product(g, Pass::Weight, gw, grad, x) };
         return;
     }
     if is_f32::<T>() && igemm::available() && taps_in_place(g) {
