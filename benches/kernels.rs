@@ -3,11 +3,17 @@
 //! bytes the op reads plus writes, so criterion reports GB/s. The `pool`
 //! group times resnet18's stem pooling (8x64x112x112 float32, 3x3 window,
 //! stride 2, padding 1) forward and backward, NCHW and channels-last, and
-//! its head's 7x7 -> 1x1 adaptive average pooling.
+//! its head's 7x7 -> 1x1 adaptive average pooling. The `conv` group times
+//! float32 convolutions of resnet18 and mobilenet_v3_small (batch 8:
+//! a dense 3x3, depthwise 3x3 stride 2 and 5x5 layers, a 1x1 on 1x1 maps),
+//! forward, input gradient and weight gradient; throughput is the
+//! multiply-adds' flops, so criterion's "elem/s" reads as FLOP/s (compare
+//! with the FMA peak `cargo bench --bench limits` reports).
 //!
 //! `cargo bench --bench kernels` (optionally `-- add/16M`); set
 //! `FOO_RS_SIMD=avx2|portable` to measure a lower SIMD level, and
-//! `RAYON_NUM_THREADS` to change the thread count.
+//! `FOO_RS_NUM_THREADS` (foo's pool) and `RAYON_NUM_THREADS` (the gemm crate's) to
+//! change the thread count.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use foo_rs::kernels::elementwise::{
@@ -201,5 +207,78 @@ fn pooling(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, elementwise, pooling);
+fn conv(c: &mut Criterion) {
+    use foo_rs::kernels::conv;
+    // (name, input, weight, stride, padding, groups)
+    type Layer = (&'static str, [usize; 4], [usize; 4], usize, usize, usize);
+    let layers: [Layer; 5] = [
+        (
+            "resnet18 64->64 3x3 @56",
+            [8, 64, 56, 56],
+            [64, 64, 3, 3],
+            1,
+            1,
+            1,
+        ),
+        ("dw 72 3x3 s2 @56", [8, 72, 56, 56], [72, 1, 3, 3], 2, 1, 72),
+        (
+            "dw 144 5x5 @14",
+            [8, 144, 14, 14],
+            [144, 1, 5, 5],
+            1,
+            2,
+            144,
+        ),
+        ("dw 576 5x5 @7", [8, 576, 7, 7], [576, 1, 5, 5], 1, 2, 576),
+        (
+            "se 144->576 1x1 @1",
+            [8, 144, 1, 1],
+            [576, 144, 1, 1],
+            1,
+            0,
+            1,
+        ),
+    ];
+    let mut grp = configure(c, "conv");
+    for (name, xs, ws, s, p, groups) in layers {
+        let o = (xs[2] + 2 * p - ws[2]) / s + 1;
+        let os = [xs[0], ws[0], o, o];
+        let g = conv::geometry(&xs, &ws, [o, o], [s, s], [p, p], [1, 1], groups).unwrap();
+        let (x, w) = (f32s(xs.iter().product(), 1), f32s(ws.iter().product(), 2));
+        let go = f32s(os.iter().product(), 3);
+        let (out, gi, gw) = (
+            vec![0f32; go.len()],
+            vec![0f32; x.len()],
+            vec![0f32; w.len()],
+        );
+        let (xv, wv, ov) = (
+            view4(&x, DType::F32, xs, false),
+            view4(&w, DType::F32, ws, false),
+            view4(&out, DType::F32, os, false),
+        );
+        let (gov, giv, gwv) = (
+            view4(&go, DType::F32, os, false),
+            view4(&gi, DType::F32, xs, false),
+            view4(&gw, DType::F32, ws, false),
+        );
+        let flops = 2 * os.iter().product::<usize>() * ws[1] * ws[2] * ws[3];
+        grp.throughput(Throughput::Elements(flops as u64));
+        grp.bench_function(format!("{name} fwd"), |b| {
+            b.iter(|| conv::forward(&g, &ov, black_box(&xv), &wv, None).unwrap())
+        });
+        grp.bench_function(format!("{name} grad input"), |b| {
+            b.iter(|| {
+                conv::backward(&g, black_box(&gov), None, &wv, Some(&giv), None, None).unwrap()
+            })
+        });
+        grp.bench_function(format!("{name} grad weight"), |b| {
+            b.iter(|| {
+                conv::backward(&g, black_box(&gov), Some(&xv), &wv, None, Some(&gwv), None).unwrap()
+            })
+        });
+    }
+    grp.finish();
+}
+
+criterion_group!(benches, elementwise, pooling, conv);
 criterion_main!(benches);
