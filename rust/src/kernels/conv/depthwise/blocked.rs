@@ -104,10 +104,11 @@ pub(in super::super) fn preferred(g: &Conv2d) -> bool {
 const SCRATCH_BYTES: usize = 4 << 20;
 
 /// One sample's block of channels: (sample, first channel, channels).
+/// Units run block by block, the samples of a block in a row, so that a
+/// task's consecutive units share the block's weights.
 #[inline(always)]
 fn block(g: &Conv2d, unit: usize) -> (usize, usize, usize) {
-    let nblk = g.c.div_ceil(CB);
-    let (n, b) = (unit / nblk, unit % nblk);
+    let (b, n) = (unit / g.n, unit % g.n);
     let c0 = b * CB;
     (n, c0, CB.min(g.c - c0))
 }
@@ -185,6 +186,31 @@ unsafe fn to_blocked_avx512(
 ) {
     use crate::kernels::linalg::transpose16;
     use std::arch::x86_64::*;
+    if cols < 16 && cols * rows > 0 {
+        // Short rows (7 x 7, 14 x 14 maps): 16 pixels of the flattened
+        // plane per transpose, each stored at its row's place.
+        let n = rows * cols;
+        let (mut r, mut col) = (0, 0);
+        let mut p0 = 0;
+        while p0 < n {
+            let m = (n - p0).min(16);
+            let load: __mmask16 = ((1u32 << m) - 1) as __mmask16;
+            let mut t = [_mm512_setzero_si512(); 16];
+            for (c, row) in t.iter_mut().enumerate().take(nc) {
+                *row = _mm512_maskz_loadu_epi32(load, src.add(c * plane + p0) as *const i32);
+            }
+            transpose16(&mut t);
+            for row in t.iter().take(m) {
+                _mm512_storeu_si512(dst.add((r * rstride + off + col) * CB) as *mut _, *row);
+                col += 1;
+                if col == cols {
+                    (r, col) = (r + 1, 0);
+                }
+            }
+            p0 += m;
+        }
+        return;
+    }
     for r in 0..rows {
         let mut j0 = 0;
         while j0 < cols {
@@ -265,17 +291,29 @@ impl Padded {
     }
 }
 
-/// Per-block weights: tap `t` lane `c` = `w[(c0 + c) * kp + t]` (zero past `nc`).
+/// Per-block weights: tap `t` lane `c` = `w[(c0 + c) * kp + t]` (zero past
+/// `nc`), unless `dst` already holds block `c0`'s (`*held == Some(c0)`).
 #[inline(always)]
-unsafe fn block_weights<T: Real>(g: &Conv2d, w: P<T>, c0: usize, nc: usize, dst: *mut T) {
-    let kp = g.kp();
-    for t in 0..kp {
-        let mut v = [T::ZERO; CB];
-        for (c, x) in v.iter_mut().enumerate().take(nc) {
-            *x = *w.at((c0 + c) * kp + t);
-        }
-        st(dst.add(t * CB), &v);
+unsafe fn block_weights<T: Real>(
+    g: &Conv2d,
+    w: P<T>,
+    (c0, nc): (usize, usize),
+    held: &mut Option<usize>,
+    dst: *mut T,
+) {
+    if *held == Some(c0) {
+        return;
     }
+    *held = Some(c0);
+    let kp = g.kp();
+    if nc < CB {
+        // Lanes past the last channel stay zero.
+        for t in 0..kp {
+            st(dst.add(t * CB), &[T::ZERO; CB]);
+        }
+    }
+    // The block's weights are `nc` rows of `kp` taps: one row of `kp` pixels.
+    to_blocked(w.at(c0 * kp), kp, nc, 1, kp, dst, 0, 0);
 }
 
 /// Kernel rows `ki` whose input row `o * s + ki * d - p` lies in `0..len`.
@@ -348,6 +386,7 @@ impl<T: Real> Planes for Forward<'_, T> {
         let y = xp.add(self.lay.len());
         let wb = y.add(g.p() * CB);
         self.lay.zero_pads(xp, g.w);
+        let mut held = None;
         for unit in u0..u1 {
             let (n, c0, nc) = block(g, unit);
             let first = n * g.c + c0;
@@ -361,7 +400,7 @@ impl<T: Real> Planes for Forward<'_, T> {
                 self.lay.cols,
                 self.lay.pad,
             );
-            block_weights(g, self.w, c0, nc, wb);
+            block_weights(g, self.w, (c0, nc), &mut held, wb);
             let mut init = [T::ZERO; CB];
             if let Some(b) = self.bias {
                 for (c, v) in init.iter_mut().enumerate().take(nc) {
@@ -465,6 +504,7 @@ impl<T: Real> Planes for GradInput<'_, T> {
         let wb = y.add(g.hw() * CB);
         self.lay.zero_pads(gp, g.ow);
         let sw = g.stride[1];
+        let mut held = None;
         for unit in u0..u1 {
             let (n, c0, nc) = block(g, unit);
             let first = n * g.c + c0;
@@ -478,7 +518,7 @@ impl<T: Real> Planes for GradInput<'_, T> {
                 self.lay.cols,
                 self.lay.pad,
             );
-            block_weights(g, self.w, c0, nc, wb);
+            block_weights(g, self.w, (c0, nc), &mut held, wb);
             for ih in 0..g.h {
                 for q in 0..sw.min(g.w) {
                     let nt = (g.w - q).div_ceil(sw);
