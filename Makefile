@@ -15,7 +15,7 @@ SMOKE_TESTS := tests/test_device.py tests/test_storage.py tests/test_memory.py t
 	tests/test_pinned.py tests/test_runtime.py tests/test_rnn_seq.py tests/test_attention.py tests/test_random_ops.py \
 	tests/test_conv_native.py tests/test_cnn_native.py tests/test_sort.py \
 	tests/test_nn_special.py tests/test_complex_fft.py tests/test_foreach.py tests/test_optim_amp.py \
-	tests/test_memory_history.py tests/test_native_rest.py
+	tests/test_memory_history.py tests/test_native_rest.py tests/test_native_pad.py
 
 .PHONY: help setup build-dev demo test test-rust test-python test-oldest test-torch bench bench-python bench-dist lint format
 

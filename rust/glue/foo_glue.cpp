@@ -504,7 +504,7 @@ void delete_host_block(void* ptr) { foo_rs_host_free(ptr); }
 struct FooHostAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     TORCH_CHECK(!foo_rs_in_bad_fork(), foo_rs_bad_fork_message());
-    char err[512];  // foo_rs_alloc NUL-terminates any message it writes
+    char err[512];  // foo_rs_host_alloc NUL-terminates any message it writes
     err[0] = 0;
     void* ptr = foo_rs_host_alloc(nbytes, err, sizeof(err));
     if (ptr == nullptr && (nbytes != 0 || err[0] != 0)) {

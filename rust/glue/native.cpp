@@ -63,6 +63,15 @@
 #include <ATen/OpMathType.h>
 #include <ATen/ops/upsample_bilinear2d_meta.h>
 #include <ATen/ops/upsample_bilinear2d_backward_meta.h>
+#include <ATen/native/Padding.h>
+#include <ATen/ops/reflection_pad1d_meta.h>
+#include <ATen/ops/reflection_pad1d_backward_meta.h>
+#include <ATen/ops/reflection_pad3d_meta.h>
+#include <ATen/ops/reflection_pad3d_backward_meta.h>
+#include <ATen/ops/replication_pad1d_meta.h>
+#include <ATen/ops/replication_pad1d_backward_meta.h>
+#include <ATen/ops/replication_pad2d_meta.h>
+#include <ATen/ops/replication_pad3d_meta.h>
 #include <ATen/ops/adaptive_max_pool2d_meta.h>
 #include <ATen/ops/adaptive_max_pool2d_backward_meta.h>
 #include <ATen/ops/smooth_l1_loss_meta.h>
@@ -191,6 +200,7 @@
 #include <tuple>
 #include <vector>
 #include <type_traits>
+#include <utility>
 
 // ---- The Rust side (rust/src/native.rs) -----------------------------------
 extern "C" {
@@ -336,6 +346,8 @@ int32_t foo_rs_adaptive_max_pool2d(const FooView* out, const FooView* indices, c
 int32_t foo_rs_upsample_bilinear2d(const FooView* out, const FooView* x, const int64_t* h_idx, const double* h_lam,
                                    size_t nh, const int64_t* w_idx, const double* w_lam, size_t nw, uint8_t backward,
                                    FooStatus* st);
+int32_t foo_rs_pad(const FooView* out, const FooView* x, const int64_t* pads, size_t k, uint8_t reflect,
+                   uint8_t backward, FooStatus* st);
 int32_t foo_rs_count_nonzero(const FooView* src, uint64_t* count, FooStatus* st);
 int32_t foo_rs_nonzero(const FooView* out, const FooView* src, FooStatus* st);
 int32_t foo_rs_masked_select(const FooView* out, const FooView* src, const FooView* mask, FooStatus* st);
@@ -346,6 +358,44 @@ int32_t foo_rs_batch_norm_backward(const FooView* grad_input, const FooView* gra
                                    const FooView* running_mean, const FooView* running_var, const FooView* save_mean,
                                    const FooView* save_invstd, uint8_t train, double eps, FooStatus* st);
 }
+
+// ATen's shared padding checks (at::native::padding::pad_shape_check,
+// check_valid_input(input, padding, dim) and pad_backward_shape_check, which
+// every backend's padding ops call) came after torch 2.13, whose Padding.h
+// has only check_valid_input<dim>. foo_rs_pad_aten::kShared says whether
+// this torch's header has them: unqualified lookup from foo_rs_pad_aten sees
+// ATen's functions and the stand-in below in one overload set (both
+// using-directives place them in the global namespace), and ATen's
+// non-template wins where it exists. The padding kernels below call ATen's
+// through these templates, or keep torch 2.13's per-op checks. (Global
+// scope on purpose: from inside foo_rs's anonymous namespace the stand-in
+// would hide ATen's.)
+namespace foo_rs_pad_compat {
+struct Missing {};
+template <class T>
+Missing pad_shape_check(const T&, at::IntArrayRef, int64_t, bool);
+}  // namespace foo_rs_pad_compat
+
+namespace foo_rs_pad_aten {
+using namespace at::native::padding;
+using namespace foo_rs_pad_compat;
+template <class T>
+constexpr bool kShared = !std::is_same_v<decltype(pad_shape_check(std::declval<const T&>(), at::IntArrayRef(),
+                                                                  int64_t{1}, true)),
+                                         foo_rs_pad_compat::Missing>;
+template <class T>
+at::DimVector shape(const T& input, at::IntArrayRef padding, int64_t dim, bool reflect) {
+  return pad_shape_check(input, padding, dim, reflect);
+}
+template <class T>
+void valid_input(const T& input, at::IntArrayRef padding, int64_t dim) {
+  check_valid_input(input, padding, dim);
+}
+template <class T>
+void backward_shape(const T& grad_output, const T& input, at::IntArrayRef padding, int64_t dim) {
+  pad_backward_shape_check(grad_output, input, padding, dim);
+}
+}  // namespace foo_rs_pad_aten
 
 namespace foo_rs {
 namespace native {
@@ -4354,6 +4404,333 @@ struct UpBilinearBack {
   }
 };
 
+// ---- Reflection and replication padding (1-3 d) ----------------------------------
+//
+// reflection_pad{1,2,3}d, replication_pad{1,2,3}d and their backward, each
+// with its out= form (F.pad's "reflect" and "replicate" modes). The checks,
+// shapes and layouts are CPU's: ATen's structured metas where the op has
+// one, else the CPU kernel's own checks (reflection_pad2d and its backward,
+// replication_pad2d/3d's backward; ATen's shared padding:: checks, see
+// foo_rs_pad_aten above, or torch 2.13's per-op ones); outputs restrided to
+// the input's suggested memory format where CPU's kernel does so, and an
+// output of another dtype refused with the message CPU's kernel gives.
+// Then Rust (kernels/pad.rs): a gather of reflected or clamped positions,
+// the backward their sums in output order. float32/float64/float16/bfloat16;
+// the rest keeps the Python kernel.
+
+bool pad_dtype(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
+// What CPU's kernel raises when the tensor it writes is not of the dtype it
+// dispatched on (data_ptr<scalar_t>'s check).
+void check_pad_written(const at::Tensor& written, c10::ScalarType dispatched) {
+  TORCH_CHECK(written.scalar_type() == dispatched, "expected scalar type ", dispatched, " but found ",
+              written.scalar_type());
+}
+
+// CPU's `output.resize_(output.sizes(), input.suggest_memory_format())`
+// after a structured meta (a caller's out= tensor is restrided as CPU's).
+template <Mode M>
+void restride_as_cpu(const at::Tensor& out, const at::Tensor& input) {
+  const auto fmt = input.suggest_memory_format();
+  if constexpr (M == Mode::Functional) {
+    if (!out.is_contiguous(fmt)) out.unsafeGetTensorImpl()->empty_tensor_restride(fmt);
+  } else {
+    out.resize_(out.sizes(), fmt);
+  }
+}
+
+// Rust over `out` (the padded output, or grad_input) and `x` (the input, or
+// grad_output); `padding` is ATen's list, checked.
+bool run_pad(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef padding, bool reflect, bool backward) {
+  FooView vo, vx;
+  if (!view_of(out, &vo) || !view_of(x, &vx)) return false;
+  FooStatus st{};
+  return done(foo_rs_pad(&vo, &vx, padding.data(), padding.size() / 2, reflect ? 1 : 0, backward ? 1 : 0, &st), st);
+}
+
+// grad_input from grad_output: zeros when grad_output is empty.
+bool run_pad_backward(const at::Tensor& gi, const at::Tensor& go, at::IntArrayRef padding, bool reflect) {
+  if (gi.numel() == 0) return true;
+  check_pad_written(gi, go.scalar_type());
+  if (go.numel() == 0) {
+    gi.zero_();
+    return true;
+  }
+  return run_pad(gi, go, padding, reflect, true);
+}
+
+// torch 2.13's check_valid_input<dim> (the shared checks' first part, with
+// the same messages).
+void pad_valid_input_213(const at::Tensor& input, at::IntArrayRef padding, int64_t dim) {
+  TORCH_CHECK(static_cast<int64_t>(padding.size()) == 2 * dim, "padding size is expected to be ", 2 * dim,
+              ", but got: ", padding.size());
+  const int64_t input_dim = input.dim();
+  const bool batch = input_dim == dim + 2;
+  bool valid = batch || input_dim == dim + 1;
+  for (int64_t d = batch ? 1 : 0; valid && d < input_dim; ++d) valid = input.size(d) != 0;
+  TORCH_CHECK(valid, "Expected ", dim + 1, "D or ", dim + 2,
+              "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
+              input.sizes());
+}
+
+// reflection_pad2d's checks and output size (T: at::Tensor; a template so
+// that only the branch of this torch's ATen is compiled).
+template <class T>
+at::DimVector reflection_pad2d_size(const T& input, at::IntArrayRef padding) {
+  if constexpr (foo_rs_pad_aten::kShared<T>) {
+    return foo_rs_pad_aten::shape(input, padding, 2, true);
+  } else {
+    pad_valid_input_213(input, padding, 2);
+    const int64_t ndim = input.dim();
+    const int64_t dim_w = ndim == 4 ? 3 : 2, dim_h = dim_w - 1;
+    const int64_t pad_l = padding[0], pad_r = padding[1], pad_t = padding[2], pad_b = padding[3];
+    const int64_t input_h = input.size(dim_h), input_w = input.size(dim_w);
+    const int64_t output_h = input_h + pad_t + pad_b, output_w = input_w + pad_l + pad_r;
+    TORCH_CHECK(pad_l < input_w && pad_r < input_w,
+                "Argument #4: Padding size should be less than the corresponding input dimension, but got: padding (",
+                pad_l, ", ", pad_r, ") at dimension ", dim_w, " of input ", input.sizes());
+    TORCH_CHECK(pad_t < input_h && pad_b < input_h,
+                "Argument #6: Padding size should be less than the corresponding input dimension, but got: padding (",
+                pad_t, ", ", pad_b, ") at dimension ", dim_h, " of input ", input.sizes());
+    TORCH_CHECK(output_w >= 1 || output_h >= 1, "input (H: ", input_h, ", W: ", input_w,
+                ") is too small. Calculated output H: ", output_h, " W: ", output_w);
+    at::DimVector size(input.sizes());
+    size[dim_h] = output_h;
+    size[dim_w] = output_w;
+    return size;
+  }
+}
+
+// The backward checks of reflection_pad2d (Reflect) and replication_pad2d
+// and 3d (dim 2, 3) that CPU's kernels make without a meta.
+template <bool Reflect, class T>
+void pad_backward_checks(const T& grad_output, const T& input, at::IntArrayRef padding, int64_t dim) {
+  if constexpr (foo_rs_pad_aten::kShared<T>) {
+    if (!Reflect) foo_rs_pad_aten::valid_input(input, padding, dim);
+    foo_rs_pad_aten::backward_shape(grad_output, input, padding, dim);
+  } else {
+    const char* go = "gradOutput";
+    if (!Reflect) TORCH_CHECK(static_cast<int64_t>(padding.size()) == 2 * dim, "padding size is expected to be ", 2 * dim);
+    const int64_t off = input.dim() == dim + 2 ? 1 : 0;
+    const int64_t dimw = dim + off, dimh = dimw - 1, dimd = dimw - 2, dimc = off;
+    // Sizes read in the order CPU's kernels read them (the first one out of
+    // range raises).
+    const int64_t ichannel = dim == 3 ? input.size(dimc) : 0;
+    const int64_t odepth = dim == 3 ? input.size(dimd) + padding[4] + padding[5] : 0;
+    const int64_t oheight = input.size(dimh) + padding[2] + padding[3];
+    const int64_t owidth = input.size(dimw) + padding[0] + padding[1];
+    if (dim == 3) {
+      pad_valid_input_213(input, padding, 3);
+      TORCH_CHECK(ichannel == grad_output.size(dimc), go, " width unexpected. Expected: ", ichannel, ", Got: ",
+                  grad_output.size(dimc));
+      TORCH_CHECK(owidth == grad_output.size(dimw), go, " width unexpected. Expected: ", owidth, ", Got: ",
+                  grad_output.size(dimw));
+      TORCH_CHECK(oheight == grad_output.size(dimh), go, " height unexpected. Expected: ", oheight, ", Got: ",
+                  grad_output.size(dimh));
+      TORCH_CHECK(odepth == grad_output.size(dimd), go, " depth unexpected. Expected: ", odepth, ", Got: ",
+                  grad_output.size(dimd));
+    } else {
+      TORCH_CHECK(owidth == grad_output.size(dimw), go, " width unexpected. Expected: ", owidth, ", Got: ",
+                  grad_output.size(dimw));
+      TORCH_CHECK(oheight == grad_output.size(dimh), go, " height unexpected. Expected: ", oheight, ", Got: ",
+                  grad_output.size(dimh));
+    }
+  }
+}
+
+// A structured forward (reflection_pad1d/3d, replication_pad1d/2d/3d).
+template <class Meta, bool Reflect, bool Restride, const char* F, const char* O>
+struct PadStructured {
+  template <Mode M>
+  static bool run(Holder<Meta, M>& h, const at::Tensor& self, at::IntArrayRef padding) {
+    if (!pad_dtype(self.scalar_type())) return false;
+    same_device(F, {{"self", &self}, {"out", h.out_arg()}});
+    h.meta(self, padding);
+    const at::Tensor& out = h.result();
+    if constexpr (Restride) restride_as_cpu<M>(out, self);
+    if (out.numel() > 0 && !run_pad(out, self, padding, Reflect, false)) return false;
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& self, c10::SymIntArrayRef padding) {
+    at::Tensor result;
+    if (is_foo(self) && named([&] {
+          Holder<Meta, Mode::Functional> h;
+          if (!run(h, self, C10_AS_INTARRAYREF_SLOW(padding))) return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<F, at::Tensor(const at::Tensor&, c10::SymIntArrayRef)>::call(self, padding);
+  }
+  static at::Tensor& out(const at::Tensor& self, c10::SymIntArrayRef padding, at::Tensor& out) {
+    if (is_foo(self) && named([&] {
+          Holder<Meta, Mode::Out> h(out);
+          return run(h, self, C10_AS_INTARRAYREF_SLOW(padding));
+        }))
+      return out;
+    return Slow<O, at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, at::Tensor&)>::call(self, padding, out);
+  }
+};
+
+// A structured backward (reflection_pad1d/3d's, replication_pad1d's).
+template <class Meta, bool Reflect, bool Restride, const char* F, const char* O>
+struct PadBackStructured {
+  template <Mode M>
+  static bool run(Holder<Meta, M>& h, const at::Tensor& grad_output, const at::Tensor& self,
+                  at::IntArrayRef padding) {
+    if (!pad_dtype(grad_output.scalar_type())) return false;
+    same_device(F, {{"grad_output", &grad_output}, {"self", &self}, {"grad_input", h.out_arg()}});
+    h.meta(grad_output, self, padding);
+    const at::Tensor& gi = h.result();
+    if constexpr (Restride) {
+      if (grad_output.numel() > 0) restride_as_cpu<M>(gi, self);
+    }
+    if (!run_pad_backward(gi, grad_output, padding, Reflect)) return false;
+    h.finish();
+    return true;
+  }
+  static at::Tensor functional(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding) {
+    at::Tensor result;
+    if (is_foo(grad_output) && named([&] {
+          Holder<Meta, Mode::Functional> h;
+          if (!run(h, grad_output, self, C10_AS_INTARRAYREF_SLOW(padding))) return false;
+          result = std::move(h.out_[0]);
+          return true;
+        }))
+      return result;
+    return Slow<F, at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>::call(grad_output, self,
+                                                                                              padding);
+  }
+  static at::Tensor& out(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding,
+                         at::Tensor& grad_input) {
+    if (is_foo(grad_output) && named([&] {
+          Holder<Meta, Mode::Out> h(grad_input);
+          return run(h, grad_output, self, C10_AS_INTARRAYREF_SLOW(padding));
+        }))
+      return grad_input;
+    return Slow<O, at::Tensor&(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, at::Tensor&)>::call(
+        grad_output, self, padding, grad_input);
+  }
+};
+
+constexpr char kReflPad1d[] = "reflection_pad1d";
+constexpr char kReflPad1dOut[] = "reflection_pad1d.out";
+constexpr char kReflPad1dBack[] = "reflection_pad1d_backward";
+constexpr char kReflPad1dBackOut[] = "reflection_pad1d_backward.grad_input";
+constexpr char kReflPad2d[] = "reflection_pad2d";
+constexpr char kReflPad2dOut[] = "reflection_pad2d.out";
+constexpr char kReflPad2dBack[] = "reflection_pad2d_backward";
+constexpr char kReflPad2dBackOut[] = "reflection_pad2d_backward.grad_input";
+constexpr char kReflPad3d[] = "reflection_pad3d";
+constexpr char kReflPad3dOut[] = "reflection_pad3d.out";
+constexpr char kReflPad3dBack[] = "reflection_pad3d_backward";
+constexpr char kReflPad3dBackOut[] = "reflection_pad3d_backward.grad_input";
+constexpr char kReplPad1d[] = "replication_pad1d";
+constexpr char kReplPad1dOut[] = "replication_pad1d.out";
+constexpr char kReplPad1dBack[] = "replication_pad1d_backward";
+constexpr char kReplPad1dBackOut[] = "replication_pad1d_backward.grad_input";
+constexpr char kReplPad2d[] = "replication_pad2d";
+constexpr char kReplPad2dOut[] = "replication_pad2d.out";
+constexpr char kReplPad2dBack[] = "replication_pad2d_backward";
+constexpr char kReplPad2dBackOut[] = "replication_pad2d_backward.grad_input";
+constexpr char kReplPad3d[] = "replication_pad3d";
+constexpr char kReplPad3dOut[] = "replication_pad3d.out";
+constexpr char kReplPad3dBack[] = "replication_pad3d_backward";
+constexpr char kReplPad3dBackOut[] = "replication_pad3d_backward.grad_input";
+
+using ReflPad1d = PadStructured<at::meta::structured_reflection_pad1d, true, false, kReflPad1d, kReflPad1dOut>;
+using ReflPad3d = PadStructured<at::meta::structured_reflection_pad3d, true, true, kReflPad3d, kReflPad3dOut>;
+using ReplPad1d = PadStructured<at::meta::structured_replication_pad1d, false, false, kReplPad1d, kReplPad1dOut>;
+using ReplPad2d = PadStructured<at::meta::structured_replication_pad2d, false, true, kReplPad2d, kReplPad2dOut>;
+using ReplPad3d = PadStructured<at::meta::structured_replication_pad3d, false, true, kReplPad3d, kReplPad3dOut>;
+using ReflPad1dBack = PadBackStructured<at::meta::structured_reflection_pad1d_backward, true, false, kReflPad1dBack,
+                                        kReflPad1dBackOut>;
+using ReflPad3dBack = PadBackStructured<at::meta::structured_reflection_pad3d_backward, true, true, kReflPad3dBack,
+                                        kReflPad3dBackOut>;
+using ReplPad1dBack = PadBackStructured<at::meta::structured_replication_pad1d_backward, false, false,
+                                        kReplPad1dBack, kReplPad1dBackOut>;
+
+// reflection_pad2d (no meta): CPU's checks, then its output: the input's
+// suggested memory format for a batch, contiguous for one image (a caller's
+// out= tensor resized so, as CPU's resize_).
+bool reflection_pad2d_native(const at::Tensor& self, at::IntArrayRef padding, at::Tensor& out, bool is_out) {
+  if (!pad_dtype(self.scalar_type())) return false;
+  same_device(kReflPad2d, {{"self", &self}, {"out", is_out ? &out : nullptr}});
+  const at::DimVector size = reflection_pad2d_size(self, padding);
+  const std::optional<c10::MemoryFormat> fmt =
+      self.dim() == 3 ? std::nullopt : std::optional<c10::MemoryFormat>(self.suggest_memory_format());
+  if (is_out) {
+    out.resize_(size, fmt);
+    check_pad_written(out, self.scalar_type());
+  } else {
+    out = create_out(size, {}, self.options().memory_format(fmt));
+  }
+  return out.numel() == 0 || run_pad(out, self, padding, true, false);
+}
+
+at::Tensor reflection_pad2d(const at::Tensor& self, c10::SymIntArrayRef padding) {
+  at::Tensor out;
+  if (is_foo(self) && named([&] { return reflection_pad2d_native(self, C10_AS_INTARRAYREF_SLOW(padding), out, false); }))
+    return out;
+  return Slow<kReflPad2d, at::Tensor(const at::Tensor&, c10::SymIntArrayRef)>::call(self, padding);
+}
+
+at::Tensor& reflection_pad2d_out(const at::Tensor& self, c10::SymIntArrayRef padding, at::Tensor& out) {
+  if (is_foo(self) && named([&] { return reflection_pad2d_native(self, C10_AS_INTARRAYREF_SLOW(padding), out, true); }))
+    return out;
+  return Slow<kReflPad2dOut, at::Tensor&(const at::Tensor&, c10::SymIntArrayRef, at::Tensor&)>::call(self, padding,
+                                                                                                     out);
+}
+
+// The backward with no meta (reflection_pad2d's, replication_pad2d/3d's):
+// grad_input in the input's suggested memory format (a caller's tensor
+// resized so), then CPU's checks.
+template <bool Reflect, int64_t Dim>
+bool pad_backward_native(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef padding,
+                         at::Tensor& gi, bool is_out) {
+  // (CPU's kernels read 2 * Dim pads; a shorter list is the Python kernel's.)
+  if (!pad_dtype(grad_output.scalar_type()) || static_cast<int64_t>(padding.size()) != 2 * Dim) return false;
+  same_device(Reflect ? kReflPad2dBack : Dim == 2 ? kReplPad2dBack : kReplPad3dBack,
+              {{"grad_output", &grad_output}, {"self", &self}, {"grad_input", is_out ? &gi : nullptr}});
+  const auto fmt = self.suggest_memory_format();
+  if (is_out) {
+    gi.resize_as_(self, fmt);
+  } else {
+    gi = create_out(self.sizes(), {}, self.options().memory_format(fmt));
+  }
+  pad_backward_checks<Reflect>(grad_output, self, padding, Dim);
+  return run_pad_backward(gi, grad_output, padding, Reflect);
+}
+
+template <bool Reflect, int64_t Dim, const char* F, const char* O>
+struct PadBack {
+  static at::Tensor functional(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding) {
+    at::Tensor gi;
+    if (is_foo(grad_output) && named([&] {
+          return pad_backward_native<Reflect, Dim>(grad_output, self, C10_AS_INTARRAYREF_SLOW(padding), gi, false);
+        }))
+      return gi;
+    return Slow<F, at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>::call(grad_output, self,
+                                                                                              padding);
+  }
+  static at::Tensor& out(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding,
+                         at::Tensor& grad_input) {
+    if (is_foo(grad_output) && named([&] {
+          return pad_backward_native<Reflect, Dim>(grad_output, self, C10_AS_INTARRAYREF_SLOW(padding), grad_input,
+                                                   true);
+        }))
+      return grad_input;
+    return Slow<O, at::Tensor&(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, at::Tensor&)>::call(
+        grad_output, self, padding, grad_input);
+  }
+};
+using ReflPad2dBack = PadBack<true, 2, kReflPad2dBack, kReflPad2dBackOut>;
+using ReplPad2dBack = PadBack<false, 2, kReplPad2dBack, kReplPad2dBackOut>;
+using ReplPad3dBack = PadBack<false, 3, kReplPad3dBack, kReplPad3dBackOut>;
+
 #undef FOO_META_OP
 
 // topk: ATen's structured meta (k and dim checks, both outputs sized and
@@ -5851,6 +6228,18 @@ const NativeOp kNativeOps[] = {
     FOO_REG(kUpExactBack, UpExactBack::functional) FOO_REG(kUpExactBackOut, UpExactBack::out)
     FOO_REG(kUpBilinear, UpBilinear::functional) FOO_REG(kUpBilinearOut, UpBilinear::out)
     FOO_REG(kUpBilinearBack, UpBilinearBack::functional) FOO_REG(kUpBilinearBackOut, UpBilinearBack::out)
+    FOO_REG(kReflPad1d, ReflPad1d::functional) FOO_REG(kReflPad1dOut, ReflPad1d::out)
+    FOO_REG(kReflPad1dBack, ReflPad1dBack::functional) FOO_REG(kReflPad1dBackOut, ReflPad1dBack::out)
+    FOO_REG(kReflPad2d, reflection_pad2d) FOO_REG(kReflPad2dOut, reflection_pad2d_out)
+    FOO_REG(kReflPad2dBack, ReflPad2dBack::functional) FOO_REG(kReflPad2dBackOut, ReflPad2dBack::out)
+    FOO_REG(kReflPad3d, ReflPad3d::functional) FOO_REG(kReflPad3dOut, ReflPad3d::out)
+    FOO_REG(kReflPad3dBack, ReflPad3dBack::functional) FOO_REG(kReflPad3dBackOut, ReflPad3dBack::out)
+    FOO_REG(kReplPad1d, ReplPad1d::functional) FOO_REG(kReplPad1dOut, ReplPad1d::out)
+    FOO_REG(kReplPad1dBack, ReplPad1dBack::functional) FOO_REG(kReplPad1dBackOut, ReplPad1dBack::out)
+    FOO_REG(kReplPad2d, ReplPad2d::functional) FOO_REG(kReplPad2dOut, ReplPad2d::out)
+    FOO_REG(kReplPad2dBack, ReplPad2dBack::functional) FOO_REG(kReplPad2dBackOut, ReplPad2dBack::out)
+    FOO_REG(kReplPad3d, ReplPad3d::functional) FOO_REG(kReplPad3dOut, ReplPad3d::out)
+    FOO_REG(kReplPad3dBack, ReplPad3dBack::functional) FOO_REG(kReplPad3dBackOut, ReplPad3dBack::out)
     // Foreach (torch.optim): see fe_each.
     FOO_FE(add, Scalar, fe_scalar_number, add_scalar_kernel_slow, PerAlpha1<Add>)
     FOO_FE(add, ScalarList, fe_scalars_number, add_scalarlist_kernel_slow, PerAlpha1<Add>)

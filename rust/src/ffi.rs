@@ -188,11 +188,11 @@ pub extern "C" fn foo_rs_free(ptr: *mut c_void, device: *mut i32) -> usize {
         guard_void("foo_rs_free", || {
             for d in allocator::devices() {
                 // SAFETY: c10 calls the deleter once per block.
-                if let Ok(size) = unsafe { d.free(ptr as *mut u8) } {
+                if let Ok((index, size)) = unsafe { d.free_on_device(ptr as *mut u8) } {
                     if allocator::history::RECORDER.enabled() {
-                        allocator::history::RECORDER.on_free(d.index(), ptr as usize, size);
+                        allocator::history::RECORDER.on_free(index, ptr as usize, size);
                     }
-                    freed = (d.index() as i32, size);
+                    freed = (index as i32, size);
                     return;
                 }
             }

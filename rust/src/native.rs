@@ -1965,3 +1965,45 @@ pub unsafe extern "C" fn foo_rs_upsample_bilinear2d(
         }
     })
 }
+
+/// Reflection (`reflect` != 0) or replication padding of `x` into `out`
+/// over `k` (1 to 3) spatial dims, or (`backward`) its gradient: `out` is
+/// then grad_input and `x` grad_output ([`crate::kernels::pad::pad`] and its
+/// backward). `pads`: ATen's padding list, `2 * k` values.
+///
+/// # Safety
+/// As [`foo_rs_ew`]; `pads` holds `2 * k` values.
+#[no_mangle]
+pub unsafe extern "C" fn foo_rs_pad(
+    out: *const FooView,
+    x: *const FooView,
+    pads: *const i64,
+    k: usize,
+    reflect: u8,
+    backward: u8,
+    st: *mut FooStatus,
+) -> i32 {
+    use crate::kernels::pad::{pad, pad_backward, PadMode};
+    run(st, false, || {
+        let (o, x) = (strided_of(out)?, strided_of(x)?);
+        if !(1..=3).contains(&k) || pads.is_null() {
+            return Err(KernelError::InvalidArgument(format!(
+                "foo: padding of {k} dims"
+            )));
+        }
+        let pairs: Vec<(i64, i64)> = std::slice::from_raw_parts(pads, 2 * k)
+            .chunks_exact(2)
+            .map(|p| (p[0], p[1]))
+            .collect();
+        let mode = if reflect != 0 {
+            PadMode::Reflect
+        } else {
+            PadMode::Replicate
+        };
+        if backward != 0 {
+            pad_backward(&o, &x, &pairs, mode)
+        } else {
+            pad(&o, &x, &pairs, mode)
+        }
+    })
+}

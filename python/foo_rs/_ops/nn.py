@@ -314,9 +314,11 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
 # reflection / replication padding (1-3d) and backward
 # ---------------------------------------------------------------------------
 #
-# Each padded dimension is one index_select with a source index per output
-# position (a small CPU-computed plan); the backward is index_add into the
-# unpadded size, dimension by dimension in reverse. Both are foo kernels.
+# The slow path of the native kernels (rust/glue/native.cpp, Rust's
+# kernels/pad.rs), which take the float dtypes: each padded dimension is one
+# index_select with a source index per output position (a small
+# CPU-computed plan); the backward is index_add into the unpadded size,
+# dimension by dimension in reverse. Both are foo kernels.
 
 
 def _pad_source(n_in: int, lo: int, hi: int, reflect: bool) -> torch.Tensor:

@@ -201,7 +201,8 @@ struct State {
     segments: BTreeMap<usize, Segment>,
     stats: DeviceStats,
     capacity: usize,
-    /// The device's index (for the recorded history).
+    /// The device's index (the one copy: the recorded history's segment
+    /// events need it under the lock, and [`DeviceAllocator::index`] reads it).
     device: usize,
 }
 
@@ -232,7 +233,6 @@ pub struct SegmentInfo {
 /// dangle afterwards. The allocators of [`super::devices`] live for the
 /// whole process.
 pub struct DeviceAllocator {
-    index: usize,
     total: usize,
     state: Mutex<State>,
 }
@@ -241,7 +241,6 @@ impl DeviceAllocator {
     /// An allocator for device `index` that holds at most `capacity` bytes.
     pub fn new(index: usize, capacity: usize) -> DeviceAllocator {
         DeviceAllocator {
-            index,
             total: capacity,
             state: Mutex::new(State {
                 blocks: Vec::new(),
@@ -275,7 +274,7 @@ impl DeviceAllocator {
 
     /// The device index.
     pub fn index(&self) -> usize {
-        self.index
+        self.lock().device
     }
 
     /// Total memory of the device (its capacity before any memory fraction).
@@ -330,10 +329,10 @@ impl DeviceAllocator {
             None => s.grow(pool, size).ok_or_else(|| {
                 s.stats.num_ooms += 1;
                 if history::RECORDER.enabled() {
-                    history::RECORDER.on_segment(Action::Oom, self.index, 0, nbytes);
+                    history::RECORDER.on_segment(Action::Oom, s.device, 0, nbytes);
                 }
                 AllocError::OutOfMemory {
-                    device: self.index,
+                    device: s.device,
                     requested: nbytes,
                     allocated: s.stats.allocated_bytes.all.current as usize,
                     reserved: s.stats.reserved_bytes.all.current as usize,
@@ -357,7 +356,20 @@ impl DeviceAllocator {
         if ptr.is_null() {
             return Ok(0);
         }
+        self.free_on_device(ptr).map(|(_, requested)| requested)
+    }
+
+    /// [`DeviceAllocator::free`] that also gives the device's index, read
+    /// under the same lock: `(device, requested bytes)`, what c10's deleter
+    /// reports to the profiler and the history.
+    ///
+    /// # Safety
+    /// As [`DeviceAllocator::free`].
+    pub unsafe fn free_on_device(&self, ptr: *mut u8) -> Result<(usize, usize), AllocError> {
         let mut s = self.lock();
+        if ptr.is_null() {
+            return Ok((s.device, 0));
+        }
         let id = s
             .live
             .remove(&(ptr as usize))
@@ -372,7 +384,7 @@ impl DeviceAllocator {
         } else {
             s.coalesce(id);
         }
-        Ok(requested)
+        Ok((s.device, requested))
     }
 
     /// Whether `ptr` points into memory of this device (any byte of any
@@ -478,8 +490,11 @@ impl DeviceAllocator {
 
     /// A table of the statistics in the style of `torch.cuda.memory_summary()`.
     pub fn memory_summary(&self) -> String {
-        let stats = self.flushed().stats.clone();
-        stats.summary(self.index)
+        let (stats, device) = {
+            let s = self.flushed();
+            (s.stats.clone(), s.device)
+        };
+        stats.summary(device)
     }
 
     /// `(free, total)` as `torch.cuda.mem_get_info` reports them: the

@@ -18,6 +18,7 @@ pub mod linalg;
 pub mod nn;
 pub mod norm;
 pub mod optim;
+pub mod pad;
 pub mod parallel;
 pub mod pool;
 pub mod random;

@@ -115,7 +115,7 @@ fn dhw(s: &Strided) -> [usize; 3] {
 /// An element type the pooling kernels take, with the arithmetic ATen's CPU
 /// kernels use for it: `Acc` is `at::opmath_type` (float32 for float32,
 /// bfloat16 and float16; float64 for float64; int64 for the integers).
-trait PoolT: Copy + Default + Send + Sync + 'static {
+pub(super) trait PoolT: Copy + Default + Send + Sync + 'static {
     type Acc: Copy + PartialOrd + Send + Sync;
     /// `+0` in `Acc`.
     const ZERO: Self::Acc;
@@ -1498,7 +1498,7 @@ fn adaptive_window(pos: [usize; 3], out: [usize; 3], input: [usize; 3]) -> [(usi
 
 /// Runs `f(plane input, plane output)` for every plane of two operands with
 /// the same batch and channels (reading `a`, writing every element of `b`).
-fn two_planes<A: Copy + Default, B: Copy + Default>(
+pub(super) fn two_planes<A: Copy + Default, B: Copy + Default>(
     a: &Strided,
     b: &Strided,
     work: usize,
@@ -1675,6 +1675,31 @@ fn check_taps(op: &str, taps: &[Tap], n_out: usize, n_in: usize) -> Result<(), K
     Ok(())
 }
 
+/// The checks both directions of bilinear upsampling make: `dst` (written)
+/// and `src` (read) 4-d views, lifted to 5-d, with the same batch, channels
+/// and dtype (else `src`'s dtype is refused), and a tap per output row and
+/// column into the input's. The input side is `src` forward, `dst`
+/// (grad_input) `backward`.
+fn bilinear_operands(
+    op: &'static str,
+    dst: (&str, &Strided),
+    src: (&str, &Strided),
+    backward: bool,
+    h: &[Tap],
+    w: &[Tap],
+) -> Result<[Strided; 2], KernelError> {
+    let [d, s] = lift(op, [dst, src])?;
+    same_planes(op, &s, &d)?;
+    if d.dtype != s.dtype {
+        return Err(KernelError::UnsupportedDtype { op, dtype: s.dtype });
+    }
+    let (input, output) = if backward { (&d, &s) } else { (&s, &d) };
+    let ([_, ih, iw], [_, oh, ow]) = (dhw(input), dhw(output));
+    check_taps(op, h, oh, ih)?;
+    check_taps(op, w, ow, iw)?;
+    Ok([d, s])
+}
+
 /// Bilinear upsampling (2-d) of `x` into `out` along the taps `h` (one per
 /// output row) and `w` (one per output column), in CPU's order: each
 /// source row's two columns blended, then the two rows, in `Acc`.
@@ -1685,17 +1710,7 @@ pub fn upsample_bilinear2d(
     w: &[Tap],
 ) -> Result<(), KernelError> {
     const OP: &str = "upsample_bilinear2d";
-    let [out, x] = lift(OP, [("output", out), ("input", x)])?;
-    same_planes(OP, &x, &out)?;
-    if out.dtype != x.dtype {
-        return Err(KernelError::UnsupportedDtype {
-            op: OP,
-            dtype: x.dtype,
-        });
-    }
-    let ([_, ih, iw], [_, oh, ow]) = (dhw(&x), dhw(&out));
-    check_taps(OP, h, oh, ih)?;
-    check_taps(OP, w, ow, iw)?;
+    let [out, x] = bilinear_operands(OP, ("output", out), ("input", x), false, h, w)?;
     dispatch_float!(OP, x.dtype, bilinear_typed, &out, &x, h, w)
 }
 
@@ -1746,20 +1761,14 @@ pub fn upsample_bilinear2d_backward(
     w: &[Tap],
 ) -> Result<(), KernelError> {
     const OP: &str = "upsample_bilinear2d_backward";
-    let [gi, go] = lift(
+    let [gi, go] = bilinear_operands(
         OP,
-        [("grad_input", grad_input), ("grad_output", grad_output)],
+        ("grad_input", grad_input),
+        ("grad_output", grad_output),
+        true,
+        h,
+        w,
     )?;
-    same_planes(OP, &gi, &go)?;
-    if go.dtype != gi.dtype {
-        return Err(KernelError::UnsupportedDtype {
-            op: OP,
-            dtype: go.dtype,
-        });
-    }
-    let ([_, ih, iw], [_, oh, ow]) = (dhw(&gi), dhw(&go));
-    check_taps(OP, h, oh, ih)?;
-    check_taps(OP, w, ow, iw)?;
     dispatch_float!(OP, gi.dtype, bilinear_back_typed, &gi, &go, h, w)
 }
 
