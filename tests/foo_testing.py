@@ -1,6 +1,7 @@
 """Helpers shared by the test modules (a uniquely named module: `conftest`
 is ambiguous once several test folders have one)."""
 
+import pytest
 import torch
 
 import foo_rs
@@ -38,3 +39,18 @@ def run_native_case(name, f):
     ran_python = foo_rs.python_kernel_calls() - before
     assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
     return expected, actual
+
+
+def check_native_error(name, f):
+    """An ERROR_CASES-style case `f(t)` raises on foo what it raises on CPU
+    (the exception's type, and its first line with " (foo)" appended), from
+    the native kernel: no Python kernel runs on the way."""
+    with pytest.raises(Exception) as cpu:
+        f(lambda x: x)
+    before = foo_rs.python_kernel_calls()
+    with pytest.raises(type(cpu.value)) as foo:
+        f(lambda x: x.to("foo"))
+    ran_python = foo_rs.python_kernel_calls() - before
+    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
+    cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
+    assert foo_msg == cpu_msg + " (foo)"

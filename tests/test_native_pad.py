@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import foo_rs
 from foo_rs._ops._registry import fast_lane_ops
-from foo_testing import make_tensor, run_native_case
+from foo_testing import check_native_error, make_tensor, run_native_case
 
 A = torch.ops.aten
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -284,16 +284,7 @@ ERROR_CASES = {
 
 @pytest.mark.parametrize("name", sorted(ERROR_CASES))
 def test_native_pad_errors_match_cpu(no_fallback, name):
-    f = ERROR_CASES[name]
-    with pytest.raises(Exception) as cpu:
-        f(lambda x: x)
-    before = foo_rs.python_kernel_calls()
-    with pytest.raises(type(cpu.value)) as foo:
-        f(lambda x: x.to("foo"))
-    ran_python = foo_rs.python_kernel_calls() - before
-    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
-    cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
-    assert foo_msg == cpu_msg + " (foo)"
+    check_native_error(name, ERROR_CASES[name])
 
 
 def test_other_dtypes_keep_the_python_kernel(no_fallback):

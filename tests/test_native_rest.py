@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import foo_rs
 from foo_rs._ops._registry import fast_lane_ops
-from foo_testing import make_tensor, run_native_case
+from foo_testing import check_native_error, make_tensor, run_native_case
 
 
 def _f(shape, dtype=torch.float32, seed=0):
@@ -442,16 +442,7 @@ ERROR_CASES = {
 
 @pytest.mark.parametrize("name", sorted(ERROR_CASES))
 def test_native_errors_match_cpu(no_fallback, name):
-    f = ERROR_CASES[name]
-    with pytest.raises(Exception) as cpu:
-        f(lambda x: x)
-    before = foo_rs.python_kernel_calls()
-    with pytest.raises(type(cpu.value)) as foo:
-        f(lambda x: x.to("foo"))
-    ran_python = foo_rs.python_kernel_calls() - before
-    assert not ran_python, f"{name} ran Python kernels: {dict(ran_python)}"
-    cpu_msg, foo_msg = str(cpu.value).split("\n")[0], str(foo.value).split("\n")[0]
-    assert foo_msg == cpu_msg + " (foo)"
+    check_native_error(name, ERROR_CASES[name])
 
 
 def test_autograd_through_native_ops(no_fallback):
