@@ -284,7 +284,16 @@ ERROR_CASES = {
 
 @pytest.mark.parametrize("name", sorted(ERROR_CASES))
 def test_native_pad_errors_match_cpu(no_fallback, name):
-    check_native_error(name, ERROR_CASES[name])
+    f = ERROR_CASES[name]
+    try:
+        f(lambda x: x)
+    except Exception:
+        check_native_error(name, f)
+        return
+    # torch 2.13's CPU kernels let some of these through (an empty output
+    # where later versions raise): foo must then give CPU's result.
+    expected, actual = run_native_case(name, f)
+    torch.testing.assert_close(actual.cpu(), expected)
 
 
 def test_other_dtypes_keep_the_python_kernel(no_fallback):

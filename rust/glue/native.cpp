@@ -4523,7 +4523,7 @@ void pad_backward_checks(const T& grad_output, const T& input, at::IntArrayRef p
     const int64_t owidth = input.size(dimw) + padding[0] + padding[1];
     if (dim == 3) {
       pad_valid_input_213(input, padding, 3);
-      TORCH_CHECK(ichannel == grad_output.size(dimc), go, " width unexpected. Expected: ", ichannel, ", Got: ",
+      TORCH_CHECK(ichannel == grad_output.size(dimc), go, " channel unexpected. Expected: ", ichannel, ", Got: ",
                   grad_output.size(dimc));
       TORCH_CHECK(owidth == grad_output.size(dimw), go, " width unexpected. Expected: ", owidth, ", Got: ",
                   grad_output.size(dimw));
