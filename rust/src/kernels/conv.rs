@@ -41,6 +41,7 @@
 mod depthwise;
 pub mod fold;
 mod igemm;
+mod winograd;
 
 use super::parallel;
 use super::{KernelError, Strided};
@@ -693,10 +694,15 @@ enum Weight {
     Transposed(*const f32),
 }
 
-/// The forward product through [`igemm`]: the weight packed once, then
-/// [`forward_padded`] (wide rows, any stride; see [`padded_rows`]) or
-/// [`forward_gathered`].
+/// The forward product through [`igemm`]: 3 x 3 stride-1 layers by
+/// [`winograd`] where it [`winograd::applies`]; otherwise the weight packed
+/// once, then [`forward_padded`] (wide rows, any stride; see
+/// [`padded_rows`]) or [`forward_gathered`].
 fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
+    if winograd::applies(g) {
+        winograd::forward(g, out, x, weight);
+        return;
+    }
     let (out, x) = (P(out), P(x as *mut f32));
     if g.n * g.p() <= FEW_COLS {
         forward_few_cols(g, out, x, weight);
@@ -2446,6 +2452,70 @@ mod tests {
             |g| !taps_in_place(g) && rows_as_a(g),
             grad_weight_rows,
         );
+    }
+
+    /// [`winograd`]: the forward (weight as given) and the input gradient
+    /// (the transposed weight, [`transposed`]) against the direct reference
+    /// on small integers, where every transform and sum is exact: paddings
+    /// 0-2 (the input gradient's 2-0), odd output sizes (half-outside last
+    /// tiles), channels off the 32-channel blocks and the 12-row panels,
+    /// runs of tiles across rows and samples, tasks' last tiles; then the
+    /// same on random floats bit for bit at 1 and 3 threads.
+    #[test]
+    fn winograd_matches_reference() {
+        if !igemm::available() {
+            return;
+        }
+        // (x, output channels, padding)
+        let cases: &[([usize; 4], usize, [usize; 2])] = &[
+            ([2, 32, 14, 14], 32, [1, 1]),
+            ([3, 40, 9, 11], 37, [1, 1]),
+            ([3, 70, 12, 7], 33, [0, 2]),
+            ([5, 33, 7, 7], 64, [2, 0]),
+            ([1, 32, 40, 38], 45, [1, 1]),
+        ];
+        for &(x, oc, pd) in cases {
+            let g = case_geometry(x, [oc, x[1], 3, 3], [1, 1], pd, [1, 1], 1);
+            let t = transposed(&g).expect("stride 1 has a transposed form");
+            assert!(winograd::applies(&g) && winograd::applies(&t), "{x:?} {oc}");
+            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
+            let wv = ints(g.oc * g.ck(), 104729, 5);
+            let gv = ints(g.n * g.oc * g.p(), 15485863, 5);
+            let want_out = reference(&g, &xv, &wv);
+            let (want_gi, _) = reference_grads(&g, &xv, &wv, &gv);
+            let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|&a| a as f32).collect() };
+            let (x32, w32, g32) = (f32s(&xv), f32s(&wv), f32s(&gv));
+            let run = |x32: &[f32], w32: &[f32], g32: &[f32], threads: usize| {
+                let mut out = vec![f32::NAN; g.n * g.oc * g.p()];
+                let mut gi = vec![f32::NAN; g.n * g.c * g.hw()];
+                parallel::with_threads(threads, || {
+                    let w = w32.as_ptr();
+                    winograd::forward(&g, out.as_mut_ptr(), x32.as_ptr(), Weight::Given(w));
+                    let wt = Weight::Transposed(w);
+                    winograd::forward(&t, gi.as_mut_ptr(), g32.as_ptr(), wt);
+                });
+                (out, gi)
+            };
+            let (out, gi) = run(&x32, &w32, &g32, 1);
+            let f64s = |v: &[f32]| -> Vec<f64> { v.iter().map(|&a| a as f64).collect() };
+            assert_eq!(f64s(&out), want_out, "forward {x:?} {oc} {pd:?}");
+            assert_eq!(f64s(&gi), want_gi, "input gradient {x:?} {oc} {pd:?}");
+            let noise = |n: usize, seed: u64| -> Vec<f32> {
+                let mut s = seed;
+                (0..n)
+                    .map(|_| {
+                        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+                    })
+                    .collect()
+            };
+            let (x32, w32, g32) = (noise(x32.len(), 1), noise(w32.len(), 2), noise(g32.len(), 3));
+            let one = run(&x32, &w32, &g32, 1);
+            let three = run(&x32, &w32, &g32, 3);
+            let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|a| a.to_bits()).collect() };
+            assert_eq!(bits(&one.0), bits(&three.0), "forward threads {x:?}");
+            assert_eq!(bits(&one.1), bits(&three.1), "input gradient threads {x:?}");
+        }
     }
 
     /// Small integers: every sum is exact, in any order, in f32 and f64.

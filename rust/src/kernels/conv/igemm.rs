@@ -498,6 +498,29 @@ pub unsafe fn gemm(
     })
 }
 
+/// One micro-tile for callers that run the loops themselves ([`super::winograd`]):
+/// `C[0..mr][0..nr] = (load ? C : 0) + A @ B` over `kc` (at most [`KC`])
+/// steps, the sum of the `kc` steps formed in registers and then added to C.
+/// A: a packed micro-panel, `kc` rows of [`MR`] floats (rows past `mr`
+/// anything finite); B: `kc` rows [`NR`] floats apart from `b`.
+///
+/// # Safety
+/// [`available`] holds; `a` holds `kc * MR` floats, `b` `kc * NR`; C has
+/// `mr` rows of `nr` (at most `NR`) floats `ldc` apart.
+pub unsafe fn micro_packed(
+    mr: usize,
+    nr: usize,
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    debug_assert!(kc <= KC && mr <= MR && nr <= NR);
+    micro_dyn(mr, nr, kc, a, b, PANEL_ROWS.as_ptr(), c, ldc, load)
+}
+
 /// Packs A's `mr x kc` block (strides in elements) as `kc` rows of `MR`
 /// floats, rows past `mr` zero.
 unsafe fn pack_a(a: *const f32, rs: isize, cs: isize, mr: usize, kc: usize, dst: &mut [f32]) {
