@@ -15,8 +15,8 @@
 //! - The weight transform `U = G g G^T` is computed once per call over foo's
 //!   pool straight into [`igemm`]'s packed A layout (`MR` output channels per
 //!   micro-panel), one layout per point.
-//! - A task takes [`TB`] consecutive tiles (one `NR`-wide micro-panel of
-//!   columns, across rows and samples), transforms their input windows
+//! - A task takes one to four `NR`-wide micro-panels of consecutive tiles
+//!   (across rows and samples; [`panels_per_task`]), transforms their input windows
 //!   (`B^T d B`, 16 tiles per vector: even and odd columns split with two
 //!   permutes, zero padding by masked loads), runs the 16 products with
 //!   [`igemm::micro_packed`], and transforms the products back into the
@@ -37,8 +37,10 @@
 use super::{igemm, parallel, Conv2d, Weight};
 use std::cell::RefCell;
 
-/// Tiles per task: one micro-panel of columns.
-const TB: usize = igemm::NR;
+/// Tiles per micro-panel of columns.
+const NR: usize = igemm::NR;
+/// Most micro-panels of tiles per task ([`panels_per_task`]).
+const MAX_PANELS: usize = 4;
 /// Input channels summed per micro-kernel call (see the module's accuracy
 /// note).
 const CB: usize = 32;
@@ -64,7 +66,7 @@ pub(super) fn applies(g: &Conv2d) -> bool {
         && g.ow + 2 == g.w + 2 * g.padding[1]
         && g.c >= MIN_CHANNELS
         && g.oc >= MIN_CHANNELS
-        && tiles(g).0 >= 2 * TB
+        && tiles(g).0 >= 2 * NR
         && igemm::available()
 }
 
@@ -74,9 +76,19 @@ fn tiles(g: &Conv2d) -> (usize, usize, usize) {
     (g.n * th * tw, th, tw)
 }
 
+/// Micro-panels of tiles per task: each packed panel of `U` is read once
+/// per task for all of them, so more panels mean fewer passes over `U` (a
+/// 512-channel layer's is 16 MB), as long as every thread still has a
+/// task. No result depends on it: a tile's arithmetic is the same in any
+/// task and panel.
+fn panels_per_task(g: &Conv2d) -> usize {
+    let panels = tiles(g).0.div_ceil(NR);
+    (panels / parallel::num_threads()).clamp(1, MAX_PANELS)
+}
+
 thread_local! {
-    /// A task's transformed input (`XI x C x TB`) and products (`XI x OC x
-    /// TB`), reused across calls.
+    /// A task's transformed input (`XI x C x tiles`) and products (`XI x OC
+    /// x tiles`), reused across calls.
     static BUFS: RefCell<[Vec<f32>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
 }
 
@@ -91,13 +103,14 @@ pub(super) fn forward(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) 
         }
         transform_weight(g, weight, &mut u[..len]);
         let (u_at, out, x) = (u.as_ptr() as usize, out as usize, x as usize);
-        parallel::parallel_for(tiles(g).0.div_ceil(TB), |b| {
+        let tb = panels_per_task(g) * NR;
+        parallel::parallel_for(tiles(g).0.div_ceil(tb), |b| {
             BUFS.with(|bufs| {
                 let mut bufs = bufs.borrow_mut();
                 let [v, m] = &mut *bufs;
                 for (buf, rows) in [(&mut *v, c), (&mut *m, k)] {
-                    if buf.len() < XI * rows * TB {
-                        buf.resize(XI * rows * TB, 0.0);
+                    if buf.len() < XI * rows * tb {
+                        buf.resize(XI * rows * tb, 0.0);
                     }
                 }
                 // SAFETY: `applies` held (AVX-512); x and out hold g's
@@ -108,6 +121,7 @@ pub(super) fn forward(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) 
                     block(
                         g,
                         b,
+                        tb,
                         x as *const f32,
                         u_at as *const f32,
                         v.as_mut_ptr(),
@@ -208,9 +222,9 @@ fn transform_taps<const L: usize>(g: &[[f32; L]; 9]) -> [[f32; L]; XI] {
     u
 }
 
-/// A run of at most 16 consecutive tiles in one tile row of one sample:
-/// sample `n`, tile row `ty`, first tile column `tx`, `len` tiles, the first
-/// at column `j` of the task's panel.
+/// A run of at most 16 consecutive tiles in one tile row of one sample and
+/// one micro-panel: sample `n`, tile row `ty`, first tile column `tx`,
+/// `len` tiles, the first the task's tile `j`.
 #[derive(Clone, Copy, Debug)]
 struct Run {
     n: usize,
@@ -220,31 +234,35 @@ struct Run {
     j: usize,
 }
 
-/// The [`Run`]s of tiles `t0..t1` in order.
-fn runs(g: &Conv2d, t0: usize, t1: usize) -> impl Iterator<Item = Run> {
+/// The [`Run`]s of tiles `t0..t1` in order, into `dst`; returns how many.
+fn runs(g: &Conv2d, t0: usize, t1: usize, dst: &mut [Run; RUNS]) -> usize {
     let (_, th, tw) = tiles(g);
-    let mut t = t0;
-    std::iter::from_fn(move || {
-        if t >= t1 {
-            return None;
-        }
+    let (mut t, mut count) = (t0, 0);
+    while t < t1 {
         let (n, rest) = (t / (th * tw), t % (th * tw));
         let (ty, tx) = (rest / tw, rest % tw);
-        let len = (t1 - t).min(tw - tx).min(16);
-        let run = Run {
+        let j = t - t0;
+        let len = (t1 - t).min(tw - tx).min(16).min(NR - j % NR);
+        dst[count] = Run {
             n,
             ty,
             tx,
             len,
-            j: t - t0,
+            j,
         };
+        count += 1;
         t += len;
-        Some(run)
-    })
+    }
+    count
 }
 
-/// Task `b`: tiles `b * TB..`, transformed into `v`, multiplied into `m`,
-/// transformed back into `out`.
+/// Most runs of a task: one per tile.
+const RUNS: usize = MAX_PANELS * NR;
+
+/// Task `b`: tiles `b * tb..` (`tb` a multiple of `NR`), transformed into
+/// `v` (point `xi`'s `C x tb` as `tb / NR` packed B panels of `C x NR`),
+/// multiplied into `m` (point `xi`'s `OC x tb`, row-major), transformed
+/// back into `out`.
 ///
 /// # Safety
 /// As [`forward`]'s task.
@@ -253,6 +271,7 @@ fn runs(g: &Conv2d, t0: usize, t1: usize) -> impl Iterator<Item = Run> {
 unsafe fn block(
     g: &Conv2d,
     b: usize,
+    tb: usize,
     x: *const f32,
     u: *const f32,
     v: *mut f32,
@@ -261,28 +280,42 @@ unsafe fn block(
 ) {
     use igemm::MR;
     let (k, c) = (g.oc, g.c);
-    let t0 = b * TB;
-    let t1 = (t0 + TB).min(tiles(g).0);
-    input_transform(g, t0, t1, x, v);
+    let t0 = b * tb;
+    let t1 = (t0 + tb).min(tiles(g).0);
+    let mut all = [Run {
+        n: 0,
+        ty: 0,
+        tx: 0,
+        len: 0,
+        j: 0,
+    }; RUNS];
+    let count = runs(g, t0, t1, &mut all);
+    let runs = &all[..count];
+    input_transform(g, runs, tb, x, v);
+    let nt = t1 - t0;
+    // BLIS's order within a point: a block of B's rows stays in L1 while
+    // A's panels pass, each panel used for every micro-panel of tiles.
     for xi in 0..XI {
         for c0 in (0..c).step_by(CB) {
             let kc = CB.min(c - c0);
-            let bp = v.add((xi * c + c0) * TB);
             for i0 in (0..k).step_by(MR) {
-                igemm::micro_packed(
-                    MR.min(k - i0),
-                    t1 - t0,
-                    kc,
-                    u.add(packed_at(g, xi, c0, kc, i0)),
-                    bp,
-                    m.add((xi * k + i0) * TB),
-                    TB,
-                    c0 > 0,
-                );
+                let a = u.add(packed_at(g, xi, c0, kc, i0));
+                for j0 in (0..nt).step_by(NR) {
+                    igemm::micro_packed(
+                        MR.min(k - i0),
+                        NR.min(nt - j0),
+                        kc,
+                        a,
+                        v.add(xi * c * tb + j0 * c + c0 * NR),
+                        m.add((xi * k + i0) * tb + j0),
+                        tb,
+                        c0 > 0,
+                    );
+                }
             }
         }
     }
-    output_transform(g, t0, t1, m, out);
+    output_transform(g, runs, tb, m, out);
 }
 
 /// Lanes `l` of a 16-float load at column `q` of a row of `w` floats with
@@ -317,17 +350,17 @@ static ZIP_HI: [i32; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30
 /// vector is the run's tile `l`.
 ///
 /// # Safety
-/// AVX-512F; x holds g's input, v `XI x C x TB` floats.
+/// AVX-512F; x holds g's input, v `XI x C x tb` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn input_transform(g: &Conv2d, t0: usize, t1: usize, x: *const f32, v: *mut f32) {
+unsafe fn input_transform(g: &Conv2d, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
     use std::arch::x86_64::*;
     let (c, h, w) = (g.c, g.h, g.w);
     let (ph, pw) = (g.padding[0] as isize, g.padding[1] as isize);
     let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
     let (even, odd) = (idx(&EVEN), idx(&ODD));
     for ch in 0..c {
-        for run in runs(g, t0, t1) {
+        for run in runs {
             let plane = x.add((run.n * c + ch) * h * w);
             // Input column of the run's first window's first column.
             let q = 2 * run.tx as isize - pw;
@@ -358,8 +391,11 @@ unsafe fn input_transform(g: &Conv2d, t0: usize, t1: usize, x: *const f32, v: *m
                     _mm512_sub_ps(d1, d3),
                 ];
             }
-            // B^T down the rows, column by column.
-            let mask = first(run.len);
+            // B^T down the rows, column by column: point (a, s) at `4 a + s`,
+            // points `c * tb` floats apart.
+            let (mask, step) = (first(run.len), c * tb);
+            let (jp, jj) = (run.j / NR, run.j % NR);
+            let mut at = v.add((jp * c + ch) * NR + jj);
             for s in 0..4 {
                 let out = [
                     _mm512_sub_ps(t[0][s], t[2][s]),
@@ -367,10 +403,12 @@ unsafe fn input_transform(g: &Conv2d, t0: usize, t1: usize, x: *const f32, v: *m
                     _mm512_sub_ps(t[2][s], t[1][s]),
                     _mm512_sub_ps(t[1][s], t[3][s]),
                 ];
-                for (a, val) in out.iter().enumerate() {
-                    let xi = 4 * a + s;
-                    _mm512_mask_storeu_ps(v.add((xi * c + ch) * TB + run.j), mask, *val);
+                let mut p = at;
+                for val in out {
+                    _mm512_mask_storeu_ps(p, mask, val);
+                    p = p.add(4 * step);
                 }
+                at = at.add(step);
             }
         }
     }
@@ -381,23 +419,27 @@ unsafe fn input_transform(g: &Conv2d, t0: usize, t1: usize, x: *const f32, v: *m
 /// row or column are not stored.
 ///
 /// # Safety
-/// AVX-512F; m holds `XI x OC x TB` floats (the tiles' products), out g's
+/// AVX-512F; m holds `XI x OC x tb` floats (the tiles' products), out g's
 /// output.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn output_transform(g: &Conv2d, t0: usize, t1: usize, m: *const f32, out: *mut f32) {
+unsafe fn output_transform(g: &Conv2d, runs: &[Run], tb: usize, m: *const f32, out: *mut f32) {
     use std::arch::x86_64::*;
     let (k, oh, ow) = (g.oc, g.oh, g.ow);
     let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
     let (zip_lo, zip_hi) = (idx(&ZIP_LO), idx(&ZIP_HI));
     for o in 0..k {
-        for run in runs(g, t0, t1) {
+        for run in runs {
             let mask = first(run.len);
-            let p = |xi: usize| _mm512_maskz_loadu_ps(mask, m.add((xi * k + o) * TB + run.j));
+            // Point (a, s) at `4 a + s`, points `k * tb` floats apart.
+            let step = k * tb;
+            let mut at = m.add(o * tb + run.j);
             // A^T along the rows of the 4 x 4 products, then along the columns.
             let mut z = [[_mm512_setzero_ps(); 4]; 2];
             for s in 0..4 {
-                let (p0, p1, p2, p3) = (p(s), p(4 + s), p(8 + s), p(12 + s));
+                let p = |a: usize| _mm512_maskz_loadu_ps(mask, at.add(4 * a * step));
+                let (p0, p1, p2, p3) = (p(0), p(1), p(2), p(3));
+                at = at.add(step);
                 z[0][s] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
                 z[1][s] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
             }
