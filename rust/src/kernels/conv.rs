@@ -2504,12 +2504,18 @@ mod tests {
                 let mut s = seed;
                 (0..n)
                     .map(|_| {
-                        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        s = s
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
                     })
                     .collect()
             };
-            let (x32, w32, g32) = (noise(x32.len(), 1), noise(w32.len(), 2), noise(g32.len(), 3));
+            let (x32, w32, g32) = (
+                noise(x32.len(), 1),
+                noise(w32.len(), 2),
+                noise(g32.len(), 3),
+            );
             let one = run(&x32, &w32, &g32, 1);
             let three = run(&x32, &w32, &g32, 3);
             let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|a| a.to_bits()).collect() };
