@@ -15,6 +15,11 @@
 //!   col2im as below). The weight gradient stays on the gemm crate: through
 //!   this kernel it measured no faster and needed shorter k blocks to stay
 //!   as accurate as CPU.
+//! - float32 3 x 3, stride 1, ungrouped, at least 32 channels in and out
+//!   and 64 output tiles (resnet's 3 x 3 layers; their input gradient too,
+//!   which is such a convolution): Winograd's F(2x2, 3x3) (winograd.rs),
+//!   16 products over the channels per 2 x 2 output tile instead of 36
+//!   multiply-adds, on the same micro-kernel.
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
 //! - Depthwise (one input and one output channel per group): direct SIMD
 //!   loops with 16 channels in the lanes, over a blocked, zero-padded copy
