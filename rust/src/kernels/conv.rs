@@ -2505,17 +2505,7 @@ mod tests {
             let f64s = |v: &[f32]| -> Vec<f64> { v.iter().map(|&a| a as f64).collect() };
             assert_eq!(f64s(&out), want_out, "forward {x:?} {oc} {pd:?}");
             assert_eq!(f64s(&gi), want_gi, "input gradient {x:?} {oc} {pd:?}");
-            let noise = |n: usize, seed: u64| -> Vec<f32> {
-                let mut s = seed;
-                (0..n)
-                    .map(|_| {
-                        s = s
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-                    })
-                    .collect()
-            };
+            let noise = |n: usize, seed: u64| f32s(&crate::kernels::uniform(n, seed));
             let (x32, w32, g32) = (
                 noise(x32.len(), 1),
                 noise(w32.len(), 2),

@@ -398,3 +398,18 @@ impl KernelError {
         }
     }
 }
+
+/// Tests: `n` uniform values in `[-0.5, 0.5)` from a 64-bit LCG seeded with
+/// `seed` (the same sequence on every machine).
+#[cfg(test)]
+pub(crate) fn uniform(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) as f64 / (1u64 << 31) as f64) - 0.5
+        })
+        .collect()
+}

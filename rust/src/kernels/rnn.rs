@@ -758,17 +758,7 @@ mod tests {
         out
     }
 
-    fn fill(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 33) as f64 / (1u64 << 31) as f64) - 0.5
-            })
-            .collect()
-    }
+    use crate::kernels::uniform as fill;
 
     #[test]
     fn lstm_forward_matches_per_step_reference_and_any_thread_count() {

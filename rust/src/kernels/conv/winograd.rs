@@ -138,10 +138,10 @@ pub(super) fn forward(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) 
 /// Where the packed micro-panel of output channels `i0..` for input channels
 /// `c0..c0 + kc` (`c0` a multiple of [`CB`]) of point `xi` starts: channel
 /// blocks in order, each its row panels in order, each its 16 points'
-/// micro-panels (`kc` rows of `MR` floats) side by side. The transform
-/// writes a block's row panel for all points at once: 16 streams 1.5 KB
-/// apart instead of 16 streams a point's `U` apart, which ran at the speed
-/// of their store misses (a quarter of a 512-channel layer's time at 7 x 7).
+/// micro-panels (`kc` rows of `MR` floats) side by side, so that the
+/// transform, which makes all 16 points of a (row, channel) pair at once,
+/// writes one contiguous region per channel block and row panel rather
+/// than 16 streams a point's `U` apart.
 fn packed_at(g: &Conv2d, xi: usize, c0: usize, kc: usize, i0: usize) -> usize {
     let kpad = g.oc.next_multiple_of(igemm::MR);
     (c0 * kpad + i0 * kc) * XI + xi * kc * igemm::MR
@@ -169,10 +169,12 @@ fn transform_weight(g: &Conv2d, weight: Weight, dst: &mut [f32]) {
 }
 
 /// [`transform_weight`]'s row panel `i0..i0 + MR`: a vector lane per
-/// output channel (row) of the panel, its 9 taps gathered per input channel
-/// (scalar loads and stores of one (row, channel) pair at a time, with the
-/// 16 points stored a point's `U` apart, took a quarter of a 512-channel
-/// layer's time at 7 x 7), `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]`.
+/// output channel (row) of the panel, its 9 taps gathered per input channel,
+/// `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]`. Under `perf` at one
+/// thread on the 512-channel layer at 7 x 7, the transform took 23% of the
+/// kernel's samples one (row, channel) pair at a time in scalar code, 17%
+/// gathered (the gathers' cost); a 16 x 16 transpose of each row's
+/// contiguous taps would avoid them.
 ///
 /// # Safety
 /// AVX-512F; `src` holds the weight `given` (or transposed) describes for
