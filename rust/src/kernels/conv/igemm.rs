@@ -19,10 +19,11 @@
 //! ([`PrePacked`]). In isolation the `12 x 32`
 //! micro-kernel ran at the FMA rate of the machine it was written on (116
 //! GFLOP/s on one core, the same as 24 register-only FMA chains); on the
-//! Zen 5 core of the current one (full-width AVX-512) resnet18's 64-channel
-//! 3 x 3 layer at 56 x 56 runs at 166 GFLOP/s forward and 197 for the input
+//! Zen 5 core of a later one (full-width AVX-512) resnet18's 64-channel
+//! 3 x 3 layer at 56 x 56 ran at 166 GFLOP/s forward and 197 for the input
 //! gradient (`cargo bench --bench kernels -- conv`, one thread), where
-//! oneDNN reaches about 235. Each output sums `k` in blocks
+//! oneDNN reaches about 235; that layer now takes [`super::winograd`],
+//! which runs 16 of these products on this micro-kernel. Each output sums `k` in blocks
 //! of `KC` in order, each block summed in registers and then added to `C`:
 //! the order depends on the shapes only, so results do not depend on the
 //! thread count or the task grid.
