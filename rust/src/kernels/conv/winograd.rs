@@ -21,14 +21,16 @@
 //!   permutes, zero padding by masked loads), runs the 16 products with
 //!   [`igemm::micro_packed`], and transforms the products back into the
 //!   output (`A^T M A`, even and odd output columns interleaved again).
-//!   Transformed input and products stay in the task's L2.
+//!   A task's transformed input and products (`16 x channels x tiles`
+//!   each) fit L2 at 64 channels; beyond, they stream from L3.
 //!
 //! Accuracy: the products sum the input channels in blocks of [`CB`], each
 //! block summed in registers and then added in order. With igemm's 128-deep
 //! blocks the transform's amplification (each output adds nine products)
-//! left the largest error 1.4-1.8x torch CPU's on 128-512 channels (random
-//! normal operands against a float64 reference); with 32-deep blocks it is
-//! 0.9x, as close to the exact result as CPU's direct convolution. The
+//! left the largest error 1.4-1.8x torch CPU's on 128-512 channels (both
+//! summation orders simulated in float32 on random normal operands, against
+//! a float64 reference); with 32-deep blocks 0.9x, as close to the exact
+//! result as CPU's direct convolution. The
 //! order depends on the shapes only: results do not depend on the thread
 //! count.
 
@@ -46,14 +48,17 @@ const MAX_PANELS: usize = 4;
 const CB: usize = 32;
 /// Points of the transform domain (4 x 4).
 const XI: usize = 16;
-/// Fewest input and output channels: below them the transforms cost more
-/// than the multiplications they save.
+/// Fewest input and output channels. Chosen, not measured: a tile's
+/// transforms cost in proportion to the channels, its products to their
+/// product, so few channels favour the direct product; resnet's 3 x 3
+/// layers have 64 or more.
 const MIN_CHANNELS: usize = 32;
 
 /// Whether [`forward`] computes `g`: a float32 3 x 3, stride-1,
 /// undilated, ungrouped convolution whose output is the input's size plus
 /// twice the padding less two (padding at most 2), with enough channels and
-/// at least two tasks' tiles. The choice depends on the shapes only.
+/// at least two micro-panels of tiles (64). The choice depends on the
+/// shapes only.
 pub(super) fn applies(g: &Conv2d) -> bool {
     g.kh == 3
         && g.kw == 3
