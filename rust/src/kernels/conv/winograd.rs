@@ -354,10 +354,11 @@ static ODD: [i32; 16] = [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 
 static ZIP_LO: [i32; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
 static ZIP_HI: [i32; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
 
-/// `V[xi][ch][j] = (B^T d B)[xi]` for every input channel and tile `j` of
-/// `t0..t1`, `d` the tile's 4 x 4 input window (zero outside the input),
-/// with `B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]`; lane `l` of a
-/// vector is the run's tile `l`.
+/// `(B^T d B)[xi]` for every input channel and every tile of `runs`, `d`
+/// the tile's 4 x 4 input window (zero outside the input), with `B^T = [1
+/// 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]`, into `v` as [`block`] lays it out
+/// (the task's tile `j` in column `j % NR` of micro-panel `j / NR`); lane
+/// `l` of a vector is the run's tile `l`.
 ///
 /// # Safety
 /// AVX-512F; x holds g's input, v `XI x C x tb` floats.
@@ -424,7 +425,7 @@ unsafe fn input_transform(g: &Conv2d, runs: &[Run], tb: usize, x: *const f32, v:
     }
 }
 
-/// `out[tile] = A^T M A` for every output channel and tile of `t0..t1`,
+/// `out[tile] = A^T M A` for every output channel and every tile of `runs`,
 /// with `A^T = [1 1 1 0; 0 1 -1 -1]`: output pixels past the output's last
 /// row or column are not stored.
 ///
