@@ -214,12 +214,20 @@ fn conv(c: &mut Criterion) {
     use foo_rs::kernels::conv;
     // (name, input, weight, stride, padding, groups)
     type Layer = (&'static str, [usize; 4], [usize; 4], usize, usize, usize);
-    let layers: [Layer; 5] = [
+    let layers: [Layer; 6] = [
         (
             "resnet18 64->64 3x3 @56",
             [8, 64, 56, 56],
             [64, 64, 3, 3],
             1,
+            1,
+            1,
+        ),
+        (
+            "resnet18 64->128 3x3 s2 @56",
+            [8, 64, 56, 56],
+            [128, 64, 3, 3],
+            2,
             1,
             1,
         ),

@@ -37,6 +37,8 @@
 #![allow(clippy::too_many_arguments)]
 
 use super::{igemm, parallel, Conv2d, Weight};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::linalg::transpose16;
 use std::cell::RefCell;
 
 /// Tiles per micro-panel of columns.
@@ -174,12 +176,15 @@ fn transform_weight(g: &Conv2d, weight: Weight, dst: &mut [f32]) {
 }
 
 /// [`transform_weight`]'s row panel `i0..i0 + MR`: a vector lane per
-/// output channel (row) of the panel, its 9 taps gathered per input channel,
-/// `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]`. Under `perf` at one
-/// thread on the 512-channel layer at 7 x 7, the transform took 23% of the
-/// kernel's samples one (row, channel) pair at a time in scalar code, 17%
-/// gathered (the gathers' cost); a 16 x 16 transpose of each row's
-/// contiguous taps would avoid them.
+/// output channel (row) of the panel, `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2
+/// 1/2; 0 0 1]`. A weight as given has each row's taps of consecutive
+/// channels contiguous, so 16 channels' taps (144 floats a row) are loaded
+/// as 9 vectors per row and turned into vectors over rows by 16 x 16
+/// transposes; the input gradient's weight ([`Weight::Transposed`]) has a
+/// channel's taps of consecutive rows contiguous instead, and its taps are
+/// gathered. Under `perf` at one thread on the 512-channel layer at 7 x 7,
+/// the transform took 23% of the kernel's samples one (row, channel) pair
+/// at a time in scalar code, 17% gathered.
 ///
 /// # Safety
 /// AVX-512F; `src` holds the weight `given` (or transposed) describes for
@@ -190,27 +195,43 @@ unsafe fn transform_panel(g: &Conv2d, src: *const f32, given: bool, i0: usize, d
     use igemm::MR;
     use std::arch::x86_64::*;
     let (k, c) = (g.oc, g.c);
-    let rows = first(MR.min(k - i0));
-    // Lane i reads row i0 + i: rows `C * 9` floats apart as given, 9 apart
-    // transposed (the other weight's `[c, o, 3, 3]`).
-    let row_step = if given { c * 9 } else { 9 } as i32;
+    let nrows = MR.min(k - i0);
+    let rows = first(nrows);
+    // Gathered: lane i reads row i0 + i, 9 floats apart (the other
+    // weight's `[c, o, 3, 3]`), taps reversed.
     let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(row_step));
+    let idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(9));
     let half = _mm512_set1_ps(0.5);
     let add3 = |a: __m512, b: __m512, c: __m512| _mm512_add_ps(_mm512_add_ps(a, b), c);
     let alt3 = |a: __m512, b: __m512, c: __m512| _mm512_add_ps(_mm512_sub_ps(a, b), c);
+    // Transposed taps of up to 16 channels: flat index `cc * 9 + tap` at
+    // `tr[f / 16][f % 16]`, lanes the panel's rows.
+    let mut tr = [[_mm512_setzero_si512(); 16]; 9];
     for c0 in (0..c).step_by(CB) {
         let kc = CB.min(c - c0);
         for cc in 0..kc {
             let ch = c0 + cc;
-            let at = if given {
-                src.add((i0 * c + ch) * 9)
-            } else {
-                src.add((ch * k + i0) * 9)
-            };
+            if given && cc % 16 == 0 {
+                let floats = 9 * 16.min(kc - cc);
+                for (j, t) in tr.iter_mut().enumerate().take(floats.div_ceil(16)) {
+                    let m = first(floats - 16 * j);
+                    let mut r = [_mm512_setzero_si512(); 16];
+                    for (i, ri) in r.iter_mut().enumerate().take(nrows) {
+                        let at = src.add(((i0 + i) * c + ch) * 9 + 16 * j);
+                        *ri = _mm512_maskz_loadu_epi32(m, at as *const i32);
+                    }
+                    transpose16(&mut r);
+                    *t = r;
+                }
+            }
             let tap = |t: usize| {
-                let t = if given { t } else { 8 - t };
-                _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), rows, idx, at.add(t) as *const _)
+                if given {
+                    let f = cc % 16 * 9 + t;
+                    _mm512_castsi512_ps(tr[f / 16][f % 16])
+                } else {
+                    let at = src.add((ch * k + i0) * 9 + 8 - t);
+                    _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), rows, idx, at as *const _)
+                }
             };
             // G g: 4 rows of 3 columns.
             let mut gg = [[_mm512_setzero_ps(); 3]; 4];
