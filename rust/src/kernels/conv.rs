@@ -1987,9 +1987,8 @@ unsafe fn rows_to_channels_last_avx512(
     w: usize,
     dst: *mut f32,
 ) {
-    use crate::kernels::linalg::transpose16;
+    use crate::kernels::linalg::{first_lanes as mask, transpose16};
     use std::arch::x86_64::*;
-    let mask = |n: usize| -> __mmask16 { ((1u32 << n.min(16)) - 1) as __mmask16 };
     for c0 in (0..nc).step_by(16) {
         let lanes = mask(nc - c0);
         for j0 in (0..w).step_by(16) {

@@ -33,7 +33,7 @@ use half::{bf16, f16};
 
 mod bf16_gemm;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use bf16_gemm::vpack::transpose16;
+pub(crate) use bf16_gemm::vpack::{first_lanes, transpose16};
 
 /// A Python scalar coefficient (`beta`, `alpha`), as a float and as an int:
 /// integer tensors use `i`, floating tensors use `f`.

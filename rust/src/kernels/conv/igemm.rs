@@ -565,13 +565,13 @@ unsafe fn pack_a(a: *const f32, rs: isize, cs: isize, mr: usize, kc: usize, dst:
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_rows_avx512(a: *const f32, rs: isize, mr: usize, kc: usize, dst: *mut f32) {
-    use crate::kernels::linalg::transpose16;
+    use crate::kernels::linalg::{first_lanes, transpose16};
     use std::arch::x86_64::*;
-    let store: __mmask16 = (1u32 << MR) as __mmask16 - 1;
+    let store = first_lanes(MR);
     let mut k0 = 0;
     while k0 < kc {
         let n = (kc - k0).min(16);
-        let load: __mmask16 = ((1u32 << n) - 1) as __mmask16;
+        let load = first_lanes(n);
         let mut r = [_mm512_setzero_si512(); 16];
         for (i, row) in r.iter_mut().enumerate().take(mr) {
             *row = _mm512_maskz_loadu_epi32(load, a.offset(i as isize * rs).add(k0) as *const i32);
@@ -606,7 +606,7 @@ pub fn copy_strided(src: &[f32], step: usize, dst: &mut [f32]) {
 unsafe fn copy_even_avx512(src: *const f32, n: usize, dst: *mut f32, len: usize) {
     use std::arch::x86_64::*;
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let mask = |left: usize| -> __mmask16 { ((1u32 << left.min(16)) - 1) as __mmask16 };
+    let mask = crate::kernels::linalg::first_lanes;
     let mut j = 0;
     while j < len {
         let at = 2 * j;
@@ -708,10 +708,7 @@ unsafe fn micro<const M: usize, const NV: usize, T: Tile>(
     load: bool,
 ) {
     use std::arch::x86_64::*;
-    let mask = |v: usize| -> __mmask16 {
-        let left = nr.saturating_sub(v * 16).min(16);
-        ((1u32 << left) - 1) as __mmask16
-    };
+    let mask = |v: usize| crate::kernels::linalg::first_lanes(nr.saturating_sub(v * 16));
     let mut acc = [[_mm512_setzero_ps(); NV]; M];
     let rs = a.rs();
     for kk in 0..kc {

@@ -38,7 +38,7 @@
 
 use super::{igemm, parallel, Conv2d, Weight};
 #[cfg(target_arch = "x86_64")]
-use crate::kernels::linalg::transpose16;
+use crate::kernels::linalg::{first_lanes as first, transpose16};
 use std::cell::RefCell;
 
 /// Tiles per micro-panel of columns.
@@ -360,12 +360,6 @@ fn inside(q: isize, w: usize) -> u16 {
     } else {
         (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as u16
     }
-}
-
-/// The first `n` (at most 16) lanes.
-#[inline(always)]
-fn first(n: usize) -> u16 {
-    ((1u32 << n.min(16)) - 1) as u16
 }
 
 /// Lane indices for `_mm512_permutex2var_ps`: even and odd elements of 32,

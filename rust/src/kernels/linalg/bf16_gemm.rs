@@ -253,6 +253,13 @@ unsafe fn pack_b(b: *const u16, rs: isize, cs: isize, nr: usize, kc: usize, dst:
 pub(crate) mod vpack {
     use std::arch::x86_64::*;
 
+    /// The first `n` lanes of a 16-lane vector (all of them from 16 on): the
+    /// mask of a partial load or store, shared by every AVX-512 packer.
+    #[inline(always)]
+    pub(crate) fn first_lanes(n: usize) -> u16 {
+        ((1u32 << n.min(16)) - 1) as u16
+    }
+
     /// In-place transpose of a 16 x 16 matrix of u32 (`r[i]` lane `j` ->
     /// `r[j]` lane `i`): 32-bit and 64-bit unpacks within 128-bit lanes,
     /// then a 4 x 4 transpose of the 128-bit lanes. Also packs float32
@@ -305,16 +312,12 @@ pub(crate) mod vpack {
         let full = kc / 2;
         for g in 0..W.div_ceil(16) {
             let lanes = (W - 16 * g).min(16);
-            let store_mask: __mmask16 = if lanes == 16 {
-                0xffff
-            } else {
-                (1 << lanes) - 1
-            };
+            let store_mask = first_lanes(lanes);
             let lines = n.saturating_sub(16 * g).min(16);
             let mut p0 = 0;
             while p0 < full {
                 let np = (full - p0).min(16);
-                let load_mask: __mmask16 = if np == 16 { 0xffff } else { (1 << np) - 1 };
+                let load_mask = first_lanes(np);
                 let mut r = [_mm512_setzero_si512(); 16];
                 for (i, v) in r.iter_mut().enumerate().take(lines) {
                     let line = src.offset((16 * g + i) as isize * ls).add(2 * p0);
@@ -389,7 +392,7 @@ pub(crate) mod vpack {
                 _mm512_storeu_si512(o as *mut _, a);
                 _mm512_storeu_si512(o.add(16) as *mut _, _mm512_permutex2var_epi16(x, hi, y));
             } else {
-                let m: __mmask16 = if W >= 16 { 0xffff } else { (1 << W) - 1 };
+                let m = first_lanes(W);
                 _mm512_mask_storeu_epi32(o, m, a);
             }
         }

@@ -184,7 +184,7 @@ unsafe fn to_blocked_avx512(
     rstride: usize,
     off: usize,
 ) {
-    use crate::kernels::linalg::transpose16;
+    use crate::kernels::linalg::{first_lanes, transpose16};
     use std::arch::x86_64::*;
     if cols < 16 && cols * rows > 0 {
         // Short rows (7 x 7, 14 x 14 maps): 16 pixels of the flattened
@@ -194,7 +194,7 @@ unsafe fn to_blocked_avx512(
         let mut p0 = 0;
         while p0 < n {
             let m = (n - p0).min(16);
-            let load: __mmask16 = ((1u32 << m) - 1) as __mmask16;
+            let load = first_lanes(m);
             let mut t = [_mm512_setzero_si512(); 16];
             for (c, row) in t.iter_mut().enumerate().take(nc) {
                 *row = _mm512_maskz_loadu_epi32(load, src.add(c * plane + p0) as *const i32);
@@ -215,7 +215,7 @@ unsafe fn to_blocked_avx512(
         let mut j0 = 0;
         while j0 < cols {
             let m = (cols - j0).min(16);
-            let load: __mmask16 = ((1u32 << m) - 1) as __mmask16;
+            let load = first_lanes(m);
             let mut t = [_mm512_setzero_si512(); 16];
             for (c, row) in t.iter_mut().enumerate().take(nc) {
                 let s = src.add(c * plane + r * cols + j0);
@@ -238,12 +238,12 @@ unsafe fn to_blocked_avx512(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn from_blocked_avx512(src: *const f32, n: usize, nc: usize, dst: *mut f32, plane: usize) {
-    use crate::kernels::linalg::transpose16;
+    use crate::kernels::linalg::{first_lanes, transpose16};
     use std::arch::x86_64::*;
     let mut p0 = 0;
     while p0 < n {
         let m = (n - p0).min(16);
-        let store: __mmask16 = ((1u32 << m) - 1) as __mmask16;
+        let store = first_lanes(m);
         let mut t = [_mm512_setzero_si512(); 16];
         for (j, row) in t.iter_mut().enumerate().take(m) {
             *row = _mm512_loadu_si512(src.add((p0 + j) * CB) as *const _);
