@@ -6,13 +6,12 @@
 //! its head's 7x7 -> 1x1 adaptive average pooling. The `conv` group times
 //! float32 convolutions of resnet18 and mobilenet_v3_small (batch 8:
 //! a dense 3x3, a stride-2 3x3, depthwise 3x3 stride 2 and 5x5 layers, a
-//! 1x1 on 1x1 maps),
-//! forward, input gradient and weight gradient; throughput is the direct
-//! convolution's multiply-adds' flops, so criterion's "elem/s" reads as
-//! FLOP/s (compare with the FMA peak `cargo bench --bench limits` reports;
-//! the dense 3x3 layer's forward and input gradient run Winograd's F(2x2,
-//! 3x3), 2.25x fewer multiply-adds, so theirs is an equivalent rate that
-//! can exceed the peak).
+//! 1x1 on 1x1 maps), forward, input gradient and weight gradient;
+//! throughput is the direct convolution's multiply-adds' flops, so
+//! criterion's "elem/s" reads as FLOP/s (compare with the FMA peak `cargo
+//! bench --bench limits` reports; the dense 3x3 layer's forward and input
+//! gradient run Winograd's F(2x2, 3x3), 2.25x fewer multiply-adds, so
+//! theirs is an equivalent rate that can exceed the peak).
 //!
 //! `cargo bench --bench kernels` (optionally `-- add/16M`); set
 //! `FOO_RS_SIMD=avx2|portable` to measure a lower SIMD level, and

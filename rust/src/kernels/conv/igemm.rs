@@ -23,10 +23,10 @@
 //! 3 x 3 layer at 56 x 56 ran at 166 GFLOP/s forward and 197 for the input
 //! gradient (`cargo bench --bench kernels -- conv`, one thread), where
 //! oneDNN reaches about 235; that layer now takes [`super::winograd`],
-//! which runs 16 of these products on this micro-kernel. Each output sums `k` in blocks
-//! of `KC` in order, each block summed in registers and then added to `C`:
-//! the order depends on the shapes only, so results do not depend on the
-//! thread count or the task grid.
+//! which runs 16 of these products on this micro-kernel. Each output sums
+//! `k` in blocks of `KC` in order, each block summed in registers and then
+//! added to `C`: the order depends on the shapes only, so results do not
+//! depend on the thread count or the task grid.
 
 #![allow(clippy::too_many_arguments)]
 
@@ -558,13 +558,20 @@ unsafe fn pack_a(a: *const f32, rs: isize, cs: isize, mr: usize, kc: usize, dst:
 /// at a time, the `mr` rows (zero rows up to 16) are loaded, transposed as
 /// a 16 x 16 block and stored as 16 rows of `MR` (a scalar transpose had
 /// cost 1 ns per element: a twentieth of a 512-channel layer at 7 x 7).
+/// [`super::winograd`]'s weight transform turns its taps with it too.
 ///
 /// # Safety
 /// AVX-512F; `a` addresses `mr <= MR` rows of `kc` floats at stride `rs`;
 /// `dst` holds `kc * MR` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn pack_rows_avx512(a: *const f32, rs: isize, mr: usize, kc: usize, dst: *mut f32) {
+pub(super) unsafe fn pack_rows_avx512(
+    a: *const f32,
+    rs: isize,
+    mr: usize,
+    kc: usize,
+    dst: *mut f32,
+) {
     use crate::kernels::linalg::{first_lanes, transpose16};
     use std::arch::x86_64::*;
     let store = first_lanes(MR);

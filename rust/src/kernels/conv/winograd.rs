@@ -38,7 +38,7 @@
 
 use super::{igemm, parallel, Conv2d, Weight};
 #[cfg(target_arch = "x86_64")]
-use crate::kernels::linalg::{first_lanes as first, transpose16};
+use crate::kernels::linalg::first_lanes as first;
 use std::cell::RefCell;
 
 /// Tiles per micro-panel of columns.
@@ -179,10 +179,10 @@ fn transform_weight(g: &Conv2d, weight: Weight, dst: &mut [f32]) {
 /// output channel (row) of the panel, `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2
 /// 1/2; 0 0 1]`. A weight as given has each row's taps of consecutive
 /// channels contiguous, so 16 channels' taps (144 floats a row) are loaded
-/// as 9 vectors per row and turned into vectors over rows by 16 x 16
-/// transposes; the input gradient's weight ([`Weight::Transposed`]) has a
-/// channel's taps of consecutive rows contiguous instead, and its taps are
-/// gathered. Under `perf` at one thread on the 512-channel layer at 7 x 7,
+/// and transposed by igemm's A packing ([`igemm::pack_rows_avx512`], 16 x
+/// 16 blocks) into a float per row; the input gradient's weight
+/// ([`Weight::Transposed`]) has a channel's taps of consecutive rows
+/// contiguous instead, and its taps are gathered. Under `perf` at one thread on the 512-channel layer at 7 x 7,
 /// the transform took 23% of the kernel's samples one (row, channel) pair
 /// at a time in scalar code, 17% gathered.
 ///
@@ -204,30 +204,22 @@ unsafe fn transform_panel(g: &Conv2d, src: *const f32, given: bool, i0: usize, d
     let half = _mm512_set1_ps(0.5);
     let add3 = |a: __m512, b: __m512, c: __m512| _mm512_add_ps(_mm512_add_ps(a, b), c);
     let alt3 = |a: __m512, b: __m512, c: __m512| _mm512_add_ps(_mm512_sub_ps(a, b), c);
-    // Transposed taps of up to 16 channels: flat index `cc * 9 + tap` at
-    // `tr[f / 16][f % 16]`, lanes the panel's rows.
-    let mut tr = [[_mm512_setzero_si512(); 16]; 9];
+    // A weight as given: up to 16 channels' taps of the panel's rows, flat
+    // index `cc * 9 + tap` at `tr[f * MR..]`, a float per row (igemm's A
+    // packing, which transposes 16 x 16 blocks).
+    let mut tr = [0f32; 16 * 9 * MR];
     for c0 in (0..c).step_by(CB) {
         let kc = CB.min(c - c0);
         for cc in 0..kc {
             let ch = c0 + cc;
             if given && cc % 16 == 0 {
                 let floats = 9 * 16.min(kc - cc);
-                for (j, t) in tr.iter_mut().enumerate().take(floats.div_ceil(16)) {
-                    let m = first(floats - 16 * j);
-                    let mut r = [_mm512_setzero_si512(); 16];
-                    for (i, ri) in r.iter_mut().enumerate().take(nrows) {
-                        let at = src.add(((i0 + i) * c + ch) * 9 + 16 * j);
-                        *ri = _mm512_maskz_loadu_epi32(m, at as *const i32);
-                    }
-                    transpose16(&mut r);
-                    *t = r;
-                }
+                let at = src.add((i0 * c + ch) * 9);
+                igemm::pack_rows_avx512(at, (c * 9) as isize, nrows, floats, tr.as_mut_ptr());
             }
             let tap = |t: usize| {
                 if given {
-                    let f = cc % 16 * 9 + t;
-                    _mm512_castsi512_ps(tr[f / 16][f % 16])
+                    _mm512_maskz_loadu_ps(rows, tr.as_ptr().add((cc % 16 * 9 + t) * MR))
                 } else {
                     let at = src.add((ch * k + i0) * 9 + 8 - t);
                     _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), rows, idx, at as *const _)
