@@ -94,10 +94,6 @@ pub fn par_gemm() -> usize {
 /// here too: a Linear to 10 classes (256 x 1024 x 10) had run on one thread
 /// against CPU's two.
 pub const SPLIT_WORK: usize = 1 << 20;
-/// Work from which the gemm crate's threading takes over from the split:
-/// it shares one packed right operand between threads, which pays off
-/// for large products.
-const RAYON_WORK: usize = 1 << 27;
 /// Narrowest block of a split product.
 const SPLIT_MIN_LEN: usize = 32;
 
@@ -615,58 +611,108 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
             false, false, false, par,
         )
     };
-    let threads = super::parallel::num_threads();
-    if par && threads > 1 && m * n * k < RAYON_WORK {
-        // Split the output into row (or column) blocks, one gemm call each on
-        // foo's pool ([`SPLIT_WORK`]). The gemm crate blocks k by k alone, so
-        // every output element sums in the same order as unsplit.
-        // Rows, unless there are more columns, or as many and the right
-        // operand is column-major (Linear's `x @ W.t()`): its packing, a
-        // transposing read, is then split instead of repeated per block.
-        let by_rows = m > n || (m == n && rhs_rs != 1);
-        let len = if by_rows { m } else { n };
-        let pieces = threads.min(len / SPLIT_MIN_LEN);
-        if pieces > 1 {
-            let step = len.div_ceil(pieces).next_multiple_of(16);
-            struct Args<F>(F);
-            // SAFETY: pieces write disjoint output blocks; the operands
-            // outlive the parallel_for below, which returns when all ran.
-            unsafe impl<F> Sync for Args<F> {}
-            let call = Args(&crate_gemm);
-            let (dst, lhs, rhs) = (dst as usize, lhs as usize, rhs as usize);
-            super::parallel::parallel_for(len.div_ceil(step), |p| {
-                let call = &call; // the Sync wrapper, not its field
-                let (s, e) = (p * step, ((p + 1) * step).min(len));
-                let (off, es) = (s as isize, std::mem::size_of::<T>() as isize);
-                let at = |base: usize, stride: isize| (base as isize + off * stride * es) as usize;
-                let (d, l, r) = if by_rows {
-                    (at(dst, dst_rs), at(lhs, lhs_rs), rhs)
-                } else {
-                    (at(dst, dst_cs), lhs, at(rhs, rhs_cs))
-                };
-                let (mm, nn) = if by_rows { (e - s, n) } else { (m, e - s) };
-                // Rows (columns) s..e of the caller's matrices (gemm_one's
-                // safety contract, which `crate_gemm`'s unchecked call relies on).
-                (call.0)(
-                    mm,
-                    nn,
-                    d as *mut T,
-                    l as *const T,
-                    r as *const T,
-                    gemm::Parallelism::None,
-                )
-            });
+    if par {
+        struct Args<F>(F);
+        // SAFETY: blocks write disjoint parts of the output; the operands
+        // outlive for_output_blocks, which returns when all ran.
+        unsafe impl<F> Sync for Args<F> {}
+        let call = Args(&crate_gemm);
+        let (dst, lhs, rhs) = (dst as usize, lhs as usize, rhs as usize);
+        let es = std::mem::size_of::<T>() as isize;
+        let split = for_output_blocks(m, n, rhs_rs == 1, |rows, cols| {
+            let call = &call; // the Sync wrapper, not its field
+            let at = |base: usize, off: usize, stride: isize| {
+                (base as isize + off as isize * stride * es) as usize
+            };
+            let d = at(at(dst, rows.start, dst_rs), cols.start, dst_cs);
+            // Rows `rows` and columns `cols` of the caller's matrices
+            // (gemm_one's safety contract, which `crate_gemm`'s unchecked
+            // call relies on).
+            (call.0)(
+                rows.len(),
+                cols.len(),
+                d as *mut T,
+                at(lhs, rows.start, lhs_rs) as *const T,
+                at(rhs, cols.start, rhs_cs) as *const T,
+                gemm::Parallelism::None,
+            )
+        });
+        if split {
             return;
         }
     }
-    // The crate's threading only from par_gemm's work: a product too narrow
-    // to split (both sides under 64) stays on this thread below it.
+    // A product too narrow to split (both sides under 64): the crate's own
+    // threading (rayon) from par_gemm's work, else this thread alone.
+    let threads = super::parallel::num_threads();
     let parallelism = if par && threads > 1 && m * n * k >= par_gemm() {
         gemm::Parallelism::Rayon(threads)
     } else {
         gemm::Parallelism::None
     };
     crate_gemm(m, n, dst, lhs, rhs, parallelism);
+}
+
+/// Splits an `m x n` product's output into a grid of row and column blocks,
+/// at most one per thread of foo's pool, and runs `f(rows, cols)` for each
+/// on the pool; returns false (running nothing) when the product has too few
+/// rows and columns for two blocks. Every block is one single-threaded
+/// product over the whole of `k`; the gemm crate blocks `k` by `k` alone,
+/// so every output element sums in the same order whatever the grid, and
+/// results do not depend on the thread count.
+///
+/// The grid packs the least: a block packs its rows of the left operand and
+/// its columns of the right one, so `pr x pc` blocks pack the left operand
+/// `pc` times and the right one `pr` times; on a tie the column-major right
+/// operand (`rhs_col_major`, Linear's `x @ W.t()`, whose packing is a
+/// transposing read) is split rather than repeated. On two threads this is
+/// rows when there are more rows than columns, else columns.
+///
+/// Every product that splits runs here, large ones too: the gemm crate's own
+/// threading (rayon, whose packed right operand is shared between threads)
+/// was as fast or slower at every size measured and is a second pool of
+/// threads beside foo's, which spin against each other on a small machine:
+/// 2 threads, medians of 7 alternating with torch CPU, foo/CPU rayon ->
+/// split: 256x784x1024 1.27 -> 0.81, 256x1024x1024 1.17 -> 0.85, 1024^3
+/// 0.93 -> 0.90, 2048^3 0.90 -> 0.88, 8192x1024x1024 0.81 -> 0.78.
+pub(crate) fn for_output_blocks(
+    m: usize,
+    n: usize,
+    rhs_col_major: bool,
+    f: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
+) -> bool {
+    let (pr, pc) = output_grid(m, n, super::parallel::num_threads(), rhs_col_major);
+    if pr * pc <= 1 {
+        return false;
+    }
+    let (rs, cs) = (
+        m.div_ceil(pr).next_multiple_of(16),
+        n.div_ceil(pc).next_multiple_of(16),
+    );
+    let (br, bc) = (m.div_ceil(rs), n.div_ceil(cs));
+    super::parallel::parallel_for(br * bc, |t| {
+        let (i, j) = (t % br, t / br);
+        f(i * rs..((i + 1) * rs).min(m), j * cs..((j + 1) * cs).min(n))
+    });
+    true
+}
+
+/// [`for_output_blocks`]'s grid `(row blocks, column blocks)`: as many
+/// blocks as threads allow (each side at least [`SPLIT_MIN_LEN`]), the
+/// least packing among those.
+fn output_grid(m: usize, n: usize, threads: usize, rhs_col_major: bool) -> (usize, usize) {
+    let (most_r, most_c) = ((m / SPLIT_MIN_LEN).max(1), (n / SPLIT_MIN_LEN).max(1));
+    let mut best = (1, 1);
+    let mut best_key = (0, 0, false);
+    for pr in 1..=threads.max(1).min(most_r) {
+        let pc = (threads / pr).clamp(1, most_c);
+        // More blocks first, then less packing, then the tie rule.
+        let tie = if rhs_col_major { pc >= pr } else { pr >= pc };
+        let key = (pr * pc, usize::MAX - (m * pc + n * pr), tie);
+        if key > best_key {
+            (best, best_key) = ((pr, pc), key);
+        }
+    }
+    best
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1675,6 +1721,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The output grid of a split product: one block per thread where the
+    /// sides allow, along the larger side on two threads (the column-major
+    /// right operand's side on a tie), two ways on four when that packs
+    /// less, unsplit when neither side has two blocks' worth.
+    #[test]
+    fn output_grid_uses_every_thread_and_packs_least() {
+        assert_eq!(output_grid(1024, 256, 2, false), (2, 1));
+        assert_eq!(output_grid(256, 1024, 2, true), (1, 2));
+        assert_eq!(output_grid(512, 512, 2, false), (2, 1));
+        assert_eq!(output_grid(512, 512, 2, true), (1, 2));
+        assert_eq!(output_grid(1024, 1024, 4, false), (2, 2));
+        assert_eq!(output_grid(8192, 64, 4, false), (4, 1));
+        assert_eq!(output_grid(40, 5000, 2, false), (1, 2));
+        assert_eq!(output_grid(40, 40, 4, false), (1, 1));
+        assert_eq!(output_grid(4096, 4096, 1, false), (1, 1));
+        // Three threads: three blocks along the larger side.
+        assert_eq!(output_grid(300, 3000, 3, false), (1, 3));
     }
 
     /// The same bits with 1 and with several threads, for shapes that take
