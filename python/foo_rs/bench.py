@@ -30,8 +30,14 @@ import torch
 import foo_rs
 
 N_BIG = 16 * 1024 * 1024
-#: Pause before each timed sample (see ``time_case``).
-SETTLE_S = 0.005
+#: Pause before each timed sample (see ``time_case``): longer than the other
+#: backend's workers spin after their last job. torch CPU's OpenMP (libgomp)
+#: worker stays busy about 8 ms after a parallel region on this 2-core VM
+#: (``python scripts/wake_latency.py --omp-spin``), foo's pool 8 ms. A 5 ms pause
+#: had timed foo's millisecond cases against CPU's still-spinning worker,
+#: which held the second core: bf16 ``linear`` 256x1024->1024 forward read
+#: 2.0-2.1x CPU's time, one thread's speed.
+SETTLE_S = 0.02
 
 
 @dataclass

@@ -11,9 +11,10 @@
 //!
 //! - the calling thread runs tasks too (no hand-back wake-up);
 //! - workers spin on an epoch counter for [`spin_time`] after their last job
-//!   (`FOO_RS_SPIN_US`, default 200 us; `0` sleeps at once), yielding the
-//!   core to any other runnable thread after the first microseconds, then
-//!   sleep on a condition variable;
+//!   (`FOO_RS_SPIN_US`, default 8 ms, as long as torch CPU's libgomp team
+//!   stays busy here; `0` sleeps at once), yielding the core to any other
+//!   runnable thread after the first microseconds, then sleep on a
+//!   condition variable;
 //! - one job at a time: a caller that finds the pool busy (another Python
 //!   thread's kernel, or a nested call from inside a task) runs its tasks
 //!   inline, so concurrent callers never wait for each other.
@@ -136,14 +137,30 @@ pub fn num_threads() -> usize {
     *MACHINE.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// How long an idle worker spins before it sleeps.
+/// The default spin, in microseconds: about as long as torch CPU's OpenMP
+/// (libgomp) workers stay busy after a parallel region on this 2-core VM
+/// (7.8 ms, `python scripts/wake_latency.py --omp-spin`). A sleeping worker
+/// takes from under a millisecond to several to run again here, and a job
+/// it misses runs on the caller alone: after 20-50 ms idle a bf16 linear
+/// (256x1024->1024) ran at one thread's speed for two calls. With the
+/// earlier 200 us, gaps inside a training step (Python, autograd's thread)
+/// put the worker to sleep: the side-by-side MLP step at 2 threads (`python
+/// -m foo_rs.bench --group training -k "MLP 784" --repeats 7`, two runs
+/// each) read float32 1.42 and 0.97x CPU, bf16 autocast 1.25 and 1.09 at
+/// 200 us; 0.93 and 0.93, 1.08 and 1.07 at 8 ms. Spinning costs a core
+/// while idle, as OpenMP's does; the yield above hands it to any runnable
+/// thread.
+pub const SPIN_US_DEFAULT: u64 = 8000;
+
+/// How long an idle worker spins before it sleeps: `FOO_RS_SPIN_US`, by
+/// default [`SPIN_US_DEFAULT`].
 pub fn spin_time() -> Duration {
     static V: OnceLock<u64> = OnceLock::new();
     let us = *V.get_or_init(|| {
         std::env::var("FOO_RS_SPIN_US")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(200)
+            .unwrap_or(SPIN_US_DEFAULT)
     });
     Duration::from_micros(us)
 }
