@@ -33,10 +33,13 @@ N_BIG = 16 * 1024 * 1024
 #: Pause before each timed sample (see ``time_case``): longer than the other
 #: backend's workers spin after their last job. torch CPU's OpenMP (libgomp)
 #: worker stays busy about 8 ms after a parallel region on this 2-core VM
-#: (``python scripts/wake_latency.py --omp-spin``), foo's pool 8 ms. A 5 ms pause
-#: had timed foo's millisecond cases against CPU's still-spinning worker,
-#: which held the second core: bf16 ``linear`` 256x1024->1024 forward read
-#: 2.0-2.1x CPU's time, one thread's speed.
+#: (``python scripts/wake_latency.py --omp-spin``), foo's pool 8 ms. With a
+#: 5 ms pause foo's millisecond cases ran against CPU's still-spinning worker,
+#: which held the second core: a bf16 ``linear`` 256x1024->1024 forward took
+#: 2.64 ms after a CPU sample against 1.34 ms after foo's own (one thread's
+#: speed). Longer pauses have a cost of their own on this VM: after 20-50 ms idle
+#: foo's sleeping worker often misses the lead-in and the timed call (README,
+#: sixth session).
 SETTLE_S = 0.02
 
 
