@@ -6,12 +6,12 @@ Each case runs on torch CPU and on foo alternately (same process, same thread
 count), several repeats each; the report gives medians and the ratio foo/CPU
 (lower is better), prints a markdown table, writes it to OUT/report.md and a
 bar chart of the ratios to OUT/ratios.png. Each timed sample follows a short
-pause (so the other backend's spinning worker threads are idle) and one untimed
-run of the same step (so the sample is a step that follows a step, as in a
-training loop, not the first work after the pause: on this VM a thread pool's
-first job after 20-50 ms idle takes 0.4-5 ms longer, for torch's OpenMP team
-and foo's pool alike). ``--cold`` drops the untimed run and times that first
-job instead.
+pause (so the other backend's spinning worker threads are idle) and untimed
+runs of the same step for at least 10 ms, at least one (so the sample is a step
+that follows steps, as in a training loop, not the first work after the pause:
+on this VM a thread pool's first jobs after 20-50 ms idle take 0.4-5 ms longer,
+for torch's OpenMP team and foo's pool alike). ``--cold`` drops the untimed
+runs and times that first job instead.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ N_BIG = 16 * 1024 * 1024
 #: foo's sleeping worker often misses the lead-in and the timed call (README,
 #: sixth session).
 SETTLE_S = 0.02
+#: Least time the untimed lead-in runs the step before a sample (``time_case``):
+#: long enough for a thread pool to be awake again after the pause, which on
+#: this VM can take several milliseconds (one run of a millisecond step was
+#: not always enough for foo's pool; torch CPU's recovered within it).
+LEAD_IN_S = 0.01
 
 
 @dataclass
@@ -942,11 +947,17 @@ def time_case(case: Case, repeats: int, warmup: int, cold: bool = False) -> dict
     for _ in range(repeats):
         for dev in ("cpu", "foo"):
             # Let the other backend's spinning workers (torch's OpenMP team,
-            # foo's pool, rayon) go idle first, so neither is timed against
-            # the other's busy-waiting threads on a 2-core machine.
+            # foo's pool) go idle first, so neither is timed against the
+            # other's busy-waiting threads on a 2-core machine.
             time.sleep(SETTLE_S)
             if not cold:
-                _sync(steps[dev]())  # the lead-in (module docstring)
+                # The lead-in (module docstring): the step until LEAD_IN_S
+                # has passed, at least once.
+                t0 = time.perf_counter()
+                while True:
+                    _sync(steps[dev]())
+                    if time.perf_counter() - t0 >= LEAD_IN_S:
+                        break
             t0 = time.perf_counter()
             _sync(steps[dev]())
             samples[dev].append(time.perf_counter() - t0)
