@@ -281,33 +281,22 @@ unsafe fn gemm<T: Real>(
     if par {
         // Output blocks on foo's pool, as linalg's products split (one
         // single-threaded product per block, the same sums).
-        let (d, l, r) = (dst as usize, lhs as usize, rhs as usize);
-        let es = std::mem::size_of::<T>() as isize;
-        let at = |base: usize, off: usize, stride: isize| {
-            (base as isize + off as isize * stride * es) as usize
-        };
-        let split = crate::kernels::linalg::for_output_blocks(m, n, rrs == 1, |rows, cols| {
-            // SAFETY: rows `rows` and columns `cols` of the caller's
-            // matrices; blocks write disjoint parts of dst.
-            unsafe {
-                gemm(
-                    rows.len(),
-                    cols.len(),
-                    k,
-                    at(at(d, rows.start, drs), cols.start, dcs) as *mut T,
-                    drs,
-                    dcs,
-                    read,
-                    at(l, rows.start, lrs) as *const T,
-                    lrs,
-                    lcs,
-                    at(r, cols.start, rcs) as *const T,
-                    rrs,
-                    rcs,
-                    false,
-                )
-            }
-        });
+        let split = crate::kernels::linalg::for_output_blocks(
+            m,
+            n,
+            (dst, drs, dcs),
+            (lhs, lrs),
+            (rhs, rrs, rcs),
+            |b| {
+                // SAFETY: a block of the caller's matrices; blocks write
+                // disjoint parts of dst.
+                unsafe {
+                    gemm(
+                        b.m, b.n, k, b.dst, drs, dcs, read, b.lhs, lrs, lcs, b.rhs, rrs, rcs, false,
+                    )
+                }
+            },
+        );
         if split {
             return;
         }

@@ -617,26 +617,20 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
         // outlive for_output_blocks, which returns when all ran.
         unsafe impl<F> Sync for Args<F> {}
         let call = Args(&crate_gemm);
-        let (dst, lhs, rhs) = (dst as usize, lhs as usize, rhs as usize);
-        let es = std::mem::size_of::<T>() as isize;
-        let split = for_output_blocks(m, n, rhs_rs == 1, |rows, cols| {
-            let call = &call; // the Sync wrapper, not its field
-            let at = |base: usize, off: usize, stride: isize| {
-                (base as isize + off as isize * stride * es) as usize
-            };
-            let d = at(at(dst, rows.start, dst_rs), cols.start, dst_cs);
-            // Rows `rows` and columns `cols` of the caller's matrices
-            // (gemm_one's safety contract, which `crate_gemm`'s unchecked
-            // call relies on).
-            (call.0)(
-                rows.len(),
-                cols.len(),
-                d as *mut T,
-                at(lhs, rows.start, lhs_rs) as *const T,
-                at(rhs, cols.start, rhs_cs) as *const T,
-                gemm::Parallelism::None,
-            )
-        });
+        let split = for_output_blocks(
+            m,
+            n,
+            (dst, dst_rs, dst_cs),
+            (lhs, lhs_rs),
+            (rhs, rhs_rs, rhs_cs),
+            |b| {
+                // The Sync wrapper, not its field. A block of the caller's
+                // matrices (gemm_one's safety contract, which `crate_gemm`'s
+                // unchecked call relies on).
+                let call = &call;
+                (call.0)(b.m, b.n, b.dst, b.lhs, b.rhs, gemm::Parallelism::None)
+            },
+        );
         if split {
             return;
         }
@@ -653,9 +647,10 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
 }
 
 /// Splits an `m x n` product's output into a grid of row and column blocks,
-/// at most one per thread of foo's pool, and runs `f(rows, cols)` for each
-/// on the pool; returns false (running nothing) when the product has too few
-/// rows and columns for two blocks. Every block is one single-threaded
+/// at most one per thread of foo's pool, and runs `f` on the pool for each
+/// ([`Block`]: its size and where it starts in `dst`, `lhs` and `rhs`, each
+/// given as a pointer and strides in elements); returns false (running
+/// nothing) when the product has too few rows and columns for two blocks. Every block is one single-threaded
 /// product over the whole of `k`; the gemm crate blocks `k` by `k` alone,
 /// so every output element sums in the same order whatever the grid, and
 /// results do not depend on the thread count.
@@ -663,7 +658,7 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
 /// The grid packs the least: a block packs its rows of the left operand and
 /// its columns of the right one, so `pr x pc` blocks pack the left operand
 /// `pc` times and the right one `pr` times; on a tie the column-major right
-/// operand (`rhs_col_major`, Linear's `x @ W.t()`, whose packing is a
+/// operand (row stride 1: Linear's `x @ W.t()`, whose packing is a
 /// transposing read) is split rather than repeated. On two threads this is
 /// rows when there are more rows than columns, else columns.
 ///
@@ -674,13 +669,15 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
 /// 2 threads, medians of 7 alternating with torch CPU, foo/CPU rayon ->
 /// split: 256x784x1024 1.27 -> 0.81, 256x1024x1024 1.17 -> 0.85, 1024^3
 /// 0.93 -> 0.90, 2048^3 0.90 -> 0.88, 8192x1024x1024 0.81 -> 0.78.
-pub(crate) fn for_output_blocks(
+pub(crate) fn for_output_blocks<T>(
     m: usize,
     n: usize,
-    rhs_col_major: bool,
-    f: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
+    dst: (*mut T, isize, isize),
+    lhs: (*const T, isize),
+    rhs: (*const T, isize, isize),
+    f: impl Fn(Block<T>) + Sync,
 ) -> bool {
-    let (pr, pc) = output_grid(m, n, super::parallel::num_threads(), rhs_col_major);
+    let (pr, pc) = output_grid(m, n, super::parallel::num_threads(), rhs.1 == 1);
     if pr * pc <= 1 {
         return false;
     }
@@ -689,11 +686,31 @@ pub(crate) fn for_output_blocks(
         n.div_ceil(pc).next_multiple_of(16),
     );
     let (br, bc) = (m.div_ceil(rs), n.div_ceil(cs));
+    // Addresses as integers: raw pointers are not Sync.
+    let (d, l, r) = (dst.0 as usize, lhs.0 as usize, rhs.0 as usize);
     super::parallel::parallel_for(br * bc, |t| {
-        let (i, j) = (t % br, t / br);
-        f(i * rs..((i + 1) * rs).min(m), j * cs..((j + 1) * cs).min(n))
+        let (i0, j0) = ((t % br) * rs, (t / br) * cs);
+        let (d, l, r) = (d as *mut T, l as *const T, r as *const T);
+        f(Block {
+            m: rs.min(m - i0),
+            n: cs.min(n - j0),
+            dst: d.wrapping_offset(i0 as isize * dst.1 + j0 as isize * dst.2),
+            lhs: l.wrapping_offset(i0 as isize * lhs.1),
+            rhs: r.wrapping_offset(j0 as isize * rhs.2),
+        })
     });
     true
+}
+
+/// One block of a [`for_output_blocks`] product: its rows and columns and
+/// where its output, its rows of the left operand and its columns of the
+/// right one start (the caller's strides apply).
+pub(crate) struct Block<T> {
+    pub m: usize,
+    pub n: usize,
+    pub dst: *mut T,
+    pub lhs: *const T,
+    pub rhs: *const T,
 }
 
 /// [`for_output_blocks`]'s grid `(row blocks, column blocks)`: as many
