@@ -508,7 +508,19 @@ pub unsafe fn gemm<Src: B>(
                 for ip in 0..mpanels {
                     let i0 = ip * MR;
                     let c = c.add(i0 * ldc + j0);
-                    a.product(i0, MR.min(m - i0), k0, kc, nr, bp, offs, Src::PREFETCH_NEXT, c, ldc, load);
+                    a.product(
+                        i0,
+                        MR.min(m - i0),
+                        k0,
+                        kc,
+                        nr,
+                        bp,
+                        offs,
+                        Src::PREFETCH_NEXT,
+                        c,
+                        ldc,
+                        load,
+                    );
                 }
             }
             k0 += kc;
