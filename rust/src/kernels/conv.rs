@@ -935,6 +935,33 @@ fn phase_dims(g: &Conv2d) -> (usize, usize) {
     (hp.div_ceil(g.stride[0]), wp.div_ceil(g.stride[1]))
 }
 
+/// The column planes of [`forward_padded`]: `(width, first padded column
+/// of each plane, shifted)`. Phase planes (not shifted): one per column
+/// phase `b < s_w`, `ceil(padded / s_w)` wide, tap column `rw` reading
+/// phase `rw % s_w` at `rw / s_w` columns on, so each row computes and drops
+/// `width - OW` columns (and the tile goes through a scratch tile).
+/// Shifted: one plane per kernel column, exactly `OW` wide, plane `kw`
+/// starting at padded column `kw * d_w`: no dropped columns and the product
+/// writes the output directly, for `KW / s_w` times the copying and as many
+/// more planes for B's rows to come from.
+///
+/// Shifted when that is at most 1.5 (3 x 3 stride 2). Measured at one
+/// thread, batch 8, both layouts alternating in one process (time shifted /
+/// phase planes): resnet18's 128 -> 256 at 28 0.95-0.96 (a 14-wide row
+/// was 15 computed), mobilenet_v3_small's 3 -> 16 stem 0.92-0.94,
+/// resnet18's 64 -> 128 at 56 0.99-1.01; beyond 1.5 mixed: the 7 x 7
+/// stride-2 stem 0.98-1.03, 32 -> 64 5 x 5 stride 2 at 64 1.03, 3 x 3
+/// stride 1: 16 -> 16 at 56 1.07, 32 -> 16 at 14 1.08, 24 -> 24 at 28 0.95,
+/// 3 -> 32 at 64 0.82, 64 -> 64 5 x 5 at 32 0.93.
+fn column_planes(g: &Conv2d) -> (usize, Vec<usize>, bool) {
+    let shift = g.kw > 1 && 2 * g.kw <= 3 * g.stride[1];
+    if shift {
+        (g.ow, (0..g.kw).map(|k| k * g.dilation[1]).collect(), true)
+    } else {
+        (phase_dims(g).1, (0..g.stride[1]).collect(), false)
+    }
+}
+
 /// Whether the forward takes [`forward_padded`]: when the columns it
 /// computes and drops cost less than gathering. Dropped are the columns
 /// `ow >= OW` of each row and the rest of each sample's last micro-panels
@@ -949,7 +976,7 @@ fn phase_dims(g: &Conv2d) -> (usize, usize) {
 /// Resnet's 3x3 layers at 56, 28 and 14, its stride-2 layers and its stem
 /// take it; the 512-channel layers at 7 x 7 and small maps gather.
 fn padded_rows(g: &Conv2d) -> bool {
-    let wq = phase_dims(g).1;
+    let wq = column_planes(g).0;
     if wq < g.ow || g.oh * wq == 0 {
         return false;
     }
@@ -973,6 +1000,8 @@ fn padded_tiles(cols: usize) -> (usize, usize) {
 /// `Wq`, tap `(kh, kw)` reads element `q + (kh * dh / sh) * Wq + kw * dw /
 /// sw` of its channel's phase plane `(kh * dh % sh, kw * dw % sw)`. An
 /// im2col row is then a contiguous run, and a micro-panel's row one copy.
+/// (3 x 3 stride-2 layers split the columns into shifted planes instead,
+/// `Wq = OW`: see [`column_planes`].)
 /// The columns `ow >= OW` of each row are computed and dropped (`(Wq - OW)
 /// / Wq` of the work); the tile goes through a scratch tile and its valid
 /// columns to the output. Gathering had cost 60% of the product's time on a
@@ -982,21 +1011,25 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
     use igemm::NR;
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
     let ([sh, sw], [dh, dw]) = (g.stride, g.dilation);
-    let (hq, wq) = phase_dims(g);
+    let hq = phase_dims(g).0;
+    let (wq, firsts, shift) = column_planes(g);
+    let ncol = firsts.len();
     let phase = hq * wq;
-    // A channel's phase planes, then slack: reads reach past the last
-    // phase row by up to a kernel column's offset and a micro-panel
-    // (dropped columns only). An odd number of cache lines per channel
-    // spreads the micro-kernel's rows over L1's sets.
-    let plane = (sh * sw * phase + NR + (g.kw - 1) * dw / sw).div_ceil(32) * 32 + 16;
+    // A channel's planes, then slack: reads reach past the last row by up
+    // to a kernel column's offset and a micro-panel (dropped columns
+    // only). An odd number of cache lines per channel spreads the
+    // micro-kernel's rows over L1's sets.
+    let plane = (sh * ncol * phase + NR + (g.kw - 1) * dw / sw).div_ceil(32) * 32 + 16;
     // Which phases any tap reads (a 1x1 stride-2 layer reads one of four).
     let used = |r: usize, k: usize, d: usize, s: usize| (0..k).any(|t| t * d % s == r);
     // Where im2col row `r` (channel, tap) starts in the sample-group's planes.
     let offs: Vec<isize> = (0..ck)
         .map(|r| {
             let (c, tap) = (r / kp, r % kp);
-            let (rh, rw) = ((tap / g.kw) * dh, (tap % g.kw) * dw);
-            (c * plane + ((rh % sh) * sw + rw % sw) * phase + (rh / sh) * wq + rw / sw) as isize
+            let (rh, kw) = ((tap / g.kw) * dh, tap % g.kw);
+            let rw = kw * dw;
+            let (col, at) = if shift { (kw, 0) } else { (rw % sw, rw / sw) };
+            (c * plane + ((rh % sh) * ncol + col) * phase + (rh / sh) * wq + at) as isize
         })
         .collect();
     let cols = g.oh * wq;
@@ -1014,9 +1047,9 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
             unsafe {
                 let dst = std::slice::from_raw_parts_mut(xp.at(pl * plane), plane);
                 let src = std::slice::from_raw_parts(x.at(pl * hw) as *const f32, hw);
-                for (ph, dst) in dst.chunks_exact_mut(phase).take(sh * sw).enumerate() {
-                    let (a, b) = (ph / sw, ph % sw);
-                    if used(a, g.kh, dh, sh) && used(b, g.kw, dw, sw) {
+                for (ph, dst) in dst.chunks_exact_mut(phase).take(sh * ncol).enumerate() {
+                    let (a, b) = (ph / ncol, firsts[ph % ncol]);
+                    if used(a, g.kh, dh, sh) && (shift || used(b, g.kw, dw, sw)) {
                         split_phase(g, src, a, b, wq, dst);
                     }
                 }
