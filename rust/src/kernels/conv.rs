@@ -2859,6 +2859,42 @@ mod tests {
         }
     }
 
+    /// [`forward_padded`] with shifted column planes ([`column_planes`]: 3 x
+    /// 3 stride 2) against the direct reference on small integers (exact):
+    /// odd sizes, dilation, groups, asymmetric padding, several tiles.
+    #[test]
+    fn shifted_column_planes_match_reference() {
+        if !igemm::available() {
+            return;
+        }
+        let cases: &[GwCase] = &[
+            ([2, 8, 15, 13], [12, 8, 3, 3], [2, 2], [1, 1], [1, 1], 1),
+            ([2, 5, 17, 16], [7, 5, 3, 3], [2, 2], [2, 1], [2, 2], 1),
+            ([3, 8, 12, 12], [10, 4, 3, 3], [2, 2], [1, 0], [1, 1], 2),
+            ([1, 3, 50, 47], [16, 3, 3, 3], [2, 2], [1, 1], [1, 1], 1),
+        ];
+        for &(x, w, s, pd, d, groups) in cases {
+            let g = case_geometry(x, w, s, pd, d, groups);
+            assert!(
+                column_planes(&g).2 && padded_rows(&g) && g.n * g.p() > FEW_COLS,
+                "{x:?} {w:?} takes shifted planes"
+            );
+            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
+            let wv = ints(g.oc * g.ck(), 104729, 5);
+            let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|&e| e as f32).collect() };
+            let (x32, w32) = (f32s(&xv), f32s(&wv));
+            let mut out = vec![f32::NAN; g.n * g.oc * g.p()];
+            forward_igemm(
+                &g,
+                out.as_mut_ptr(),
+                x32.as_ptr(),
+                Weight::Given(w32.as_ptr()),
+            );
+            let got: Vec<f64> = out.iter().map(|&e| e as f64).collect();
+            assert_eq!(got, reference(&g, &xv, &wv), "{x:?} {w:?}");
+        }
+    }
+
     /// [`grad_input_samples`] (strided layers on small maps, several
     /// samples per product): against the direct reference on small
     /// integers (exact), and bit for bit at 1, 2 and 3 threads (other runs of
