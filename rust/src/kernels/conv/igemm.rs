@@ -80,7 +80,8 @@ pub struct InPlace<'a> {
 /// What [`gemm`] multiplies B by: [`A`] (packed) or [`InPlace`].
 pub trait Lhs: Copy {
     /// `C[0..mr][0..nr] = (load ? C : 0) + A[i0..i0+mr][k0..k0+kc] @ B
-    /// panel`, B's row `kk` at `b + boff[kk]`.
+    /// panel`, B's row `kk` at `b + boff[kk]`; `pf`: prefetch the next
+    /// panel's rows ([`B::PREFETCH_NEXT`]).
     ///
     /// # Safety
     /// As [`micro`]'s, for this A's rows and k block.
