@@ -44,6 +44,7 @@
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
 mod depthwise;
+mod dots;
 pub mod fold;
 mod igemm;
 mod winograd;
@@ -1050,7 +1051,7 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
                 for (ph, dst) in dst.chunks_exact_mut(phase).take(sh * ncol).enumerate() {
                     let (a, b) = (ph / ncol, firsts[ph % ncol]);
                     if used(a, g.kh, dh, sh) && (shift || used(b, g.kw, dw, sw)) {
-                        split_phase(g, src, a, b, wq, dst);
+                        split_phase(g, src, (a, b), 0, wq, dst);
                     }
                 }
             }
@@ -1098,10 +1099,17 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
     });
 }
 
-/// Writes phase plane `(a, b)` of one input plane `src` (see
-/// [`phase_dims`]): element `(i, j)` is padded element `(a + i * sh, b + j *
-/// sw)`, zero in the padding.
-fn split_phase(g: &Conv2d, src: &[f32], a: usize, b: usize, wq: usize, dst: &mut [f32]) {
+/// Writes rows `i0..` of phase plane `(a, b)` of one input plane `src` (see
+/// [`phase_dims`]), as many as `dst` holds: element `(i, j)` is padded
+/// element `(a + i * sh, b + j * sw)`, zero in the padding.
+fn split_phase(
+    g: &Conv2d,
+    src: &[f32],
+    (a, b): (usize, usize),
+    i0: usize,
+    wq: usize,
+    dst: &mut [f32],
+) {
     let ([sh, sw], [ph, pw]) = (g.stride, g.padding);
     // Phase column j reads input column b + j * sw - pw: from j0 on, len of them.
     let j0 = pw.saturating_sub(b).div_ceil(sw).min(wq);
@@ -1112,7 +1120,7 @@ fn split_phase(g: &Conv2d, src: &[f32], a: usize, b: usize, wq: usize, dst: &mut
         0
     };
     for (i, drow) in dst.chunks_exact_mut(wq).enumerate() {
-        let ih = (a + i * sh).wrapping_sub(ph);
+        let ih = (a + (i0 + i) * sh).wrapping_sub(ph);
         if ih >= g.h {
             drow.fill(0.0);
             continue;
@@ -1722,6 +1730,11 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         grad_weight_igemm(g, gw, grad, x, KEEP_FLOATS);
         return;
     }
+    if is_f32::<T>() && dots::available() && dots_of_rows(g) {
+        let (gw, grad, x) = (gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
+        grad_weight_dots(g, gw, grad, x, KEEP_FLOATS);
+        return;
+    }
     if is_f32::<T>() && igemm::available() && rows_as_a(g) {
         let (gw, grad, x) = (gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
         grad_weight_rows(g, gw, grad, x, KEEP_FLOATS);
@@ -2154,8 +2167,9 @@ unsafe fn rows_to_channels_last_avx512(
 const RBLOCK: usize = 8 * igemm::MR;
 
 /// Whether the float32 weight gradient takes [`grad_weight_rows`]: layers
-/// [`taps_in_place`] leaves for their few input channels (resnet's 3 -> 64
-/// stem), with at least a panel of im2col rows, output channels that fill
+/// [`taps_in_place`] leaves for their few input channels and
+/// [`dots_of_rows`] for their narrow output rows (a stem on a small image),
+/// with at least a panel of im2col rows, output channels that fill
 /// `NR`-wide panels with at most a fifth wasted, and an im2col larger than
 /// the input.
 fn rows_as_a(g: &Conv2d) -> bool {
@@ -2182,10 +2196,12 @@ thread_local! {
 /// whole, the stem's im2col is 8 MB a sample and streamed from memory twice).
 /// With 3 input channels the 64 output channels fill the panels that 3
 /// channels could not (the gemm crate's path took 2.2-2.6x CPU's time on
-/// resnet18's stem). Tasks are fixed segments of [`SEGMENT`] positions of
-/// one sample, each summing its blocks in order into its own partial sums;
-/// the partials are then added in (sample, segment) order, so the bits do
-/// not depend on the thread count. Samples in chunks within `budget` floats.
+/// resnet18's stem; at 224 x 224 the stem now takes [`grad_weight_dots`],
+/// this path its narrow rows on small images). Tasks are fixed segments of
+/// [`SEGMENT`] positions of one sample, each summing its blocks in order
+/// into its own partial sums; the partials are then added in (sample,
+/// segment) order, so the bits do not depend on the thread count. Samples
+/// in chunks within `budget` floats.
 fn grad_weight_rows(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
     use igemm::{KC, NR};
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
@@ -2352,6 +2368,149 @@ const SEGMENT: usize = 16 * igemm::KC;
 thread_local! {
     /// [`grad_weight_rows`]' packed block of im2col (per thread).
     static A_BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether the float32 weight gradient takes [`grad_weight_dots`]: layers
+/// [`taps_in_place`] leaves for their few input channels per group (the
+/// stems), except 1x1 stride-1 ones (a plain product), whose output rows
+/// fill 16-lane vectors with at most a fifth wasted. Measured at one
+/// thread, batch 8, alternating in one process (time against the path each
+/// layer took before): mobilenet_v3_small's 3 -> 16 stem 0.30-0.31 of the
+/// gemm crate's over im2col tiles, resnet18's 3 -> 64 7 x 7 stem 0.65-0.68
+/// of [`grad_weight_rows`], 3 -> 32 3 x 3 at 64 x 64 0.37-0.67; on rows
+/// that fill vectors poorly [`grad_weight_rows`] stays ahead (3 -> 64 at
+/// 20 x 20 1.0-1.4x, 8 -> 64 stride 2 at 20 x 20 1.4x).
+fn dots_of_rows(g: &Conv2d) -> bool {
+    !g.pointwise() && g.ow.next_multiple_of(16) * 4 <= g.ow * 5
+}
+
+/// Output rows per task of [`grad_weight_dots`] (a fixed split: the sums do
+/// not depend on the thread count).
+const DOT_ROWS: usize = 16;
+
+thread_local! {
+    /// [`grad_weight_dots`]' partial sums per segment (the calling
+    /// thread's, reused across calls).
+    static GW_DOTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The weight gradient as dot products along output rows, for layers with
+/// few channels per group on both sides: `gw[o, (c, kh, kw)] = sum over
+/// samples and positions of grad[o, oh, ow] * x[c, oh * sh + kh * dh - ph,
+/// ow * sw + kw * dw - pw]`. Split into its stride's phase planes (see
+/// [`phase_dims`]), the input row a tap reads along an output row is a
+/// contiguous run of a phase plane, as the gradient's row is: [`dots::tile`]
+/// sums `O x R` such pairs at a time in 16-lane accumulators, no operand
+/// packed or transposed, at the machine's multiply-add rate (perf: 59% of
+/// the stem's samples in the kernel, 16% splitting phases). mobilenet_v3_small's
+/// 3 -> 16 stem (16 x 27 sums over 12,544 positions a sample) had taken
+/// the gemm crate over im2col tiles, its 16 rows in a third-empty register
+/// tile: 2.5x CPU's time.
+/// Tasks are segments of [`DOT_ROWS`] output rows of one sample; each
+/// splits the phase rows its segment reads and writes partial sums of the
+/// whole gradient, which are then added in (sample, segment) order: the
+/// same bits for any thread count. Samples in chunks within `budget`
+/// floats of partial sums.
+fn grad_weight_dots(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
+    let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
+    let ([sh, sw], [dh, dw]) = (g.stride, g.dilation);
+    let wq = phase_dims(g).1;
+    let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
+    // A segment reads its own rows of each phase plane and up to `reach`
+    // more (the last kernel row's).
+    let reach = (g.kh - 1) * dh / sh;
+    let prows = DOT_ROWS.min(g.oh) + reach;
+    // A segment's planes of one channel: sh * sw phases of prows x wq.
+    let chan = sh * sw * prows * wq;
+    let used = |r: usize, k: usize, d: usize, s: usize| (0..k).any(|t| t * d % s == r);
+    // Where B row (c, tap) starts in a segment's planes.
+    let offs: Vec<isize> = (0..ck)
+        .map(|r| {
+            let (c, tap) = (r / kp, r % kp);
+            let (rh, rw) = ((tap / g.kw) * dh, (tap % g.kw) * dw);
+            let phase = (rh % sh) * sw + rw % sw;
+            (c * chan + phase * prows * wq + (rh / sh) * wq + rw / sw) as isize
+        })
+        .collect();
+    let segs = g.oh.div_ceil(DOT_ROWS);
+    let part = g.oc * ck;
+    let chunk = (budget / (segs * part)).clamp(1, g.n);
+    GW_DOTS.with(|parts| {
+        let mut parts = parts.borrow_mut();
+        if parts.len() < chunk * segs * part {
+            parts.resize(chunk * segs * part, 0.0);
+        }
+        let pp = P(parts.as_mut_ptr());
+        for n0 in (0..g.n).step_by(chunk) {
+            let nn = chunk.min(g.n - n0);
+            parallel::parallel_for(nn * segs, |task| {
+                let (n, seg) = (n0 + task / segs, task % segs);
+                let (oh0, oh1) = (seg * DOT_ROWS, ((seg + 1) * DOT_ROWS).min(g.oh));
+                let rows = oh1 - oh0 + reach;
+                with_scratch::<f32, _>(cg * chan, |planes| {
+                    for grp in 0..g.groups {
+                        for (i, dst) in planes.chunks_exact_mut(prows * wq).enumerate() {
+                            let (c, phase) = (i / (sh * sw), i % (sh * sw));
+                            let (a, b) = (phase / sw, phase % sw);
+                            if used(a, g.kh, dh, sh) && used(b, g.kw, dw, sw) {
+                                // SAFETY: input plane (n, grp * cg + c).
+                                let src = unsafe {
+                                    let at = x.at((n * g.c + grp * cg + c) * hw);
+                                    std::slice::from_raw_parts(at as *const f32, hw)
+                                };
+                                split_phase(g, src, (a, b), oh0, wq, &mut dst[..rows * wq]);
+                            }
+                        }
+                        for o0 in (0..ocg).step_by(dots::O) {
+                            for r0 in (0..ck).step_by(dots::R) {
+                                let r1 = (r0 + dots::R).min(ck);
+                                // SAFETY: the gradient rows oh0..oh1 of
+                                // output channels o0.. of sample n; B's rows
+                                // stay inside this segment's planes (a valid
+                                // output position reads a padded position
+                                // through every tap); the task writes its
+                                // own partial sums.
+                                unsafe {
+                                    dots::tile(
+                                        dots::O.min(ocg - o0),
+                                        oh1 - oh0,
+                                        g.ow,
+                                        grad.at(((n * g.oc + grp * ocg + o0) * g.oh + oh0) * g.ow),
+                                        p,
+                                        g.ow,
+                                        planes.as_ptr(),
+                                        &offs[r0..r1],
+                                        wq,
+                                        pp.at(task * part + (grp * ocg + o0) * ck + r0),
+                                        ck,
+                                    )
+                                };
+                            }
+                        }
+                    }
+                });
+            });
+            // The partial sums into gw, in (sample, segment) order.
+            parallel::parallel_for(part.div_ceil(1024), |t| {
+                let (e0, e1) = (t * 1024, ((t + 1) * 1024).min(part));
+                // SAFETY: task t owns elements e0..e1 of gw.
+                unsafe {
+                    let dst = std::slice::from_raw_parts_mut(gw.at(e0), e1 - e0);
+                    for pi in 0..nn * segs {
+                        let src = std::slice::from_raw_parts(pp.at(pi * part + e0), e1 - e0);
+                        if n0 == 0 && pi == 0 {
+                            dst.copy_from_slice(src);
+                        } else {
+                            for (d, &v) in dst.iter_mut().zip(src) {
+                                *d += v;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        release_if_large(&mut parts);
+    });
 }
 
 fn grad_bias_t<T: Real>(g: &Conv2d, gb: *mut u8, grad: *mut u8) {
@@ -2572,6 +2731,29 @@ mod tests {
         check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
     }
 
+    /// [`grad_weight_dots`]: mobilenet's stem shape (small), groups,
+    /// dilation, uneven strides and padding, a 1x1 stride-2 layer (one
+    /// phase of four read), a short last segment, short tiles of output
+    /// channels and of taps, partial vectors.
+    #[test]
+    fn weight_gradient_dots_match_reference() {
+        if !dots::available() {
+            return;
+        }
+        let cases: &[GwCase] = &[
+            ([2, 3, 36, 30], [16, 3, 3, 3], [2, 2], [1, 1], [1, 1], 1),
+            ([2, 4, 20, 40], [6, 2, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            ([1, 3, 41, 60], [5, 3, 2, 3], [1, 2], [2, 1], [2, 2], 1),
+            ([3, 5, 20, 32], [7, 5, 1, 1], [2, 2], [0, 0], [1, 1], 1),
+            ([1, 2, 23, 60], [3, 2, 5, 5], [3, 2], [2, 2], [1, 1], 1),
+        ];
+        check_weight_gradient(
+            cases,
+            |g| !taps_in_place(g) && dots_of_rows(g),
+            grad_weight_dots,
+        );
+    }
+
     /// [`grad_weight_rows`]: resnet's stem shape (small), groups, dilation, a
     /// short last row panel and output-channel panel, samples of more than
     /// one segment.
@@ -2583,14 +2765,14 @@ mod tests {
         let cases: &[GwCase] = &[
             ([2, 3, 23, 21], [64, 3, 7, 7], [2, 2], [3, 3], [1, 1], 1),
             ([3, 4, 9, 11], [60, 2, 3, 4], [1, 2], [2, 1], [2, 1], 2),
-            ([1, 2, 5, 70], [30, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([1, 2, 5, 50], [30, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             // 2,500 positions: two segments of a sample.
             ([2, 2, 50, 50], [32, 2, 3, 3], [1, 1], [1, 1], [1, 1], 1),
         ];
-        // The rows path is the one for layers the taps path leaves.
+        // The rows path is the one for layers the taps and dots paths leave.
         check_weight_gradient(
             cases,
-            |g| !taps_in_place(g) && rows_as_a(g),
+            |g| !taps_in_place(g) && !dots_of_rows(g) && rows_as_a(g),
             grad_weight_rows,
         );
     }
