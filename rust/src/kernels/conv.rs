@@ -139,14 +139,29 @@ pub trait Real:
 {
     const ZERO: Self;
     const ONE: Self;
+    /// `self * a + b`; rounded once for f32 and f64 (an FMA instruction
+    /// where the calling function's target features have one, correctly
+    /// rounded everywhere), twice for the half types.
+    #[inline(always)]
+    fn fma(self, a: Self, b: Self) -> Self {
+        self * a + b
+    }
 }
 impl Real for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+    #[inline(always)]
+    fn fma(self, a: f32, b: f32) -> f32 {
+        self.mul_add(a, b)
+    }
 }
 impl Real for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+    #[inline(always)]
+    fn fma(self, a: f64, b: f64) -> f64 {
+        self.mul_add(a, b)
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -69,14 +69,14 @@ macro_rules! with_width {
     };
 }
 
-/// `acc[b] += w * x[b]` lane by lane. The lane loop is the outer one on
+/// `acc[b] += w * x[b]` lane by lane, fused ([`Real::fma`]). The lane loop is the outer one on
 /// purpose: with the block loop outside, LLVM vectorizes across the block
 /// (broadcasting each weight lane) instead of across the channels.
 #[inline(always)]
 fn mul_add<T: Real, const B: usize>(acc: &mut [V<T>; B], w: &V<T>, x: &[V<T>; B]) {
     for l in 0..CB {
         for b in 0..B {
-            acc[b][l] += w[l] * x[b][l];
+            acc[b][l] = w[l].fma(x[b][l], acc[b][l]);
         }
     }
 }
