@@ -2390,11 +2390,13 @@ thread_local! {
 /// stems), except 1x1 stride-1 ones (a plain product), whose output rows
 /// fill 16-lane vectors with at most a fifth wasted. Measured at one
 /// thread, batch 8, alternating in one process (time against the path each
-/// layer took before): mobilenet_v3_small's 3 -> 16 stem 0.30-0.31 of the
-/// gemm crate's over im2col tiles, resnet18's 3 -> 64 7 x 7 stem 0.65-0.68
-/// of [`grad_weight_rows`], 3 -> 32 3 x 3 at 64 x 64 0.37-0.67; on rows
+/// layer took before; one and two threads): mobilenet_v3_small's 3 -> 16
+/// stem 0.30-0.31 of the gemm crate's over im2col tiles, resnet18's 3 -> 64
+/// 7 x 7 stem 0.65-0.68 of [`grad_weight_rows`], 3 -> 32 3 x 3 at 64 x 64
+/// 0.37-0.39; the 7 x 7 stem on a 64 x 64 image (16-wide rows) 1.05. On rows
 /// that fill vectors poorly [`grad_weight_rows`] stays ahead (3 -> 64 at
-/// 20 x 20 1.0-1.4x, 8 -> 64 stride 2 at 20 x 20 1.4x).
+/// 7 x 7: dots 1.8x its time, 8 -> 64 stride 2 at 20 x 20 1.4x, 4 -> 48
+/// 5 x 5 at 10 x 10 1.3x).
 fn dots_of_rows(g: &Conv2d) -> bool {
     !g.pointwise() && g.ow.next_multiple_of(16) * 4 <= g.ow * 5
 }
