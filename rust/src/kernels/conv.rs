@@ -2341,24 +2341,9 @@ fn grad_weight_rows(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, b
                 });
             });
             // Partials into the sums, in (sample, segment) order.
-            let first = n0 == 0;
-            parallel::parallel_for(part.div_ceil(1024), |t| {
-                let (e0, e1) = (t * 1024, ((t + 1) * 1024).min(part));
-                // SAFETY: task t owns elements e0..e1 of the sums.
-                unsafe {
-                    let dst = std::slice::from_raw_parts_mut(sp.at(e0), e1 - e0);
-                    for pi in 0..nn * segs {
-                        let src = std::slice::from_raw_parts(pp.at(pi * part + e0), e1 - e0);
-                        if first && pi == 0 {
-                            dst.copy_from_slice(src);
-                        } else {
-                            for (d, &v) in dst.iter_mut().zip(src) {
-                                *d += v;
-                            }
-                        }
-                    }
-                }
-            });
+            // SAFETY: the sums hold `part` floats, the partials nn * segs
+            // times as many.
+            unsafe { add_partials(sp, pp, nn * segs, part, n0 == 0) };
         }
         // gw[grp * ocg + o, r] = sums[grp, r, o]
         let sums = &*sums;
@@ -2372,6 +2357,34 @@ fn grad_weight_rows(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, b
         });
         for buf in bufs.iter_mut() {
             release_if_large(buf);
+        }
+    });
+}
+
+/// `dst += parts[0] + parts[1] + ...` for `count` partial sums of `part`
+/// floats each, added one at a time in order (so the bits depend on the
+/// split into partials only, never on the thread count), the first copied
+/// over `dst` when `overwrite`; tasks over blocks of elements.
+///
+/// # Safety
+/// `dst` holds `part` floats and `parts` `count * part`, and nothing else
+/// touches them meanwhile.
+unsafe fn add_partials(dst: P<f32>, parts: P<f32>, count: usize, part: usize, overwrite: bool) {
+    parallel::parallel_for(part.div_ceil(1024), |t| {
+        let (e0, e1) = (t * 1024, ((t + 1) * 1024).min(part));
+        // SAFETY: task t owns elements e0..e1 of dst; the caller's bounds.
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(dst.at(e0), e1 - e0);
+            for pi in 0..count {
+                let src = std::slice::from_raw_parts(parts.at(pi * part + e0), e1 - e0);
+                if overwrite && pi == 0 {
+                    dst.copy_from_slice(src);
+                } else {
+                    for (d, &v) in dst.iter_mut().zip(src) {
+                        *d += v;
+                    }
+                }
+            }
         }
     });
 }
@@ -2508,23 +2521,9 @@ fn grad_weight_dots(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, b
                 });
             });
             // The partial sums into gw, in (sample, segment) order.
-            parallel::parallel_for(part.div_ceil(1024), |t| {
-                let (e0, e1) = (t * 1024, ((t + 1) * 1024).min(part));
-                // SAFETY: task t owns elements e0..e1 of gw.
-                unsafe {
-                    let dst = std::slice::from_raw_parts_mut(gw.at(e0), e1 - e0);
-                    for pi in 0..nn * segs {
-                        let src = std::slice::from_raw_parts(pp.at(pi * part + e0), e1 - e0);
-                        if n0 == 0 && pi == 0 {
-                            dst.copy_from_slice(src);
-                        } else {
-                            for (d, &v) in dst.iter_mut().zip(src) {
-                                *d += v;
-                            }
-                        }
-                    }
-                }
-            });
+            // SAFETY: gw holds `part` floats, the partials nn * segs times
+            // as many.
+            unsafe { add_partials(gw, pp, nn * segs, part, n0 == 0) };
         }
         release_if_large(&mut parts);
     });
