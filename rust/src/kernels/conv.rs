@@ -2401,9 +2401,9 @@ thread_local! {
 /// Whether the float32 weight gradient takes [`grad_weight_dots`]: layers
 /// [`taps_in_place`] leaves for their few input channels per group (the
 /// stems), except 1x1 stride-1 ones (a plain product), whose output rows
-/// fill 16-lane vectors with at most a fifth wasted. Measured at one
-/// thread, batch 8, alternating in one process (time against the path each
-/// layer took before; one and two threads): mobilenet_v3_small's 3 -> 16
+/// fill 16-lane vectors with at most a fifth wasted. Measured at batch 8,
+/// alternating in one process (time against the path each layer took
+/// before, at one and at two threads): mobilenet_v3_small's 3 -> 16
 /// stem 0.30-0.31 of the gemm crate's over im2col tiles, resnet18's 3 -> 64
 /// 7 x 7 stem 0.65-0.68 of [`grad_weight_rows`], 3 -> 32 3 x 3 at 64 x 64
 /// 0.37-0.39; the 7 x 7 stem on a 64 x 64 image (16-wide rows) 1.05. On rows
@@ -2425,7 +2425,7 @@ thread_local! {
 }
 
 /// The weight gradient as dot products along output rows, for layers with
-/// few channels per group on both sides: `gw[o, (c, kh, kw)] = sum over
+/// few input channels per group: `gw[o, (c, kh, kw)] = sum over
 /// samples and positions of grad[o, oh, ow] * x[c, oh * sh + kh * dh - ph,
 /// ow * sw + kw * dw - pw]`. Split into its stride's phase planes (see
 /// [`phase_dims`]), the input row a tap reads along an output row is a
