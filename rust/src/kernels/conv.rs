@@ -951,6 +951,12 @@ fn phase_dims(g: &Conv2d) -> (usize, usize) {
     (hp.div_ceil(g.stride[0]), wp.div_ceil(g.stride[1]))
 }
 
+/// Whether any of `k` taps `d` apart reads phase `r` of a stride-`s`
+/// split (a 1x1 stride-2 layer reads one phase of four).
+fn phase_used(r: usize, k: usize, d: usize, s: usize) -> bool {
+    (0..k).any(|t| t * d % s == r)
+}
+
 /// The column planes of [`forward_padded`]: `(width, first padded column
 /// of each plane, shifted)`. Phase planes (not shifted): one per column
 /// phase `b < s_w`, `ceil(padded / s_w)` wide, tap column `rw` reading
@@ -1036,8 +1042,6 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
     // only). An odd number of cache lines per channel spreads the
     // micro-kernel's rows over L1's sets.
     let plane = (sh * ncol * phase + NR + (g.kw - 1) * dw / sw).div_ceil(32) * 32 + 16;
-    // Which phases any tap reads (a 1x1 stride-2 layer reads one of four).
-    let used = |r: usize, k: usize, d: usize, s: usize| (0..k).any(|t| t * d % s == r);
     // Where im2col row `r` (channel, tap) starts in the sample-group's planes.
     let offs: Vec<isize> = (0..ck)
         .map(|r| {
@@ -1065,7 +1069,7 @@ fn forward_padded(g: &Conv2d, out: P<f32>, x: P<f32>, wp: P<f32>, per_group: usi
                 let src = std::slice::from_raw_parts(x.at(pl * hw) as *const f32, hw);
                 for (ph, dst) in dst.chunks_exact_mut(phase).take(sh * ncol).enumerate() {
                     let (a, b) = (ph / ncol, firsts[ph % ncol]);
-                    if used(a, g.kh, dh, sh) && (shift || used(b, g.kw, dw, sw)) {
+                    if phase_used(a, g.kh, dh, sh) && (shift || phase_used(b, g.kw, dw, sw)) {
                         split_phase(g, src, (a, b), 0, wq, dst);
                     }
                 }
@@ -2452,7 +2456,6 @@ fn grad_weight_dots(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, b
     let prows = DOT_ROWS.min(g.oh) + reach;
     // A segment's planes of one channel: sh * sw phases of prows x wq.
     let chan = sh * sw * prows * wq;
-    let used = |r: usize, k: usize, d: usize, s: usize| (0..k).any(|t| t * d % s == r);
     // Where B row (c, tap) starts in a segment's planes.
     let offs: Vec<isize> = (0..ck)
         .map(|r| {
@@ -2482,7 +2485,7 @@ fn grad_weight_dots(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, b
                         for (i, dst) in planes.chunks_exact_mut(prows * wq).enumerate() {
                             let (c, phase) = (i / (sh * sw), i % (sh * sw));
                             let (a, b) = (phase / sw, phase % sw);
-                            if used(a, g.kh, dh, sh) && used(b, g.kw, dw, sw) {
+                            if phase_used(a, g.kh, dh, sh) && phase_used(b, g.kw, dw, sw) {
                                 // SAFETY: input plane (n, grp * cg + c).
                                 let src = unsafe {
                                     let at = x.at((n * g.c + grp * cg + c) * hw);
