@@ -1892,21 +1892,40 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     // channel, so NR floats of slack follow the last sample.
     let sample = hp * wp * g.c;
     let per_a = igemm::packed_len(ocg, p);
-    // Blocks of two micro-panels of channels when that leaves at least four
-    // tasks per thread, else of one (64 channels in 3x3 taps: 18 tasks, not
-    // 9 for 2 threads).
-    let wide = g.groups * kp * cg.div_ceil(2 * NR) >= 4 * parallel::num_threads();
-    let block = if wide { 2 * NR } else { NR };
-    let blocks = cg.div_ceil(block);
     // Tasks over (group, channel block, block of RBLOCK output channels)
-    // that compute every tap and write their block of gw at once, when there
-    // are at least four per thread; else over (group, tap, channel block)
-    // into per-tap sums, transposed into gw at the end: a pass over all of
-    // gw and the sums in memory (9.4 MB each for 512 channels, 3x3: about
-    // half the time of that layer's gradient at 2 x 2). Each output sums in
-    // the same order either way (the same bits for any thread count).
-    let rblocks = ocg.div_ceil(RBLOCK);
-    let direct = g.groups * blocks * rblocks >= 4 * parallel::num_threads();
+    // that compute every tap and write their block of gw at once (the
+    // direct grid), or over (group, tap, channel block) into per-tap sums,
+    // transposed into gw at the end: a pass over all of gw and the sums in
+    // memory (9.4 MB each for 512 channels, 3x3: about half the time of that
+    // layer's gradient at 2 x 2). The direct grid is taken with channel
+    // blocks of two micro-panels when that leaves at least four tasks per
+    // thread, else of one when the pool's threads share those tasks within a
+    // quarter of even; else the tap grid, with blocks of two micro-panels
+    // when that leaves four tasks per thread (64 channels in 3x3 taps at 64
+    // threads: 18 tasks, not 9). resnet18's 64-channel layer at 56 x 56
+    // (batch 8, one thread) had taken the tap grid, 9 tasks of one tap and
+    // two panels of channels each: 27.6 ms, against 20 ms on the direct grid
+    // in two tasks of one panel (1.38 -> 1.03x CPU's time). Each output sums
+    // in the same order in every grid (the same bits for any thread count).
+    let threads = parallel::num_threads();
+    // Blocks of output channels as even as whole micro-panels allow (128
+    // channels: 72 + 56, not 96 + 32).
+    let rb = ocg
+        .div_ceil(ocg.div_ceil(RBLOCK))
+        .next_multiple_of(igemm::MR);
+    let rblocks = ocg.div_ceil(rb);
+    let tasks = |block: usize| g.groups * cg.div_ceil(block) * rblocks;
+    let even = |t: usize| t >= threads && t.div_ceil(threads) * threads * 4 <= t * 5;
+    let (block, direct) = if tasks(2 * NR) >= 4 * threads {
+        (2 * NR, true)
+    } else if even(tasks(NR)) {
+        (NR, true)
+    } else if g.groups * kp * cg.div_ceil(2 * NR) >= 4 * threads {
+        (2 * NR, false)
+    } else {
+        (NR, false)
+    };
+    let blocks = cg.div_ceil(block);
     // Samples in chunks whose copies stay within `budget` floats (a batch of
     // 256 at 112 x 112 would otherwise hold the input and the gradient a
     // second time, 1.6 GB); the sums carry across chunks in sample order.
@@ -2047,7 +2066,7 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                     let (grp, rest) = (task / (blocks * rblocks), task % (blocks * rblocks));
                     let (blk, rbk) = (rest / rblocks, rest % rblocks);
                     let (c0, nc) = (blk * block, block.min(cg - blk * block));
-                    let (r0, nr) = (rbk * RBLOCK, RBLOCK.min(ocg - rbk * RBLOCK));
+                    let (r0, nr) = (rbk * rb, rb.min(ocg - rbk * rb));
                     // Row i of gw's block: channels c0..c0+nc, each its kp
                     // taps, one contiguous run.
                     let run = |i: usize| gw.at((grp * ocg + r0 + i) * ck + c0 * kp);
@@ -2180,7 +2199,7 @@ unsafe fn rows_to_channels_last_avx512(
     }
 }
 
-/// Output channels per task of [`grad_weight_igemm`]'s direct grid: its
+/// Most output channels per task of [`grad_weight_igemm`]'s direct grid: its
 /// sums for every tap of a 64-channel block (9 x 96 x 64 floats for 3 x 3)
 /// stay in L2.
 const RBLOCK: usize = 8 * igemm::MR;
@@ -2746,6 +2765,11 @@ mod tests {
             // groups); at 64 threads the same cases take the tap grid.
             ([3, 32, 5, 6], [300, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             ([2, 64, 12, 12], [200, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            // One product per sample on the direct grid in channel blocks
+            // of one micro-panel (one thread), with groups: several KC
+            // blocks of positions and a short last one.
+            ([2, 32, 24, 30], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([2, 64, 25, 27], [40, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
         ];
         check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
     }
