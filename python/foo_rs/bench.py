@@ -692,6 +692,37 @@ def _conv_name(shape, backward: bool, batch: int = CONV_BATCH) -> str:
     return f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} @{hw} (b{batch})"
 
 
+#: The backward passes timed one by one (`_conv_pass`): resnet18's 3x3
+#: layers, whose fwd+bwd figure can hide one slow pass behind a fast one
+#: (the 64-channel layer at 56 x 56: Winograd forward and input gradient at
+#: 0.4x CPU's time, its weight gradient at 1.38x until 2026-11-29).
+PASS_SHAPES = [s for s in CONV_SHAPES if s[0] == "resnet18" and s[3] == 3]
+
+
+def _conv_pass(shape, weight: bool, batch: int = CONV_BATCH):
+    """One backward pass of a conv layer alone (f32): the input gradient or
+    the weight gradient, through `aten.convolution_backward`'s output mask."""
+    _, cin, cout, k, stride, pad, groups, hw, _ = shape
+
+    def make(device):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batch, cin, hw, hw, generator=g).to(device)
+        w = (torch.randn(cout, cin // groups, k, k, generator=g) * 0.1).to(device)
+        out_hw = (hw + 2 * pad - k) // stride + 1
+        grad = torch.randn(batch, cout, out_hw, out_hw, generator=g).to(device)
+        mask = [not weight, weight, False]
+        args = (grad, x, w, None, [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], groups, mask)
+        return lambda: torch.ops.aten.convolution_backward(*args)
+
+    return make
+
+
+def _conv_pass_name(shape, weight: bool) -> str:
+    _, cin, cout, k, stride, _, _, hw, _ = shape
+    which = "grad_weight" if weight else "grad_input"
+    return f"conv {which} {shape[0]} {cin}->{cout} {k}x{k} s{stride} @{hw} (b{CONV_BATCH})"
+
+
 def _conv(shape, backward: bool, batch: int = CONV_BATCH):
     """One conv layer (f32): forward, or forward and backward (gradients of
     input, weight and bias)."""
@@ -901,6 +932,7 @@ CASES = [
         else []
     ),
     *(Case(_conv_name(shape, bwd), "conv", _conv(shape, bwd)) for shape in CONV_SHAPES for bwd in (False, True)),
+    *(Case(_conv_pass_name(shape, wg), "conv", _conv_pass(shape, wg)) for shape in PASS_SHAPES for wg in (False, True)),
     *(
         Case(_conv_name(shape, bwd, SMALL_MAP_BATCH), "conv", _conv(shape, bwd, SMALL_MAP_BATCH))
         for shape in SMALL_MAP_SHAPES
