@@ -2760,9 +2760,10 @@ mod tests {
             // 144 positions a sample: one product per sample (the cases
             // above join their samples' positions into one product).
             ([2, 32, 12, 12], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
-            // Enough blocks of RBLOCK output channels for the direct grid at
-            // one thread (joined samples, and one product per sample with
-            // groups); at 64 threads the same cases take the tap grid.
+            // Several blocks of output channels, the last one short, in
+            // channel blocks of two micro-panels (joined samples, and one
+            // product per sample with groups). At one thread every case
+            // takes the direct grid, at 64 threads the tap grid.
             ([3, 32, 5, 6], [300, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             ([2, 64, 12, 12], [200, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
             // One product per sample on the direct grid in channel blocks
