@@ -686,10 +686,11 @@ SMALL_MAP_SHAPES = [
 SMALL_MAP_BATCH = 4
 
 
-def _conv_name(shape, backward: bool, batch: int = CONV_BATCH) -> str:
+def _conv_name(shape, what: str, batch: int = CONV_BATCH) -> str:
+    """A conv case's name; `what`: fwd, fwd+bwd, grad_input or grad_weight."""
     model, cin, cout, k, stride, pad, groups, hw, _ = shape
     kind = "dw " if groups > 1 else ""
-    return f"conv {'fwd+bwd' if backward else 'fwd'} {model} {kind}{cin}->{cout} {k}x{k} s{stride} @{hw} (b{batch})"
+    return f"conv {what} {model} {kind}{cin}->{cout} {k}x{k} s{stride} @{hw} (b{batch})"
 
 
 #: The backward passes timed one by one (`_conv_pass`): resnet18's 3x3
@@ -715,12 +716,6 @@ def _conv_pass(shape, weight: bool, batch: int = CONV_BATCH):
         return lambda: torch.ops.aten.convolution_backward(*args)
 
     return make
-
-
-def _conv_pass_name(shape, weight: bool) -> str:
-    _, cin, cout, k, stride, _, _, hw, _ = shape
-    which = "grad_weight" if weight else "grad_input"
-    return f"conv {which} {shape[0]} {cin}->{cout} {k}x{k} s{stride} @{hw} (b{CONV_BATCH})"
 
 
 def _conv(shape, backward: bool, batch: int = CONV_BATCH):
@@ -931,10 +926,20 @@ CASES = [
         if _have("transformers")
         else []
     ),
-    *(Case(_conv_name(shape, bwd), "conv", _conv(shape, bwd)) for shape in CONV_SHAPES for bwd in (False, True)),
-    *(Case(_conv_pass_name(shape, wg), "conv", _conv_pass(shape, wg)) for shape in PASS_SHAPES for wg in (False, True)),
     *(
-        Case(_conv_name(shape, bwd, SMALL_MAP_BATCH), "conv", _conv(shape, bwd, SMALL_MAP_BATCH))
+        Case(_conv_name(shape, "fwd+bwd" if bwd else "fwd"), "conv", _conv(shape, bwd))
+        for shape in CONV_SHAPES
+        for bwd in (False, True)
+    ),
+    *(
+        Case(_conv_name(shape, "grad_weight" if wg else "grad_input"), "conv", _conv_pass(shape, wg))
+        for shape in PASS_SHAPES
+        for wg in (False, True)
+    ),
+    *(
+        Case(
+            _conv_name(shape, "fwd+bwd" if bwd else "fwd", SMALL_MAP_BATCH), "conv", _conv(shape, bwd, SMALL_MAP_BATCH)
+        )
         for shape in SMALL_MAP_SHAPES
         for bwd in (False, True)
     ),
