@@ -51,10 +51,23 @@ thread_local! {
         const { std::cell::Cell::new(None) };
 }
 
-/// Calls `$obj.$f::<B>(args)` with `B = $n` (at most [`NB`]): a block
+/// Calls `$obj.$f::<B>(args)` (`$obj.$f::<R, B>(args)` for `$f::<R>`) with
+/// `B = $n` (at most [`NB`]): a block
 /// narrower than [`NB`] (a row's last columns, a whole 7-wide row) still
 /// gets one accumulator per column, independent add chains instead of one.
 macro_rules! with_width {
+    ($n:expr, $obj:ident . $f:ident :: < $r:literal > ( $($arg:expr),* )) => {
+        match $n {
+            8 => $obj.$f::<$r, 8>($($arg),*),
+            7 => $obj.$f::<$r, 7>($($arg),*),
+            6 => $obj.$f::<$r, 6>($($arg),*),
+            5 => $obj.$f::<$r, 5>($($arg),*),
+            4 => $obj.$f::<$r, 4>($($arg),*),
+            3 => $obj.$f::<$r, 3>($($arg),*),
+            2 => $obj.$f::<$r, 2>($($arg),*),
+            _ => $obj.$f::<$r, 1>($($arg),*),
+        }
+    };
     ($n:expr, $obj:ident . $f:ident ( $($arg:expr),* )) => {
         match $n {
             8 => $obj.$f::<8>($($arg),*),
@@ -341,56 +354,28 @@ struct Forward<'a, T> {
 }
 
 impl<T: Real> Forward<'_, T> {
-    /// Output columns `ow0..ow0 + B` of output row `oh` from the padded
-    /// input `xp`, weights `wb`, kernel rows `k0..k1`.
+    /// Output columns `ow0..ow0 + B` of output rows `oh..oh + R` from the
+    /// padded input `xp`, weights `wb`, kernel rows `taps[r]` for row
+    /// `oh + r`. Each input row the rows read is loaded once and feeds every
+    /// row that reads it (a 5 x 5 stride-1 layer loads 6 rows for a pair,
+    /// not 10); each output still adds its taps in kernel-row then
+    /// kernel-column order, so the bits do not depend on `R` (checked on
+    /// mobilenet_v3_small's depthwise shapes, dilation 2 and stride 3).
+    /// Measured, two rows against one at a time alternating in one process
+    /// (one thread, batch 8, forward): mobilenet_v3_small's 5 x 5 layers
+    /// 0.84-0.94 of the time, 88 channels 3 x 3 at 28 x 28 0.91, the 3 x 3
+    /// stride-2 layers at 112 and 56 1.01 (bound by the blocked copies, not
+    /// the loads). One row and two had been separate functions; this one
+    /// serving both was 0.85-1.02 of their time on those layers (the same
+    /// kind of run), the same bits.
     #[inline(always)]
-    unsafe fn cols<const B: usize>(
+    unsafe fn rows<const R: usize, const B: usize>(
         &self,
         xp: *const T,
         wb: *const T,
         init: &V<T>,
         oh: usize,
-        (k0, k1): (usize, usize),
-        ow0: usize,
-        y: *mut T,
-    ) {
-        let g = self.g;
-        let (sh, sw) = (g.stride[0], g.stride[1]);
-        let (dh, dw) = (g.dilation[0], g.dilation[1]);
-        let mut acc = [*init; B];
-        for ki in k0..k1 {
-            let ih = oh * sh + ki * dh - g.padding[0];
-            let row = xp.add((ih * self.lay.cols + ow0 * sw) * CB);
-            for kj in 0..g.kw {
-                let wv = ld(wb.add((ki * g.kw + kj) * CB));
-                let s = row.add(kj * dw * CB);
-                let xs: [V<T>; B] = std::array::from_fn(|b| ld(s.add(b * sw * CB)));
-                mul_add(&mut acc, &wv, &xs);
-            }
-        }
-        for (b, a) in acc.iter().enumerate() {
-            st(y.add((oh * g.ow + ow0 + b) * CB), a);
-        }
-    }
-
-    /// [`Self::cols`] for output rows `oh` and `oh + 1` at once: each input
-    /// row either reads is loaded once and feeds both (a 5 x 5 stride-1
-    /// layer loads 6 rows for the pair, not 10). Each output still adds its
-    /// taps in kernel-row then kernel-column order: the same bits as two
-    /// calls of [`Self::cols`] (checked on mobilenet_v3_small's depthwise
-    /// shapes, dilation 2 and stride 3). Measured against them alternating
-    /// in one process (one thread, batch 8, forward): mobilenet_v3_small's
-    /// 5 x 5 layers 0.84-0.94 of the time, 88 channels 3 x 3 at 28 x 28
-    /// 0.91, the 3 x 3 stride-2 layers at 112 and 56 1.01 (bound by the
-    /// blocked copies, not the loads).
-    #[inline(always)]
-    unsafe fn cols2<const B: usize>(
-        &self,
-        xp: *const T,
-        wb: *const T,
-        init: &V<T>,
-        oh: usize,
-        taps: [(usize, usize); 2],
+        taps: [(usize, usize); R],
         ow0: usize,
         y: *mut T,
     ) {
@@ -398,38 +383,37 @@ impl<T: Real> Forward<'_, T> {
         let (sh, sw) = (g.stride[0], g.stride[1]);
         let (dh, dw) = (g.dilation[0], g.dilation[1]);
         let ph = g.padding[0];
-        let mut acc = [[*init; B]; 2];
-        // The input row tap ki of output row oh + r reads (ascending in ki).
-        let row_of = |r: usize, ki: usize| (oh + r) * sh + ki * dh - ph;
-        let (mut k0, mut k1) = (taps[0].0, taps[1].0);
-        while k0 < taps[0].1 || k1 < taps[1].1 {
-            let i0 = if k0 < taps[0].1 {
-                row_of(0, k0)
+        let mut acc = [[*init; B]; R];
+        // Row r's next kernel row, and the input row it reads (ascending in
+        // the kernel row; usize::MAX once row r has read all its taps).
+        let mut k: [usize; R] = std::array::from_fn(|r| taps[r].0);
+        let next = |k: &[usize; R], r: usize| {
+            if k[r] < taps[r].1 {
+                (oh + r) * sh + k[r] * dh - ph
             } else {
                 usize::MAX
-            };
-            let i1 = if k1 < taps[1].1 {
-                row_of(1, k1)
-            } else {
-                usize::MAX
-            };
-            let ih = i0.min(i1);
-            let (a, b) = (i0 == ih, i1 == ih);
+            }
+        };
+        loop {
+            let ih = (0..R).map(|r| next(&k, r)).min().unwrap_or(usize::MAX);
+            if ih == usize::MAX {
+                break;
+            }
+            let reads: [bool; R] = std::array::from_fn(|r| next(&k, r) == ih);
             let row = xp.add((ih * self.lay.cols + ow0 * sw) * CB);
             for kj in 0..g.kw {
                 let s = row.add(kj * dw * CB);
                 let xs: [V<T>; B] = std::array::from_fn(|c| ld(s.add(c * sw * CB)));
-                if a {
-                    let wv = ld(wb.add((k0 * g.kw + kj) * CB));
-                    mul_add(&mut acc[0], &wv, &xs);
-                }
-                if b {
-                    let wv = ld(wb.add((k1 * g.kw + kj) * CB));
-                    mul_add(&mut acc[1], &wv, &xs);
+                for r in 0..R {
+                    if reads[r] {
+                        let wv = ld(wb.add((k[r] * g.kw + kj) * CB));
+                        mul_add(&mut acc[r], &wv, &xs);
+                    }
                 }
             }
-            k0 += a as usize;
-            k1 += b as usize;
+            for r in 0..R {
+                k[r] += reads[r] as usize;
+            }
         }
         for (r, acc) in acc.iter().enumerate() {
             for (c, v) in acc.iter().enumerate() {
@@ -479,7 +463,7 @@ impl<T: Real> Planes for Forward<'_, T> {
                 let mut ow = 0;
                 while ow < g.ow {
                     let b = (g.ow - ow).min(NB);
-                    with_width!(b, self.cols2(xp, wb, &init, oh, pair, ow, y));
+                    with_width!(b, self.rows::<2>(xp, wb, &init, oh, pair, ow, y));
                     ow += b;
                 }
                 oh += 2;
@@ -488,7 +472,7 @@ impl<T: Real> Planes for Forward<'_, T> {
                 let mut ow = 0;
                 while ow < g.ow {
                     let b = (g.ow - ow).min(NB);
-                    with_width!(b, self.cols(xp, wb, &init, oh, taps(oh), ow, y));
+                    with_width!(b, self.rows::<1>(xp, wb, &init, oh, [taps(oh)], ow, y));
                     ow += b;
                 }
             }
