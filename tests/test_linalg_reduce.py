@@ -220,6 +220,33 @@ def test_mm_right_operand_with_4k_column_stride(dtype):
     check_accurate(lambda a, b: a[:3] @ b.t(), x, w)
 
 
+@pytest.mark.parametrize("rows", [2, 3, 4, 5, 16, 64, 96, 97])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mm_transposed_right_operand_few_rows(rows, dtype):
+    """`x @ W.t()` with few rows of x (Linear at a small batch): foo computes it into a column-major
+    scratch (2-96 rows; one row at a time up to 4) and copies it out. Plain, bias (the output read,
+    beta and alpha), in place into rows of a wider tensor, out= with a row stride, and the same bits
+    at 1 and 2 threads."""
+    x, w, bias = mat((rows, 33), dtype, 1), mat((40, 33), dtype, 2), mat((40,), dtype, 3)
+    check(lambda a, b: a @ b.t(), x, w)
+    check(lambda c, a, b: torch.addmm(c, a, b.t(), beta=0.5, alpha=-2.0), bias, x, w)
+    check(F.linear, x, w, bias)
+    wide = mat((rows, 50), dtype, 4)
+    check(lambda o, a, b: o[:, 3:43].addmm_(a, b.t(), alpha=0.25), wide, x, w)
+    check(lambda o, a, b: torch.mm(a, b.t(), out=o[:, 5:45]), wide, x, w)
+    threads = torch.get_num_threads()
+    xf, wf, bf = x.to("foo"), w.to("foo"), bias.to("foo")
+    try:
+        results = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            with foo_rs.fallback_disabled():
+                results.append(F.linear(xf, wf, bf).cpu())
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(results[0], results[1])
+
+
 def test_mm_errors():
     check(torch.mm, torch.ones(2, 3), torch.ones(4, 5))
     check(torch.mm, torch.ones(2, 3), torch.ones(3))

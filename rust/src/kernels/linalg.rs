@@ -433,6 +433,48 @@ fn relaid_stride(
     (ld * n * size <= RELAY_MAX_BYTES).then_some(ld)
 }
 
+thread_local! {
+    /// Scratch for [`gemm_one`]'s column-major outputs ([`transposed_output`]).
+    static TRANSPOSED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most rows [`transposed_output`] products take one row at a time.
+/// Measured (1 thread, `F.linear` alternating with torch CPU in one
+/// process): 2 x 1024 -> 1024 146 us a row at a time against 353 us through
+/// the scratch (CPU 192-357 us); 4 x 512 -> 2000 250 against 347; at 8 rows
+/// (784 -> 1024) the two are even.
+const GEMV_ROWS: usize = 4;
+/// Most output rows [`transposed_output`] takes: at 128 rows the copy
+/// costs about what the crate loses (128 x 256 -> 1024: 877 against 845 us
+/// at one thread, 620 against 495 at two; 128 x 784 -> 1024 2253 against
+/// 2489 and even), at 96 rows and fewer the scratch wins (96 x 512 -> 512
+/// 651 against 1027 us).
+const TRANSPOSED_ROWS: usize = 96;
+
+/// Whether [`gemm_one`] computes a product with a column-major right
+/// operand (Linear's `x @ W.t()`) and a row-major output into a
+/// column-major scratch and copies it out (or, up to [`GEMV_ROWS`] rows,
+/// one row at a time). The gemm crate turns a row-major output into the
+/// transposed problem (`dst^T = W @ x^T`), whose left operand is then `W`
+/// read along its rows, and with few rows of `x` that ran at a fraction of
+/// the machine's rate: one thread, `F.linear` 16 x 1024 -> 256 854 us
+/// (torch CPU 147), 16 x 256 -> 1024 292 (126), 4 x 512 -> 2000 2144 (254).
+/// With a column-major output the crate keeps the problem as given: 102,
+/// 104 and 250 us (the last a row at a time). The copies cost a pass over
+/// the output each (two with a bias read), at most 96 rows of it.
+fn transposed_output(
+    (m, n): (usize, usize),
+    (dst_rs, dst_cs): (isize, isize),
+    (rhs_rs, rhs_cs): (isize, isize),
+) -> bool {
+    (2..=TRANSPOSED_ROWS).contains(&m)
+        && n >= 16
+        && dst_cs == 1
+        && rhs_rs == 1
+        && rhs_cs != 1
+        && dst_rs != 0
+}
+
 /// The largest right operand [`gemm_one`] re-lays (its scratch stays allocated per thread).
 const RELAY_MAX_BYTES: usize = 32 << 20;
 
@@ -564,6 +606,65 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
         return;
     }
     let size = std::mem::size_of::<T>();
+    if transposed_output((m, n), (dst_rs, dst_cs), (rhs_rs, rhs_cs)) {
+        if m <= GEMV_ROWS {
+            // A row at a time: each a matrix-vector product, which the
+            // crate reads `W` for row by row (bandwidth-bound) where a
+            // 16-row micro-kernel would waste most of its lanes.
+            for i in 0..m {
+                gemm_one(
+                    1,
+                    n,
+                    k,
+                    dst.offset(i as isize * dst_rs),
+                    dst_rs,
+                    dst_cs,
+                    read,
+                    lhs.offset(i as isize * lhs_rs),
+                    lhs_rs,
+                    lhs_cs,
+                    rhs,
+                    rhs_rs,
+                    rhs_cs,
+                    beta,
+                    alpha,
+                    par,
+                );
+            }
+            return;
+        }
+        let words = (m * n * size).div_ceil(8);
+        let run = |buf: &mut Vec<u64>| {
+            if buf.len() < words {
+                buf.resize(words, 0);
+            }
+            // Element (i, j) of the product at t[i + j * m].
+            let t = buf.as_mut_ptr() as *mut T;
+            if read {
+                for i in 0..m {
+                    let row = dst.offset(i as isize * dst_rs);
+                    for j in 0..n {
+                        *t.add(i + j * m) = *row.add(j);
+                    }
+                }
+            }
+            gemm_one(
+                m, n, k, t, 1, m as isize, read, lhs, lhs_rs, lhs_cs, rhs, rhs_rs, rhs_cs, beta,
+                alpha, par,
+            );
+            for i in 0..m {
+                let row = dst.offset(i as isize * dst_rs);
+                for j in 0..n {
+                    *row.add(j) = *t.add(i + j * m);
+                }
+            }
+        };
+        TRANSPOSED.with(|b| match b.try_borrow_mut() {
+            Ok(mut buf) => run(&mut buf),
+            Err(_) => run(&mut Vec::new()),
+        });
+        return;
+    }
     if let Some(ld) = relaid_stride((m, k, n), rhs_rs, rhs_cs, size) {
         let words = (ld * n * size).div_ceil(8);
         let relay = |buf: &mut Vec<u64>| {
