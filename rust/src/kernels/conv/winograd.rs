@@ -233,10 +233,12 @@ unsafe fn transform_panel(g: &Conv2d, src: *const f32, given: bool, i0: usize, d
                 // (18 KiB at 512 channels): each run starts a new page and
                 // no hardware prefetcher follows that stride, so the
                 // gathers waited for memory. Ask for the run of the
-                // channel PREFETCH_CHANNELS ahead now.
+                // channel PREFETCH_CHANNELS ahead now (every cache line the
+                // run touches; the last address may lie past the weight's
+                // end, which a prefetch does not fault on).
                 let run = src.add(((ch + PREFETCH_CHANNELS) * k + i0) * 9) as *const i8;
                 for line in (0..nrows * 9 * 4 + 63).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(run.add(line));
+                    _mm_prefetch::<_MM_HINT_T0>(run.wrapping_add(line));
                 }
             }
             let tap = |t: usize| {
