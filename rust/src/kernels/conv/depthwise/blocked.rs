@@ -366,8 +366,8 @@ impl<T: Real> Forward<'_, T> {
     /// 0.84-0.94 of the time, 88 channels 3 x 3 at 28 x 28 0.91, the 3 x 3
     /// stride-2 layers at 112 and 56 1.01 (bound by the blocked copies, not
     /// the loads). One row and two had been separate functions; this one
-    /// serving both was 0.85-1.02 of their time on those layers (the same
-    /// kind of run), the same bits.
+    /// serving both was 0.79-1.02 of their time on those layers (the same
+    /// kind of run, two runs), the same bits.
     #[inline(always)]
     unsafe fn rows<const R: usize, const B: usize>(
         &self,
