@@ -133,16 +133,22 @@ def _mm(n, dtype=torch.float32):
 BF16_LINEARS = [(256, 784, 1024), (256, 1024, 1024), (256, 1024, 10), (1024, 256, 1024), (1024, 1024, 256)]
 
 
-def _linear_bf16(rows: int, fin: int, fout: int, backward: bool):
-    """F.linear in bfloat16 (x @ W^T + b); with ``backward`` also the two
-    gradient products (grad @ W and grad^T @ x) and the bias sum."""
+#: Linear at small batches (batch, in, out), float32: an RNN's decoder, an MLP
+#: served a few requests at a time. `x @ W.t()` with few rows had run at a
+#: fraction of the machine's rate on foo (README, tenth session).
+SMALL_LINEARS = [(2, 1024, 1024), (4, 512, 2000), (16, 256, 1024), (16, 1024, 256), (64, 256, 1024)]
+
+
+def _linear(rows: int, fin: int, fout: int, backward: bool, dtype: torch.dtype = torch.bfloat16):
+    """F.linear (x @ W^T + b); with ``backward`` also the two gradient
+    products (grad @ W and grad^T @ x) and the bias sum."""
 
     def make(device):
         g = torch.Generator().manual_seed(0)
-        x = torch.randn(rows, fin, generator=g).to(device, torch.bfloat16).requires_grad_(backward)
-        w = (torch.randn(fout, fin, generator=g) * fin**-0.5).to(device, torch.bfloat16).requires_grad_(backward)
-        b = torch.randn(fout, generator=g).to(device, torch.bfloat16).requires_grad_(backward)
-        gy = torch.randn(rows, fout, generator=g).to(device, torch.bfloat16)
+        x = torch.randn(rows, fin, generator=g).to(device, dtype).requires_grad_(backward)
+        w = (torch.randn(fout, fin, generator=g) * fin**-0.5).to(device, dtype).requires_grad_(backward)
+        b = torch.randn(fout, generator=g).to(device, dtype).requires_grad_(backward)
+        gy = torch.randn(rows, fout, generator=g).to(device, dtype)
         if not backward:
             return lambda: torch.nn.functional.linear(x, w, b)
 
@@ -880,9 +886,13 @@ CASES = [
     Case("mm 1024 f32", "matmul", _mm(1024)),
     Case("mm 1024 bf16", "matmul", _mm(1024, torch.bfloat16)),
     *(
-        Case(f"linear bf16 {r}x{i}->{o} {'fwd+bwd' if bwd else 'fwd'}", "matmul", _linear_bf16(r, i, o, bwd))
+        Case(f"linear bf16 {r}x{i}->{o} {'fwd+bwd' if bwd else 'fwd'}", "matmul", _linear(r, i, o, bwd))
         for r, i, o in BF16_LINEARS
         for bwd in (False, True)
+    ),
+    *(
+        Case(f"linear f32 {r}x{i}->{o} fwd", "matmul", _linear(r, i, o, False, torch.float32))
+        for r, i, o in SMALL_LINEARS
     ),
     *(
         Case(f"{name} {'x'.join(map(str, shape))} fwd+bwd", "norm", _norm_step(shape, layer))
