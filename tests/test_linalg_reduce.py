@@ -225,8 +225,8 @@ def test_mm_right_operand_with_4k_column_stride(dtype):
 def test_mm_transposed_right_operand_few_rows(rows, dtype):
     """`x @ W.t()` with few rows of x (Linear at a small batch): foo computes it into a column-major
     scratch (2-96 rows; one row at a time up to 4) and copies it out. Plain, bias (the output read,
-    beta and alpha), in place into rows of a wider tensor, out= with a row stride, and the same bits
-    at 1 and 2 threads."""
+    beta and alpha), in place into a column slice of a wider tensor and out= one (a row stride wider
+    than the row), and the same bits at 1 and 2 threads (a product wide enough to split)."""
     x, w, bias = mat((rows, 33), dtype, 1), mat((40, 33), dtype, 2), mat((40,), dtype, 3)
     check(lambda a, b: a @ b.t(), x, w)
     check(lambda c, a, b: torch.addmm(c, a, b.t(), beta=0.5, alpha=-2.0), bias, x, w)
@@ -235,7 +235,11 @@ def test_mm_transposed_right_operand_few_rows(rows, dtype):
     check(lambda o, a, b: o[:, 3:43].addmm_(a, b.t(), alpha=0.25), wide, x, w)
     check(lambda o, a, b: torch.mm(a, b.t(), out=o[:, 5:45]), wide, x, w)
     threads = torch.get_num_threads()
-    xf, wf, bf = x.to("foo"), w.to("foo"), bias.to("foo")
+    xf, wf, bf = (
+        mat((rows, 300), dtype, 5).to("foo"),
+        mat((256, 300), dtype, 6).to("foo"),
+        mat((256,), dtype, 7).to("foo"),
+    )
     try:
         results = []
         for n in (1, 2):
