@@ -475,7 +475,8 @@ fn transposed_output(
         && dst_rs != 0
 }
 
-/// The largest right operand [`gemm_one`] re-lays (its scratch stays allocated per thread).
+/// The largest right operand [`gemm_one`] re-lays, and the largest
+/// [`transposed_output`] scratch it keeps (both stay allocated per thread).
 const RELAY_MAX_BYTES: usize = 32 << 20;
 
 /// Products of at most this many multiply-adds (m * n * k) take
@@ -659,9 +660,11 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
                 }
             }
         };
+        // An output too large to keep (a vocabulary head) takes a scratch
+        // freed after the call, as `relaid_stride` bounds its own.
         TRANSPOSED.with(|b| match b.try_borrow_mut() {
-            Ok(mut buf) => run(&mut buf),
-            Err(_) => run(&mut Vec::new()),
+            Ok(mut buf) if words * 8 <= RELAY_MAX_BYTES => run(&mut buf),
+            _ => run(&mut Vec::new()),
         });
         return;
     }
