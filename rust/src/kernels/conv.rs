@@ -46,7 +46,7 @@
 mod depthwise;
 mod dots;
 pub mod fold;
-mod igemm;
+pub(crate) mod igemm;
 mod winograd;
 
 use super::parallel;
