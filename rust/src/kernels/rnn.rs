@@ -676,7 +676,8 @@ pub(crate) unsafe fn backward<T: 'static + Copy + Send + Sync + Real>(
     // the running hidden-state gradient. The gemm crate, not [`Rhs`]'s
     // packed kernel: with 64 columns and `K = G*H` per task the packed
     // kernel was slower (LSTM 256 units, batch 16: 4.0 vs 3.7 ms per layer
-    // at 1 thread, 2.1 vs 1.9 at 2; GRU 3.0 vs 2.8).
+    // at 1 thread, 2.1 vs 1.9 at 2; GRU 3.0 vs 2.8), and with the step's
+    // rows packed too (the 12-row kernel) slower still (4.2, 2.7, 3.2).
     let recur = move |next: (usize, usize), j0: usize, w: usize| {
         let (noff, nbs) = next;
         gemm_one::<T>(
