@@ -265,10 +265,10 @@ fn blocked_weights<T: Copy>(w: *const T, gates: usize, hidden: usize) -> Vec<T> 
 /// at 2 (GRU, 192 columns a task: 3.0 -> 2.9). The backward's products
 /// keep the crate (see [`backward`]).
 enum Rhs<T> {
-    /// Row-major `[K, N]` at `ptr`, row stride `rs` (`keep` owns it when
+    /// Row-major `[K, N]` at `ptr`, row stride `rs` (`_keep` owns it when
     /// it is a copy).
     Plain {
-        keep: Vec<T>,
+        _keep: Vec<T>,
         ptr: *const T,
         rs: usize,
         k: usize,
@@ -299,7 +299,7 @@ impl<T: 'static + Copy + Real> Rhs<T> {
         if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() || !igemm::available() {
             let (keep, ptr) = plain();
             return Rhs::Plain {
-                keep,
+                _keep: keep,
                 ptr,
                 rs: n,
                 k,
