@@ -18,9 +18,9 @@
 //! Threads. Each step is one [`parallel::parallel_for`] over blocks of
 //! [`BLOCK`] hidden units: a task multiplies the previous hidden state by the
 //! block's gate columns of `W_hh` (on the calling thread; [`Rhs`] says with
-//! which kernel) and runs the gate math for those units. The blocks are fixed by `hidden` alone
-//! and each element is computed by one task in one order, so results are
-//! bit-identical for any thread count.
+//! which kernel) and runs the gate math for those units. The blocks are
+//! fixed by `hidden` alone and each element is computed by one task in one
+//! order, so results are bit-identical for any thread count.
 
 use super::conv::igemm;
 use super::elementwise::math::Real;
@@ -286,9 +286,9 @@ enum Rhs<T> {
 unsafe impl<T> Sync for Rhs<T> {}
 
 impl<T: 'static + Copy + Real> Rhs<T> {
-    /// `[K, N]` with element `(kk, j)` at `column(j) + kk * stride`; `plain` gives the
-    /// same matrix row-major (a copy to keep, if any, and where it is) for
-    /// the crate's path.
+    /// `[K, N]` with element `(kk, j)` at `column(j) + kk * stride`;
+    /// `plain` gives the same matrix row-major (a copy to keep, if any, and
+    /// where it is) for the crate's path.
     fn new(
         k: usize,
         n: usize,
@@ -323,7 +323,7 @@ impl<T: 'static + Copy + Real> Rhs<T> {
         }
     }
 
-    /// `dst[rows, n] = (acc ? dst : 0) + lhs[rows, K] @ self[:, c0..c0 + n]`,
+    /// `dst[rows, n] = lhs[rows, K] @ self[:, c0..c0 + n]`,
     /// rows `dst_rs` and `lhs_rs` apart. `c0` is a multiple of
     /// [`igemm::NR`].
     ///
@@ -337,7 +337,6 @@ impl<T: 'static + Copy + Real> Rhs<T> {
         n: usize,
         dst: *mut T,
         dst_rs: usize,
-        acc: bool,
         lhs: *const T,
         lhs_rs: usize,
         c0: usize,
@@ -350,7 +349,7 @@ impl<T: 'static + Copy + Real> Rhs<T> {
                 dst,
                 dst_rs as isize,
                 1,
-                acc,
+                false,
                 lhs,
                 lhs_rs as isize,
                 1,
@@ -378,7 +377,7 @@ impl<T: 'static + Copy + Real> Rhs<T> {
                     },
                     dst as *mut f32,
                     dst_rs,
-                    acc,
+                    false,
                 )
             }
         }
@@ -420,7 +419,6 @@ unsafe fn prev_h_product<T: 'static + Copy + Real>(
             n,
             dst,
             dst_rs,
-            false,
             y.at(prev.off.unwrap_or(0), 0),
             y.rs,
             c0,
@@ -432,7 +430,6 @@ unsafe fn prev_h_product<T: 'static + Copy + Real>(
             n,
             dst.add(from_y * dst_rs),
             dst_rs,
-            false,
             h0.add(from_y * k),
             k,
             c0,
@@ -893,6 +890,42 @@ mod tests {
 
     use crate::kernels::uniform as fill;
 
+    /// [`forward`] of an LSTM (no `b_hh`, no workspace) over the given step
+    /// sizes at `threads` threads: `(outputs, h_n)`.
+    fn run_lstm<T: 'static + Copy + Send + Sync + Real>(
+        (x, w, h0, c0): (&[T], &[T], &[T], &[T]),
+        h: usize,
+        sizes: &[usize],
+        threads: usize,
+    ) -> (Vec<T>, Vec<T>) {
+        let steps = Steps::new(sizes).unwrap();
+        let (n, b) = (steps.rows(), steps.batch());
+        let (mut y, mut hn, mut cn, mut cs) = (
+            vec![T::ZERO; n * h],
+            vec![T::ZERO; b * h],
+            vec![T::ZERO; b * h],
+            vec![T::ZERO; n * h],
+        );
+        let op = Forward {
+            xg: Rows::new(x.as_ptr() as *mut T, 4 * h),
+            w_hh: w.as_ptr(),
+            b_hh: None,
+            h0: h0.as_ptr(),
+            c0: Some(c0.as_ptr()),
+            y: Rows::new(y.as_mut_ptr(), h),
+            hn: hn.as_mut_ptr(),
+            cn: Some(cn.as_mut_ptr()),
+            cs: Some(cs.as_mut_ptr()),
+            ws: None,
+        };
+        // SAFETY: the operands hold what `Forward` documents for `steps`.
+        parallel::with_threads(threads, || unsafe {
+            forward(Cell::Lstm, &steps, false, h, &op)
+        })
+        .unwrap();
+        (y, hn)
+    }
+
     #[test]
     fn lstm_forward_matches_per_step_reference_and_any_thread_count() {
         let (t, b, h) = (5, 3, 70); // two blocks, the second partial
@@ -903,32 +936,7 @@ mod tests {
             .collect::<Vec<_>>();
         let (h0, c0) = (fill(b * h, 3), fill(b * h, 4));
         let expected = lstm_ref(&x, t, b, h, &w, &h0, &c0);
-        let steps = Steps::new(&vec![b; t]).unwrap();
-        let run = |threads| {
-            let (mut y, mut hn, mut cn, mut cs) = (
-                vec![0.0; t * b * h],
-                vec![0.0; b * h],
-                vec![0.0; b * h],
-                vec![0.0; t * b * h],
-            );
-            let op = Forward {
-                xg: Rows::new(x.as_ptr() as *mut f64, 4 * h),
-                w_hh: w.as_ptr(),
-                b_hh: None,
-                h0: h0.as_ptr(),
-                c0: Some(c0.as_ptr()),
-                y: Rows::new(y.as_mut_ptr(), h),
-                hn: hn.as_mut_ptr(),
-                cn: Some(cn.as_mut_ptr()),
-                cs: Some(cs.as_mut_ptr()),
-                ws: None,
-            };
-            parallel::with_threads(threads, || unsafe {
-                forward(Cell::Lstm, &steps, false, h, &op)
-            })
-            .unwrap();
-            (y, hn)
-        };
+        let run = |threads| run_lstm((&x, &w, &h0, &c0), h, &vec![b; t], threads);
         let (y1, hn1) = run(1);
         let (y2, _) = run(2);
         assert_eq!(y1, y2);
@@ -956,33 +964,8 @@ mod tests {
             let (x32, w32, h032, c032) = (f(&x), f(&w), f(&h0), f(&c0));
             let rhs = Rhs::new(h, 4 * h, |_| w32.as_ptr(), 1, || (Vec::new(), w32.as_ptr()));
             assert_eq!(matches!(rhs, Rhs::Packed { .. }), igemm::available());
-            let run = |sizes: &[usize], threads| {
-                let steps = Steps::new(sizes).unwrap();
-                let n = steps.rows();
-                let (mut y, mut hn, mut cn, mut cs) = (
-                    vec![0f32; n * h],
-                    vec![0f32; b * h],
-                    vec![0f32; b * h],
-                    vec![0f32; n * h],
-                );
-                let op = Forward {
-                    xg: Rows::new(x32.as_ptr() as *mut f32, 4 * h),
-                    w_hh: w32.as_ptr(),
-                    b_hh: None,
-                    h0: h032.as_ptr(),
-                    c0: Some(c032.as_ptr()),
-                    y: Rows::new(y.as_mut_ptr(), h),
-                    hn: hn.as_mut_ptr(),
-                    cn: Some(cn.as_mut_ptr()),
-                    cs: Some(cs.as_mut_ptr()),
-                    ws: None,
-                };
-                parallel::with_threads(threads, || unsafe {
-                    forward(Cell::Lstm, &steps, false, h, &op)
-                })
-                .unwrap();
-                (y, hn)
-            };
+            let run =
+                |sizes: &[usize], threads| run_lstm((&x32, &w32, &h032, &c032), h, sizes, threads);
             let (y1, hn1) = run(&vec![b; t], 1);
             assert_eq!(y1, run(&vec![b; t], 2).0, "h {h}");
             for (i, (a, e)) in y1.iter().zip(&expected).enumerate() {
