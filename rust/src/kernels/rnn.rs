@@ -264,62 +264,50 @@ fn blocked_weights<T: Copy>(w: *const T, gates: usize, hidden: usize) -> Vec<T> 
 /// 35 steps, gate math included: 5.9 -> 4.0 ms at 1 thread, 4.3 -> 2.3 ms
 /// at 2 (GRU, 192 columns a task: 3.0 -> 2.9). The backward's products
 /// keep the crate (see [`backward`]).
-enum Rhs<T> {
-    /// Row-major `[K, N]` at `ptr`, row stride `rs` (`_keep` owns it when
-    /// it is a copy).
-    Plain {
-        _keep: Vec<T>,
-        ptr: *const T,
-        rs: usize,
-        k: usize,
-    },
-    /// [`igemm::PrePacked`] panels of the whole `[K, N]` and the in-place
-    /// column table of the left operand (`0..K`).
-    Packed {
-        panels: Vec<f32>,
-        k: usize,
-        cols: Vec<isize>,
-    },
+struct Rhs<T> {
+    /// Rows (`H`) and columns (`G*H`).
+    k: usize,
+    n: usize,
+    kind: Kind<T>,
 }
 
-// SAFETY: read-only once built; the tasks of a step only read it.
-unsafe impl<T> Sync for Rhs<T> {}
+/// How [`Rhs`] holds `W_hh`.
+enum Kind<T> {
+    /// [`blocked_weights`]: row-major `[K, N]`, for the gemm crate.
+    Plain(Vec<T>),
+    /// [`igemm::PrePacked`] panels of the same matrix and the in-place
+    /// column table of the left operand (`0..K`).
+    Packed { panels: Vec<f32>, cols: Vec<isize> },
+}
 
 impl<T: 'static + Copy + Real> Rhs<T> {
-    /// `[K, N]` with element `(kk, j)` at `column(j) + kk * stride`;
-    /// `plain` gives the same matrix row-major (a copy to keep, if any, and
-    /// where it is) for the crate's path.
-    fn new(
-        k: usize,
-        n: usize,
-        column: impl Fn(usize) -> *const T + Sync,
-        stride: usize,
-        plain: impl FnOnce() -> (Vec<T>, *const T),
-    ) -> Rhs<T> {
+    /// `W_hh` (`[G*H, H]`, contiguous) in [`blocked_row`]'s column order.
+    ///
+    /// # Safety
+    /// `w` holds `gates * hidden * hidden` elements.
+    unsafe fn new(w: *const T, gates: usize, hidden: usize) -> Rhs<T> {
+        let (k, n) = (hidden, gates * hidden);
         if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() || !igemm::available() {
-            let (keep, ptr) = plain();
-            return Rhs::Plain {
-                _keep: keep,
-                ptr,
-                rs: n,
-                k,
-            };
+            let kind = Kind::Plain(blocked_weights(w, gates, hidden));
+            return Rhs { k, n, kind };
         }
+        let w = P(w as *mut f32);
         let mut panels = vec![0f32; igemm::PrePacked::len(k, n)];
         igemm::PrePacked::pack_all(&mut panels, 1, k, n, |_, k0, kc, j0, nr, dst| {
             for jj in 0..nr {
-                // SAFETY: T is f32 (checked above); `column` addresses K
-                // elements `stride` apart (the caller's contract).
-                let src = column(j0 + jj) as *const f32;
+                // SAFETY: T is f32 (checked above); column `j0 + jj` is
+                // the row `blocked_row` names, `k` contiguous elements.
+                let src = unsafe { w.get().add(blocked_row(j0 + jj, gates, hidden) * k) };
                 for kk in 0..kc {
-                    dst[kk * igemm::NR + jj] = unsafe { *src.add((k0 + kk) * stride) };
+                    dst[kk * igemm::NR + jj] = unsafe { *src.add(k0 + kk) };
                 }
             }
         });
-        Rhs::Packed {
-            panels,
+        let cols = (0..k as isize).collect();
+        Rhs {
             k,
-            cols: (0..k as isize).collect(),
+            n,
+            kind: Kind::Packed { panels, cols },
         }
     }
 
@@ -341,11 +329,12 @@ impl<T: 'static + Copy + Real> Rhs<T> {
         lhs_rs: usize,
         c0: usize,
     ) {
-        match self {
-            Rhs::Plain { ptr, rs, k, .. } => gemm_one::<T>(
+        let k = self.k;
+        match &self.kind {
+            Kind::Plain(wb) => gemm_one::<T>(
                 rows,
                 n,
-                *k,
+                k,
                 dst,
                 dst_rs as isize,
                 1,
@@ -353,19 +342,19 @@ impl<T: 'static + Copy + Real> Rhs<T> {
                 lhs,
                 lhs_rs as isize,
                 1,
-                ptr.add(c0),
-                *rs as isize,
+                wb.as_ptr().add(c0),
+                self.n as isize,
                 1,
                 T::ONE,
                 T::ONE,
                 false,
             ),
-            Rhs::Packed { panels, k, cols } => {
+            Kind::Packed { panels, cols } => {
                 debug_assert_eq!(c0 % igemm::NR, 0);
                 igemm::gemm(
                     rows,
                     n,
-                    *k,
+                    k,
                     igemm::InPlace {
                         ptr: lhs as *const f32,
                         rs: lhs_rs,
@@ -373,7 +362,7 @@ impl<T: 'static + Copy + Real> Rhs<T> {
                     },
                     igemm::PrePacked {
                         base: panels.as_ptr().add(c0 / igemm::NR * k * igemm::NR),
-                        k: *k,
+                        k,
                     },
                     dst as *mut f32,
                     dst_rs,
@@ -466,18 +455,7 @@ pub(crate) unsafe fn forward<T: 'static + Copy + Send + Sync + Real>(
         return Ok(());
     }
     let gh = gates * h;
-    let w_hh = P(op.w_hh as *mut T);
-    let rhs = Rhs::new(
-        h,
-        gh,
-        |col| w_hh.get().add(blocked_row(col, gates, h) * h) as *const T,
-        1,
-        || {
-            let wb = blocked_weights(op.w_hh, gates, h);
-            let p = wb.as_ptr();
-            (wb, p)
-        },
-    );
+    let rhs = Rhs::new(op.w_hh, gates, h);
     // Per-step product h_prev @ W_hh^T, in the blocked column order.
     let mut scratch: Vec<T> = vec![T::ZERO; b * gh];
     let sp = P(scratch.as_mut_ptr());
@@ -946,7 +924,7 @@ mod tests {
         assert_eq!(&hn1[..], &y1[(t - 1) * b * h..]);
     }
 
-    /// float32 takes the packed kernel ([`Rhs::Packed`] where AVX-512 runs):
+    /// float32 takes the packed kernel ([`Kind::Packed`] where AVX-512 runs):
     /// against the float64 reference within float32's rounding, bit for bit
     /// at 1 and 2 threads; widths whose last block is partial (70: 24
     /// columns, under one panel; 100: 144, four and a half) and a packed
@@ -962,8 +940,9 @@ mod tests {
             let expected = lstm_ref(&x, t, b, h, &w, &h0, &c0);
             let f = |v: &[f64]| v.iter().map(|&e| e as f32).collect::<Vec<f32>>();
             let (x32, w32, h032, c032) = (f(&x), f(&w), f(&h0), f(&c0));
-            let rhs = Rhs::new(h, 4 * h, |_| w32.as_ptr(), 1, || (Vec::new(), w32.as_ptr()));
-            assert_eq!(matches!(rhs, Rhs::Packed { .. }), igemm::available());
+            // SAFETY: w32 holds 4 h x h elements.
+            let rhs = unsafe { Rhs::new(w32.as_ptr(), 4, h) };
+            assert_eq!(matches!(rhs.kind, Kind::Packed { .. }), igemm::available());
             let run =
                 |sizes: &[usize], threads| run_lstm((&x32, &w32, &h032, &c032), h, sizes, threads);
             let (y1, hn1) = run(&vec![b; t], 1);
