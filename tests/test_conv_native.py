@@ -193,6 +193,13 @@ CASES = [
         True,
         dict(stride=(2, 1), padding=1, dilation=(1, 2)),
     ),
+    # Stride-2 3 x 3 layers with enough channels and tiles take the 25-point
+    # Winograd forms (conv/winograd.rs: forward, and for padding 1 the input
+    # gradient in 4 x 4 tiles, from 96 output channels): a half-outside last
+    # tile column, odd sizes and batch 4, no padding (forward only).
+    ("winograd_stride2", F.conv2d, (2, 32, 28, 30), (96, 32, 3, 3), True, dict(stride=2, padding=1)),
+    ("winograd_stride2_odd", F.conv2d, (4, 33, 15, 20), (100, 33, 3, 3), False, dict(stride=2, padding=1)),
+    ("winograd_stride2_unpadded", F.conv2d, (2, 32, 29, 29), (32, 32, 3, 3), True, dict(stride=2)),
     ("weight_grad_taps_groups", F.conv2d, (3, 64, 6, 6), (10, 32, 3, 3), False, dict(stride=2, padding=1, groups=2)),
     ("transposed_weight_groups", F.conv2d, (2, 52, 6, 9), (32, 26, 2, 5), True, dict(padding=(1, 2), groups=2)),
     # Strided convolutions over wide rows run on phase-split padded planes

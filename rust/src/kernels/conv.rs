@@ -19,7 +19,11 @@
 //!   and 64 output tiles (resnet's 3 x 3 layers; their input gradient too,
 //!   which is such a convolution): Winograd's F(2x2, 3x3) (winograd.rs),
 //!   16 products over the channels per 2 x 2 output tile instead of 36
-//!   multiply-adds, on the same micro-kernel.
+//!   multiply-adds, on the same micro-kernel. At stride 2 (the downsampling
+//!   layers) the same with 25 products per tile (the kernel split into its
+//!   stride phases, F(2, 2) on the even taps), forward and, for padding 1,
+//!   input gradient (4 x 4 tiles of it), where the tiles do not overhang the
+//!   output much.
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
 //! - Depthwise (one input and one output channel per group): direct SIMD
 //!   loops with 16 channels in the lanes, over a blocked, zero-padded copy
@@ -1340,6 +1344,11 @@ fn grad_input_t<T: Real>(g: &Conv2d, gi: *mut u8, grad: *mut u8, w: *mut u8) {
         if let Some(t) = transposed(g) {
             let w = Weight::Transposed(w.0 as *const f32);
             forward_igemm(&t, gi.0 as *mut f32, grad.0 as *const f32, w);
+            return;
+        }
+        if winograd::applies_input_gradient(g) {
+            let (gi, grad) = (gi.0 as *mut f32, grad.0 as *const f32);
+            winograd::input_gradient(g, gi, grad, w.0 as *const f32);
             return;
         }
     }
@@ -2822,29 +2831,50 @@ mod tests {
     }
 
     /// [`winograd`]: the forward (weight as given) and the input gradient
-    /// (the transposed weight, [`transposed`]) against the direct reference
-    /// on small integers, where every transform and sum is exact: paddings
-    /// 0-2 (the input gradient's 2-0), odd output sizes (half-outside last
-    /// tiles), channels off the 32-channel blocks and the 12-row panels,
-    /// runs of tiles across rows and samples, tasks' last tiles; then the
-    /// same on random floats bit for bit at 1 and 3 threads.
+    /// (stride 1: the transposed weight, [`transposed`]; stride 2 and
+    /// padding 1: [`winograd::input_gradient`]) against the
+    /// direct reference on small integers, where every transform and sum is
+    /// exact: paddings 0-2 (the input gradient's 2-0), odd output sizes
+    /// (half-outside last tiles), input rows and columns no output reads
+    /// (stride 2), channels off the 32-channel blocks and the 12-row panels,
+    /// runs of tiles across rows and samples, rows of several runs, tasks'
+    /// last tiles; then the same on random floats bit for bit at 1 and 3
+    /// threads.
     #[test]
     fn winograd_matches_reference() {
         if !igemm::available() {
             return;
         }
-        // (x, output channels, padding)
-        let cases: &[([usize; 4], usize, [usize; 2])] = &[
-            ([2, 32, 14, 14], 32, [1, 1]),
-            ([3, 40, 9, 11], 37, [1, 1]),
-            ([3, 70, 12, 7], 33, [0, 2]),
-            ([5, 33, 7, 7], 64, [2, 0]),
-            ([1, 32, 40, 38], 45, [1, 1]),
+        // (x, output channels, padding, stride)
+        let cases: &[([usize; 4], usize, [usize; 2], usize)] = &[
+            ([2, 32, 14, 14], 32, [1, 1], 1),
+            ([3, 40, 9, 11], 37, [1, 1], 1),
+            ([3, 70, 12, 7], 33, [0, 2], 1),
+            ([5, 33, 7, 7], 64, [2, 0], 1),
+            ([1, 32, 40, 38], 45, [1, 1], 1),
+            ([2, 32, 28, 28], 100, [1, 1], 2),
+            ([6, 40, 13, 11], 37, [1, 1], 2),
+            ([4, 33, 17, 20], 64, [0, 0], 2),
+            ([4, 70, 17, 20], 33, [2, 0], 2),
+            ([1, 32, 70, 140], 45, [1, 2], 2),
+            ([6, 40, 15, 12], 97, [1, 1], 2),
+            ([1, 33, 64, 130], 96, [1, 1], 2),
         ];
-        for &(x, oc, pd) in cases {
-            let g = case_geometry(x, [oc, x[1], 3, 3], [1, 1], pd, [1, 1], 1);
-            let t = transposed(&g).expect("stride 1 has a transposed form");
-            assert!(winograd::applies(&g) && winograd::applies(&t), "{x:?} {oc}");
+        for &(x, oc, pd, s) in cases {
+            let g = case_geometry(x, [oc, x[1], 3, 3], [s, s], pd, [1, 1], 1);
+            let t = transposed(&g);
+            assert_eq!(t.is_some(), s == 1);
+            assert!(winograd::applies(&g), "{x:?} {oc} {s}");
+            assert!(t.as_ref().is_none_or(winograd::applies), "{x:?} {oc}");
+            // Stride 2: the input gradient's own scheme, for padding 1, 96
+            // output channels and tiles that fit the input well.
+            let outputs = 16 * x[2].div_ceil(4) * x[3].div_ceil(4);
+            let strided = s == 2 && 20 * outputs <= 23 * x[2] * x[3];
+            assert_eq!(
+                winograd::applies_input_gradient(&g),
+                strided && pd == [1, 1] && oc >= 96
+            );
+            let has_gi = t.is_some() || winograd::applies_input_gradient(&g);
             let xv = ints(g.n * g.c * g.hw(), 7919, 7);
             let wv = ints(g.oc * g.ck(), 104729, 5);
             let gv = ints(g.n * g.oc * g.p(), 15485863, 5);
@@ -2858,15 +2888,21 @@ mod tests {
                 parallel::with_threads(threads, || {
                     let w = w32.as_ptr();
                     winograd::forward(&g, out.as_mut_ptr(), x32.as_ptr(), Weight::Given(w));
-                    let wt = Weight::Transposed(w);
-                    winograd::forward(&t, gi.as_mut_ptr(), g32.as_ptr(), wt);
+                    if let Some(t) = &t {
+                        let wt = Weight::Transposed(w);
+                        winograd::forward(t, gi.as_mut_ptr(), g32.as_ptr(), wt);
+                    } else if has_gi {
+                        winograd::input_gradient(&g, gi.as_mut_ptr(), g32.as_ptr(), w);
+                    }
                 });
                 (out, gi)
             };
             let (out, gi) = run(&x32, &w32, &g32, 1);
             let f64s = |v: &[f32]| -> Vec<f64> { v.iter().map(|&a| a as f64).collect() };
-            assert_eq!(f64s(&out), want_out, "forward {x:?} {oc} {pd:?}");
-            assert_eq!(f64s(&gi), want_gi, "input gradient {x:?} {oc} {pd:?}");
+            assert_eq!(f64s(&out), want_out, "forward {x:?} {oc} {pd:?} {s}");
+            if has_gi {
+                assert_eq!(f64s(&gi), want_gi, "input gradient {x:?} {oc} {pd:?} {s}");
+            }
             let noise = |n: usize, seed: u64| f32s(&crate::kernels::uniform(n, seed));
             let (x32, w32, g32) = (
                 noise(x32.len(), 1),
@@ -2876,7 +2912,7 @@ mod tests {
             let one = run(&x32, &w32, &g32, 1);
             let three = run(&x32, &w32, &g32, 3);
             let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|a| a.to_bits()).collect() };
-            assert_eq!(bits(&one.0), bits(&three.0), "forward threads {x:?}");
+            assert_eq!(bits(&one.0), bits(&three.0), "forward threads {x:?} {s}");
             assert_eq!(bits(&one.1), bits(&three.1), "input gradient threads {x:?}");
         }
     }

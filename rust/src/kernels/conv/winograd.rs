@@ -1,7 +1,8 @@
-//! Winograd's minimal filtering F(2x2, 3x3) for float32 3 x 3 convolutions of
-//! stride 1: resnet's 3 x 3 layers, forward and input gradient (the input
+//! Winograd's minimal filtering for float32 3 x 3 convolutions: F(2x2, 3x3)
+//! at stride 1 (resnet's 3 x 3 layers, forward and input gradient: the input
 //! gradient of a stride-1 layer is itself a stride-1 convolution, see
-//! [`super::transposed`]).
+//! [`super::transposed`]), and a 25-point form for stride 2 (the
+//! downsampling layers' forward and input gradient; see [`Scheme`]).
 //!
 //! Each 2 x 2 tile of output pixels is `A^T [(G g G^T) . (B^T d B)] A` for
 //! its 4 x 4 input window `d` (Lavin & Gray, "Fast Algorithms for
@@ -10,7 +11,8 @@
 //! become 16 matrix products `M[xi] (OC x tiles) = U[xi] (OC x C) @ V[xi] (C
 //! x tiles)`, one per point `xi` of the 4 x 4 transform domain, with 2.25x
 //! fewer multiply-adds than the direct convolution (1.72x on 7 x 7 maps,
-//! whose last tile row and column are half outside).
+//! whose last tile row and column are half outside). The stride-2 forms
+//! have 25 points and save 1.44x.
 //!
 //! - The weight transform `U = G g G^T` is computed once per call over foo's
 //!   pool straight into [`igemm`]'s packed A layout (`MR` output channels per
@@ -23,6 +25,11 @@
 //!   output (`A^T M A`, even and odd output columns interleaved again).
 //!   A task's transformed input and products (`16 x channels x tiles`
 //!   each) fit L2 at 64 channels; beyond, they stream from L3.
+//!
+//! Measured against the direct product the layers took before (batch 8,
+//! one thread, alternating in one process): stride-2 forward 128 -> 256
+//! channels at 28 x 28 0.81x the time, 64 -> 128 at 56 x 56 0.83x; input
+//! gradient of the same layers 0.83x and 0.80x.
 //!
 //! Accuracy: the products sum the input channels in blocks of [`CB`], each
 //! block summed in registers and then added in order. With igemm's 128-deep
@@ -54,38 +61,185 @@ const CB: usize = 32;
 /// 16.5-17.5 ms, 4 among the best; the 256-channel layer at 14 x 14 went
 /// from 11.6 to 10.5 ms; the 64-channel one (weight in L2) did not move.
 const PREFETCH_CHANNELS: usize = 4;
-/// Points of the transform domain (4 x 4).
-const XI: usize = 16;
+/// How many channels ahead [`input_transform_stride2`] prefetches the input
+/// rows it reads: a run's rows (a few cache lines each) lie a plane apart
+/// from the previous channel's, a stride no hardware prefetcher follows.
+const PREFETCH_PLANES: usize = 2;
 /// Fewest input and output channels. Chosen, not measured: a tile's
 /// transforms cost in proportion to the channels, its products to their
 /// product, so few channels favour the direct product; resnet's 3 x 3
 /// layers have 64 or more.
 const MIN_CHANNELS: usize = 32;
+/// Fewest output channels (the sums' length) for [`input_gradient`]. Its
+/// inputs at odd offsets add four products with cancelling terms (`a1 w2`
+/// in two of them), so over few channels it loses to the direct sum's
+/// accuracy: largest error against a float64 reference, 4 x C x 28 x 28
+/// inputs, 32 or 128 channels in, five seeds each, as a multiple of torch
+/// CPU's: 48 channels out 0.77-1.17, 64 0.84-1.23, 96 0.55-0.88, 128
+/// 0.50-0.74, 192 0.36-0.72 (resnet18's 128-512-channel layers 0.36-0.74).
+/// The forward sums the input channels with no such loss (0.58-0.94 at
+/// 32-128).
+const MIN_GRADIENT_CHANNELS: usize = 96;
 
-/// Whether [`forward`] computes `g`: a float32 3 x 3, stride-1,
-/// undilated, ungrouped convolution whose output is the input's size plus
-/// twice the padding less two (padding at most 2), with enough channels and
-/// at least two micro-panels of tiles (64). The choice depends on the
-/// shapes only.
+/// The transforms: which one a convolution takes depends on its stride, and
+/// for stride 2 on the pass.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scheme {
+    /// F(2x2, 3x3): a 2 x 2 tile of outputs from its 4 x 4 input window, 16
+    /// points, 16 multiplications where the direct product takes 36.
+    Stride1,
+    /// Stride 2: a 2 x 2 tile of outputs from its 5 x 5 input window, 25
+    /// points, 25 multiplications where the direct product takes 36. Along
+    /// one axis, the outputs `y0 = w0 x0 + w1 x1 + w2 x2` and `y1 = w0 x2 +
+    /// w1 x3 + w2 x4` are the even inputs `x0, x2, x4` filtered by the
+    /// two taps `w0, w2` (F(2, 2): `(x0 - x2) w0`, `x2 (w0 + w2)`, `(x4 -
+    /// x2) w2`, three products) plus the odd inputs `x1, x3` times `w1` (two
+    /// products): 5 products instead of 6, 25 instead of 36 in two
+    /// dimensions (the decomposition of a strided kernel into its stride
+    /// phases, each filtered at stride 1). Every transform coefficient is 0
+    /// or +-1: no rounding in the transforms but the sums'.
+    Stride2,
+    /// The input gradient of a stride-2 layer of padding 1 (its transpose):
+    /// a 4 x 4 tile of the input gradient from a 3 x 3 window of the output
+    /// gradient `a` (rows and columns `2 t ..= 2 t + 2` for tile `t`). Along
+    /// one axis, the tile's four inputs (`4 t + r`, `r = 0..4`) receive `w1
+    /// a0`, `w2 a0 + w0 a1`, `w1 a1` and `w2 a1 + w0 a2`: the second and
+    /// fourth are F(2, 2) over `a` with the taps `w2, w0` (`(a0 - a1) w2`,
+    /// `a1 (w0 + w2)`, `(a2 - a1) w0`), the others the products `a0 w1` and
+    /// `a1 w1`: 5 products for 4 inputs where the direct sum takes 6, 25
+    /// instead of 36 in two dimensions, again with coefficients 0 and +-1.
+    /// The weight's transform is [`Scheme::Stride2`]'s on the taps reversed.
+    Stride2Input,
+}
+
+impl Scheme {
+    fn of(g: &Conv2d) -> Scheme {
+        if g.stride == [2, 2] {
+            Scheme::Stride2
+        } else {
+            Scheme::Stride1
+        }
+    }
+    /// Points of the transform domain along one axis.
+    fn side(self) -> usize {
+        match self {
+            Scheme::Stride1 => 4,
+            Scheme::Stride2 | Scheme::Stride2Input => 5,
+        }
+    }
+    fn points(self) -> usize {
+        self.side() * self.side()
+    }
+    /// Outputs of a tile along one axis.
+    fn tile(self) -> usize {
+        match self {
+            Scheme::Stride1 | Scheme::Stride2 => 2,
+            Scheme::Stride2Input => 4,
+        }
+    }
+}
+
+/// What a task computes: `out` (`n x oc x oh x ow`) from `x` (`n x c x h x
+/// w`) as `scheme` says. For the forward passes `g` is the convolution; for
+/// [`Scheme::Stride2Input`] its input gradient seen the same way (`x` the
+/// output gradient, `out` the input gradient; see [`input_gradient`]).
+struct Layer {
+    g: Conv2d,
+    scheme: Scheme,
+}
+
+impl std::ops::Deref for Layer {
+    type Target = Conv2d;
+    fn deref(&self) -> &Conv2d {
+        &self.g
+    }
+}
+
+/// Whether [`forward`] computes `g`: a float32 3 x 3, undilated, ungrouped
+/// convolution of stride 1 or 2 whose output has the size its input and
+/// padding (at most 2) give, with enough channels and at least two
+/// micro-panels of tiles (64). The choice depends on the shapes only.
 pub(super) fn applies(g: &Conv2d) -> bool {
-    g.kh == 3
-        && g.kw == 3
-        && g.stride == [1, 1]
-        && g.dilation == [1, 1]
-        && g.groups == 1
+    let layer = Layer {
+        g: *g,
+        scheme: Scheme::of(g),
+    };
+    plain_3x3(g)
+        && (g.stride == [1, 1] || g.stride == [2, 2])
         && g.padding[0] <= 2
         && g.padding[1] <= 2
-        && g.oh + 2 == g.h + 2 * g.padding[0]
-        && g.ow + 2 == g.w + 2 * g.padding[1]
+        && (g.stride == [1, 1] || few_outside(&layer))
+        && tiles(&layer).0 >= 2 * NR
+}
+
+/// A float32 3 x 3, undilated, ungrouped layer of equal strides whose output
+/// has the size its input and padding give, with enough channels, on a
+/// machine with AVX-512.
+fn plain_3x3(g: &Conv2d) -> bool {
+    let out = |i: usize, p: usize| (i + 2 * p).checked_sub(3).map(|r| r / g.stride[0] + 1);
+    g.kh == 3
+        && g.kw == 3
+        && g.stride[0] == g.stride[1]
+        && g.dilation == [1, 1]
+        && g.groups == 1
+        && out(g.h, g.padding[0]) == Some(g.oh)
+        && out(g.w, g.padding[1]) == Some(g.ow)
         && g.c >= MIN_CHANNELS
         && g.oc >= MIN_CHANNELS
-        && tiles(g).0 >= 2 * NR
         && igemm::available()
 }
 
+/// [`input_gradient`]'s layer for `g`'s input gradient (see [`Layer`]).
+fn input_layer(g: &Conv2d) -> Layer {
+    let t = Conv2d {
+        c: g.oc,
+        h: g.oh,
+        w: g.ow,
+        oc: g.c,
+        oh: g.h,
+        ow: g.w,
+        ..*g
+    };
+    Layer {
+        g: t,
+        scheme: Scheme::Stride2Input,
+    }
+}
+
+/// Whether [`input_gradient`] computes `g`'s input gradient: a layer
+/// [`plain_3x3`] of stride 2 and padding 1 (every 3 x 3 downsampling layer
+/// of torchvision's models) with [`MIN_GRADIENT_CHANNELS`] output channels,
+/// whose tiles leave few outside ([`few_outside`]) and fill two
+/// micro-panels.
+pub(super) fn applies_input_gradient(g: &Conv2d) -> bool {
+    let layer = input_layer(g);
+    plain_3x3(g)
+        && g.stride == [2, 2]
+        && g.padding == [1, 1]
+        && g.oc >= MIN_GRADIENT_CHANNELS
+        && few_outside(&layer)
+        && tiles(&layer).0 >= 2 * NR
+}
+
+/// Whether the 2 x 2 tiles compute at most 15% more outputs than the
+/// layer has (odd output sizes leave the last tile row or column half
+/// outside). Stride 2 takes [`forward`] only then: its 25 points save a
+/// third of the direct product's multiplications, which the outputs
+/// outside eat. Measured, batch 8, one thread, against the direct product:
+/// 14 x 14 and 28 x 28 outputs (none outside) 8.3 against 9.8 ms and 8.1
+/// against 9.5; 7 x 7 (31% more) 13.0 against 9.8 ms, the 25-point weight
+/// at 512 x 256 channels (13 MB) also no longer in cache. The bound in
+/// between is chosen, not measured.
+fn few_outside(g: &Layer) -> bool {
+    let (_, th, tw) = tiles(g);
+    let t = g.scheme.tile();
+    20 * (t * th) * (t * tw) <= 23 * g.oh * g.ow
+}
+
 /// `(all tiles, tile rows, tile columns)` of a sample's output.
-fn tiles(g: &Conv2d) -> (usize, usize, usize) {
-    let (th, tw) = (g.oh.div_ceil(2), g.ow.div_ceil(2));
+fn tiles(g: &Layer) -> (usize, usize, usize) {
+    let t = g.scheme.tile();
+    let (th, tw) = (g.oh.div_ceil(t), g.ow.div_ceil(t));
     (g.n * th * tw, th, tw)
 }
 
@@ -94,21 +248,44 @@ fn tiles(g: &Conv2d) -> (usize, usize, usize) {
 /// 512-channel layer's is 16 MB), as long as every thread still has a
 /// task. No result depends on it: a tile's arithmetic is the same in any
 /// task and panel.
-fn panels_per_task(g: &Conv2d) -> usize {
+fn panels_per_task(g: &Layer) -> usize {
     let panels = tiles(g).0.div_ceil(NR);
     (panels / parallel::num_threads()).clamp(1, MAX_PANELS)
 }
 
 thread_local! {
-    /// A task's transformed input (`XI x C x tiles`) and products (`XI x OC
-    /// x tiles`), reused across calls.
+    /// A task's transformed input (`points x C x tiles`) and products (`OC x
+    /// points x tiles`, see [`products`]), reused across calls.
     static BUFS: RefCell<[Vec<f32>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
+}
+
+/// Floats from one output channel's products to the next's in a task's
+/// products (`points x tb` of them): one cache line more, so that the rows
+/// of the micro-kernel's tile are not a power of two apart (16 points of
+/// 128 tiles are 8 KiB: all 12 rows of a tile in one L1 set).
+fn products(points: usize, tb: usize) -> usize {
+    points * tb + 16
 }
 
 /// `out = x * weight` (no bias) for a `g` that [`applies`].
 pub(super) fn forward(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
-    let (k, c) = (g.oc, g.c);
-    let len = XI * k.next_multiple_of(igemm::MR) * c;
+    let layer = Layer {
+        g: *g,
+        scheme: Scheme::of(g),
+    };
+    run(&layer, out, x, weight);
+}
+
+/// The input gradient `gi` of a `g` that [`applies_input_gradient`], from
+/// the output gradient `grad` and the weight `w` (`[OC, C, 3, 3]`).
+pub(super) fn input_gradient(g: &Conv2d, gi: *mut f32, grad: *const f32, w: *const f32) {
+    run(&input_layer(g), gi, grad, Weight::Transposed(w));
+}
+
+/// [`Layer`]'s `out` from `x` and the weight.
+fn run(g: &Layer, out: *mut f32, x: *const f32, weight: Weight) {
+    let (k, c, points) = (g.oc, g.c, g.scheme.points());
+    let len = points * k.next_multiple_of(igemm::MR) * c;
     super::WEIGHTS.with(|u| {
         let mut u = u.borrow_mut();
         if u.len() < len {
@@ -121,9 +298,12 @@ pub(super) fn forward(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) 
             BUFS.with(|bufs| {
                 let mut bufs = bufs.borrow_mut();
                 let [v, m] = &mut *bufs;
-                for (buf, rows) in [(&mut *v, c), (&mut *m, k)] {
-                    if buf.len() < XI * rows * tb {
-                        buf.resize(XI * rows * tb, 0.0);
+                for (buf, len) in [
+                    (&mut *v, points * c * tb),
+                    (&mut *m, k * products(points, tb)),
+                ] {
+                    if buf.len() < len {
+                        buf.resize(len, 0.0);
                     }
                 }
                 // SAFETY: `applies` held (AVX-512); x and out hold g's
@@ -155,9 +335,9 @@ pub(super) fn forward(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) 
 /// transform, which makes all 16 points of a (row, channel) pair at once,
 /// writes one contiguous region per channel block and row panel rather
 /// than 16 streams a point's `U` apart.
-fn packed_at(g: &Conv2d, xi: usize, c0: usize, kc: usize, i0: usize) -> usize {
+fn packed_at(g: &Layer, xi: usize, c0: usize, kc: usize, i0: usize) -> usize {
     let kpad = g.oc.next_multiple_of(igemm::MR);
-    (c0 * kpad + i0 * kc) * XI + xi * kc * igemm::MR
+    (c0 * kpad + i0 * kc) * g.scheme.points() + xi * kc * igemm::MR
 }
 
 /// `U[xi] = G g G^T` for every (output, input) channel pair into `dst` as
@@ -165,7 +345,7 @@ fn packed_at(g: &Conv2d, xi: usize, c0: usize, kc: usize, i0: usize) -> usize {
 /// weight's as given, or for the input gradient ([`Weight::Transposed`])
 /// the other convolution's weight `[C, OC, 3, 3]` (this one's `C` and `OC`
 /// swapped) with its taps reversed.
-fn transform_weight(g: &Conv2d, weight: Weight, dst: &mut [f32]) {
+fn transform_weight(g: &Layer, weight: Weight, dst: &mut [f32]) {
     let (src, given) = match weight {
         Weight::Given(w) => (w as usize, true),
         Weight::Transposed(w) => (w as usize, false),
@@ -183,7 +363,8 @@ fn transform_weight(g: &Conv2d, weight: Weight, dst: &mut [f32]) {
 
 /// [`transform_weight`]'s row panel `i0..i0 + MR`: a vector lane per
 /// output channel (row) of the panel, `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2
-/// 1/2; 0 0 1]`. A weight as given has each row's taps of consecutive
+/// 1/2; 0 0 1]` at stride 1, `[1 0 0; 1 0 1; 0 0 1; 0 1 0; 0 1 0]` at
+/// stride 2 ([`Scheme::Stride2`]). A weight as given has each row's taps of consecutive
 /// channels contiguous, so 16 channels' taps (144 floats a row) are loaded
 /// and transposed by igemm's A packing ([`igemm::pack_rows_avx512`], 16 x
 /// 16 blocks) into a float per row; the input gradient's weight
@@ -201,7 +382,7 @@ fn transform_weight(g: &Conv2d, weight: Weight, dst: &mut [f32]) {
 /// `g`, `dst` the packed layout.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn transform_panel(g: &Conv2d, src: *const f32, given: bool, i0: usize, dst: *mut f32) {
+unsafe fn transform_panel(g: &Layer, src: *const f32, given: bool, i0: usize, dst: *mut f32) {
     use igemm::MR;
     use std::arch::x86_64::*;
     let (k, c) = (g.oc, g.c);
@@ -214,6 +395,22 @@ unsafe fn transform_panel(g: &Conv2d, src: *const f32, given: bool, i0: usize, d
     let half = _mm512_set1_ps(0.5);
     let add3 = |a: __m512, b: __m512, c: __m512| _mm512_add_ps(_mm512_add_ps(a, b), c);
     let alt3 = |a: __m512, b: __m512, c: __m512| _mm512_add_ps(_mm512_sub_ps(a, b), c);
+    let scheme = g.scheme;
+    let side = scheme.side();
+    // G applied to three taps along one axis (`side` values; the fifth is
+    // unused by F(2x2, 3x3)).
+    let g_rows = |t0: __m512, t1: __m512, t2: __m512| match scheme {
+        Scheme::Stride1 => [
+            t0,
+            _mm512_mul_ps(half, add3(t0, t1, t2)),
+            _mm512_mul_ps(half, alt3(t0, t1, t2)),
+            t2,
+            _mm512_setzero_ps(),
+        ],
+        // Even taps through F(2, 2)'s G = [1 0; 1 1; 0 1], the odd tap
+        // once for each of the two odd inputs.
+        Scheme::Stride2 | Scheme::Stride2Input => [t0, _mm512_add_ps(t0, t2), t2, t1, t1],
+    };
     // A weight as given: up to 16 channels' taps of the panel's rows, flat
     // index `cc * 9 + tap` at `tr[f * MR..]`, a float per row (igemm's A
     // packing, which transposes 16 x 16 blocks).
@@ -249,25 +446,18 @@ unsafe fn transform_panel(g: &Conv2d, src: *const f32, given: bool, i0: usize, d
                     _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), rows, idx, at as *const _)
                 }
             };
-            // G g: 4 rows of 3 columns.
-            let mut gg = [[_mm512_setzero_ps(); 3]; 4];
+            // G g: `side` rows of 3 columns.
+            let mut gg = [[_mm512_setzero_ps(); 3]; 5];
             for s in 0..3 {
-                let (r0, r1, r2) = (tap(s), tap(3 + s), tap(6 + s));
-                gg[0][s] = r0;
-                gg[1][s] = _mm512_mul_ps(half, add3(r0, r1, r2));
-                gg[2][s] = _mm512_mul_ps(half, alt3(r0, r1, r2));
-                gg[3][s] = r2;
+                let rows = g_rows(tap(s), tap(3 + s), tap(6 + s));
+                for (a, row) in rows.into_iter().enumerate() {
+                    gg[a][s] = row;
+                }
             }
-            // (G g) G^T: point (a, b) at 4 a + b.
-            for (a, [t0, t1, t2]) in gg.into_iter().enumerate() {
-                let u = [
-                    t0,
-                    _mm512_mul_ps(half, add3(t0, t1, t2)),
-                    _mm512_mul_ps(half, alt3(t0, t1, t2)),
-                    t2,
-                ];
-                for (b, val) in u.into_iter().enumerate() {
-                    let at = dst.add(packed_at(g, 4 * a + b, c0, kc, i0) + cc * MR);
+            // (G g) G^T: point (a, b) at `side * a + b`.
+            for (a, [t0, t1, t2]) in gg.into_iter().take(side).enumerate() {
+                for (b, val) in g_rows(t0, t1, t2).into_iter().take(side).enumerate() {
+                    let at = dst.add(packed_at(g, side * a + b, c0, kc, i0) + cc * MR);
                     _mm512_mask_storeu_ps(at, first(MR), val);
                 }
             }
@@ -288,7 +478,7 @@ struct Run {
 }
 
 /// The [`Run`]s of tiles `t0..t1` in order, into `dst`; returns how many.
-fn runs(g: &Conv2d, t0: usize, t1: usize, dst: &mut [Run; RUNS]) -> usize {
+fn runs(g: &Layer, t0: usize, t1: usize, dst: &mut [Run; RUNS]) -> usize {
     let (_, th, tw) = tiles(g);
     let (mut t, mut count) = (t0, 0);
     while t < t1 {
@@ -308,7 +498,9 @@ const RUNS: usize = MAX_PANELS * NR;
 
 /// Task `b`: tiles `b * tb..` (`tb` a multiple of `NR`), transformed into
 /// `v` (point `xi`'s `C x tb` as `tb / NR` packed B panels of `C x NR`),
-/// multiplied into `m` (point `xi`'s `OC x tb`, row-major), transformed
+/// multiplied into `m` (output channel `o`'s products for point `xi` at
+/// `o * products(points, tb) + xi * tb`, so that the output transform finds
+/// a channel's points together), transformed
 /// back into `out`.
 ///
 /// # Safety
@@ -316,7 +508,7 @@ const RUNS: usize = MAX_PANELS * NR;
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn block(
-    g: &Conv2d,
+    g: &Layer,
     b: usize,
     tb: usize,
     x: *const f32,
@@ -338,11 +530,17 @@ unsafe fn block(
     }; RUNS];
     let count = runs(g, t0, t1, &mut all);
     let runs = &all[..count];
-    input_transform(g, runs, tb, x, v);
+    match g.scheme {
+        Scheme::Stride1 => input_transform(g, runs, tb, x, v),
+        Scheme::Stride2 => input_transform_stride2(g, runs, tb, x, v),
+        Scheme::Stride2Input => input_transform_gradient(g, runs, tb, x, v),
+    }
     let nt = t1 - t0;
     // BLIS's order within a point: a block of B's rows stays in L1 while
     // A's panels pass, each panel used for every micro-panel of tiles.
-    for xi in 0..XI {
+    let points = g.scheme.points();
+    let ms = products(points, tb);
+    for xi in 0..points {
         for c0 in (0..c).step_by(CB) {
             let kc = CB.min(c - c0);
             for i0 in (0..k).step_by(MR) {
@@ -354,15 +552,19 @@ unsafe fn block(
                         kc,
                         a,
                         v.add(xi * c * tb + j0 * c + c0 * NR),
-                        m.add((xi * k + i0) * tb + j0),
-                        tb,
+                        m.add(i0 * ms + xi * tb + j0),
+                        ms,
                         c0 > 0,
                     );
                 }
             }
         }
     }
-    output_transform(g, runs, tb, m, out);
+    match g.scheme {
+        Scheme::Stride1 => output_transform::<4>(g, runs, tb, m, out),
+        Scheme::Stride2 => output_transform::<5>(g, runs, tb, m, out),
+        Scheme::Stride2Input => output_transform_gradient(g, runs, tb, m, out),
+    }
 }
 
 /// Lanes `l` of a 16-float load at column `q` of a row of `w` floats with
@@ -382,6 +584,12 @@ fn inside(q: isize, w: usize) -> u16 {
 /// and two 16-lane vectors interleaved (lanes 0-7, then 8-15).
 static EVEN: [i32; 16] = [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
 static ODD: [i32; 16] = [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+/// Lanes 1-15 of the first vector, then the second's lane 0.
+static NEXT: [i32; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+/// 64-bit lane indices: two vectors' pairs of floats interleaved (their
+/// lanes 0-3, then 4-7).
+static PAIRS_LO: [i64; 8] = [0, 8, 1, 9, 2, 10, 3, 11];
+static PAIRS_HI: [i64; 8] = [4, 12, 5, 13, 6, 14, 7, 15];
 static ZIP_LO: [i32; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
 static ZIP_HI: [i32; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
 
@@ -392,10 +600,10 @@ static ZIP_HI: [i32; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30
 /// `l` of a vector is the run's tile `l`.
 ///
 /// # Safety
-/// AVX-512F; x holds g's input, v `XI x C x tb` floats.
+/// AVX-512F; x holds g's input, v `16 x C x tb` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn input_transform(g: &Conv2d, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
+unsafe fn input_transform(g: &Layer, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
     use std::arch::x86_64::*;
     let (c, h, w) = (g.c, g.h, g.w);
     let (ph, pw) = (g.padding[0] as isize, g.padding[1] as isize);
@@ -456,44 +664,289 @@ unsafe fn input_transform(g: &Conv2d, runs: &[Run], tb: usize, x: *const f32, v:
     }
 }
 
-/// `out[tile] = A^T M A` for every output channel and every tile of `runs`,
-/// with `A^T = [1 1 1 0; 0 1 -1 -1]`: output pixels past the output's last
-/// row or column are not stored.
+/// [`input_transform`] at stride 2 ([`Scheme::Stride2`]): the tile's 5 x 5
+/// input window `d` (rows and columns `4 t - padding ..`), `B^T = [1 0 -1
+/// 0 0; 0 0 1 0 0; 0 0 -1 0 1; 0 1 0 0 0; 0 0 0 1 0]` (the even inputs
+/// through F(2, 2), then the odd ones as they are); point `(a, s)` at `5 a +
+/// s`. Lane `l` is the run's tile `l`, whose columns are `4 l ..= 4 l + 4`
+/// of the run's first: the 64 columns of 16 tiles are split into even and
+/// odd columns, each of those again (4 permutes), and the fifth column is
+/// the next tile's first (one more).
 ///
 /// # Safety
-/// AVX-512F; m holds `XI x OC x tb` floats (the tiles' products), out g's
-/// output.
+/// AVX-512F; x holds g's input, v `25 x C x tb` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn output_transform(g: &Conv2d, runs: &[Run], tb: usize, m: *const f32, out: *mut f32) {
+unsafe fn input_transform_stride2(g: &Layer, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
+    use std::arch::x86_64::*;
+    let (c, h, w) = (g.c, g.h, g.w);
+    let (ph, pw) = (g.padding[0] as isize, g.padding[1] as isize);
+    let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
+    let (even, odd, next) = (idx(&EVEN), idx(&ODD), idx(&NEXT));
+    for ch in 0..c {
+        for run in runs {
+            let plane = x.add((run.n * c + ch) * h * w);
+            // Input column of the run's first window's first column.
+            let q = 4 * run.tx as isize - pw;
+            // Rows of the windows after B^T along the columns.
+            let mut t = [[_mm512_setzero_ps(); 5]; 5];
+            for (i, ti) in t.iter_mut().enumerate() {
+                let r = (4 * run.ty + i) as isize - ph;
+                if r < 0 || r >= h as isize {
+                    continue;
+                }
+                let row = plane.add(r as usize * w);
+                if ch + PREFETCH_PLANES < c {
+                    // The same row of the plane PREFETCH_PLANES channels on
+                    // (a prefetch does not fault past the plane's ends).
+                    let ahead = row.wrapping_add(PREFETCH_PLANES * h * w).wrapping_offset(q);
+                    for line in (0..(4 * run.len + 1) * 4 + 63).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>((ahead as *const i8).wrapping_add(line));
+                    }
+                }
+                let load = |q: isize| _mm512_maskz_loadu_ps(inside(q, w), row.wrapping_offset(q));
+                let [a, b, cc, d, f] = [0, 16, 32, 48, 64].map(|o| load(q + o));
+                // Even and odd columns of the first and second 32.
+                let (e0, o0) = (
+                    _mm512_permutex2var_ps(a, even, b),
+                    _mm512_permutex2var_ps(a, odd, b),
+                );
+                let (e1, o1) = (
+                    _mm512_permutex2var_ps(cc, even, d),
+                    _mm512_permutex2var_ps(cc, odd, d),
+                );
+                // Column 4 l + j of the run's first, for lane l.
+                let x0 = _mm512_permutex2var_ps(e0, even, e1);
+                let x2 = _mm512_permutex2var_ps(e0, odd, e1);
+                let x1 = _mm512_permutex2var_ps(o0, even, o1);
+                let x3 = _mm512_permutex2var_ps(o0, odd, o1);
+                let x4 = _mm512_permutex2var_ps(x0, next, f);
+                *ti = [_mm512_sub_ps(x0, x2), x2, _mm512_sub_ps(x4, x2), x1, x3];
+            }
+            // B^T down the rows, column by column: point (a, s) at `5 a + s`,
+            // points `c * tb` floats apart.
+            let (mask, step) = (first(run.len), c * tb);
+            let (jp, jj) = (run.j / NR, run.j % NR);
+            let at = v.add((jp * c + ch) * NR + jj);
+            for s in 0..5 {
+                let out = [
+                    _mm512_sub_ps(t[0][s], t[2][s]),
+                    t[2][s],
+                    _mm512_sub_ps(t[4][s], t[2][s]),
+                    t[1][s],
+                    t[3][s],
+                ];
+                for (a, val) in out.into_iter().enumerate() {
+                    _mm512_mask_storeu_ps(at.add((5 * a + s) * step), mask, val);
+                }
+            }
+        }
+    }
+}
+
+/// [`input_transform`] for [`Scheme::Stride2Input`]: the tile's 3 x 3
+/// window `a` of the output gradient (rows and columns `2 t ..= 2 t + 2`),
+/// `B^T = [1 -1 0; 0 1 0; 0 -1 1; 1 0 0; 0 1 0]`; point `(a, s)` at `5 a +
+/// s`. Lane `l` is the run's tile `l`, whose columns are `2 l ..= 2 l + 2`
+/// of the run's first: even and odd columns of 32 (two permutes), the third
+/// the next tile's first (one more).
+///
+/// # Safety
+/// AVX-512F; x holds the output gradient (`g`'s `x`), v `25 x C x tb` floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn input_transform_gradient(g: &Layer, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
+    use std::arch::x86_64::*;
+    let (c, h, w) = (g.c, g.h, g.w);
+    let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
+    let (even, odd, next) = (idx(&EVEN), idx(&ODD), idx(&NEXT));
+    let sub = |a: __m512, b: __m512| _mm512_sub_ps(a, b);
+    for ch in 0..c {
+        for run in runs {
+            let plane = x.add((run.n * c + ch) * h * w);
+            let q = 2 * run.tx as isize;
+            // Rows of the windows after B^T along the columns.
+            let mut t = [[_mm512_setzero_ps(); 5]; 3];
+            for (i, ti) in t.iter_mut().enumerate() {
+                let r = 2 * run.ty + i;
+                if r >= h {
+                    continue;
+                }
+                let row = plane.add(r * w);
+                if ch + PREFETCH_PLANES < c {
+                    // As in input_transform_stride2.
+                    let ahead = row.wrapping_add(PREFETCH_PLANES * h * w).wrapping_offset(q);
+                    for line in (0..(2 * run.len + 1) * 4 + 63).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>((ahead as *const i8).wrapping_add(line));
+                    }
+                }
+                let load = |q: isize| _mm512_maskz_loadu_ps(inside(q, w), row.wrapping_offset(q));
+                let [a, b, cc] = [0, 16, 32].map(|o| load(q + o));
+                // Column 2 l + j of the run's first, for lane l.
+                let x0 = _mm512_permutex2var_ps(a, even, b);
+                let x1 = _mm512_permutex2var_ps(a, odd, b);
+                let x2 = _mm512_permutex2var_ps(x0, next, cc);
+                *ti = [sub(x0, x1), x1, sub(x2, x1), x0, x1];
+            }
+            // B^T down the rows, column by column.
+            let (mask, step) = (first(run.len), c * tb);
+            let (jp, jj) = (run.j / NR, run.j % NR);
+            let at = v.add((jp * c + ch) * NR + jj);
+            for s in 0..5 {
+                let out = [
+                    sub(t[0][s], t[1][s]),
+                    t[1][s],
+                    sub(t[2][s], t[1][s]),
+                    t[0][s],
+                    t[1][s],
+                ];
+                for (a, val) in out.into_iter().enumerate() {
+                    _mm512_mask_storeu_ps(at.add((5 * a + s) * step), mask, val);
+                }
+            }
+        }
+    }
+}
+
+/// [`output_transform`] for [`Scheme::Stride2Input`]: `A^T = [0 0 0 1 0;
+/// 1 1 0 0 0; 0 0 0 0 1; 0 1 1 0 0]`, a 4 x 4 tile of the input gradient
+/// per 25 products; the four outputs of a row of 16 tiles (64 columns) are
+/// interleaved by two rounds of permutes (pairs of floats, then pairs of
+/// pairs). Outputs past the last row or column are not stored.
+///
+/// # Safety
+/// AVX-512F; m holds `OC` channels' products (see [`block`]), out the
+/// input gradient.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn output_transform_gradient(
+    g: &Layer,
+    runs: &[Run],
+    tb: usize,
+    m: *const f32,
+    out: *mut f32,
+) {
     use std::arch::x86_64::*;
     let (k, oh, ow) = (g.oc, g.oh, g.ow);
     let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
     let (zip_lo, zip_hi) = (idx(&ZIP_LO), idx(&ZIP_HI));
+    let idx64 = |t: &[i64; 8]| _mm512_loadu_si512(t.as_ptr() as *const _);
+    let (pairs_lo, pairs_hi) = (idx64(&PAIRS_LO), idx64(&PAIRS_HI));
+    let add = |a: __m512, b: __m512| _mm512_add_ps(a, b);
+    let at_rows = |p: [__m512; 5]| [p[3], add(p[0], p[1]), p[4], add(p[1], p[2])];
+    let cast = |v: __m512| _mm512_castps_si512(v);
+    let zero = _mm512_setzero_ps();
     for o in 0..k {
         for run in runs {
             let mask = first(run.len);
-            // Point (a, s) at `4 a + s`, points `k * tb` floats apart.
-            let step = k * tb;
-            let mut at = m.add(o * tb + run.j);
-            // A^T along the rows of the 4 x 4 products, then along the columns.
-            let mut z = [[_mm512_setzero_ps(); 4]; 2];
-            for s in 0..4 {
-                let p = |a: usize| _mm512_maskz_loadu_ps(mask, at.add(4 * a * step));
-                let (p0, p1, p2, p3) = (p(0), p(1), p(2), p(3));
-                at = at.add(step);
-                z[0][s] = _mm512_add_ps(_mm512_add_ps(p0, p1), p2);
-                z[1][s] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p3);
+            let mut p = [[zero; 5]; 5];
+            let mut at = m.add(o * products(25, tb) + run.j);
+            for pa in p.iter_mut() {
+                for ps in pa.iter_mut() {
+                    *ps = _mm512_maskz_loadu_ps(mask, at);
+                    at = at.add(tb);
+                }
+            }
+            let mut z = [[zero; 5]; 4];
+            for s in 0..5 {
+                let rows = at_rows([p[0][s], p[1][s], p[2][s], p[3][s], p[4][s]]);
+                for (zr, val) in z.iter_mut().zip(rows) {
+                    zr[s] = val;
+                }
+            }
+            let col = 4 * run.tx;
+            let cols = (ow - col).min(4 * run.len);
+            for (r, zr) in z.into_iter().enumerate() {
+                let oy = 4 * run.ty + r;
+                if oy >= oh {
+                    continue;
+                }
+                let [y0, y1, y2, y3] = at_rows(zr);
+                // Tiles' (y0, y1) and (y2, y3) pairs, then pairs of pairs:
+                // vector `i` holds tiles 4 i .. 4 i + 4.
+                let (a_lo, a_hi) = (
+                    _mm512_permutex2var_ps(y0, zip_lo, y1),
+                    _mm512_permutex2var_ps(y0, zip_hi, y1),
+                );
+                let (b_lo, b_hi) = (
+                    _mm512_permutex2var_ps(y2, zip_lo, y3),
+                    _mm512_permutex2var_ps(y2, zip_hi, y3),
+                );
+                let quads = [
+                    _mm512_permutex2var_epi64(cast(a_lo), pairs_lo, cast(b_lo)),
+                    _mm512_permutex2var_epi64(cast(a_lo), pairs_hi, cast(b_lo)),
+                    _mm512_permutex2var_epi64(cast(a_hi), pairs_lo, cast(b_hi)),
+                    _mm512_permutex2var_epi64(cast(a_hi), pairs_hi, cast(b_hi)),
+                ];
+                let at = out.add(((run.n * k + o) * oh + oy) * ow + col);
+                for (i, quad) in quads.into_iter().enumerate() {
+                    if cols > 16 * i {
+                        let lanes = first(cols - 16 * i);
+                        _mm512_mask_storeu_ps(at.add(16 * i), lanes, _mm512_castsi512_ps(quad));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `out[tile] = A^T M A` for every output channel and every tile of `runs`,
+/// with `A^T = [1 1 1 0; 0 1 -1 -1]` at stride 1, `[1 1 0 1 0; 0 1 1 0 1]`
+/// at stride 2: output pixels past the output's last row or column are not
+/// stored.
+///
+/// # Safety
+/// AVX-512F; m holds `OC` channels' products (see [`block`]), out
+/// g's output.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn output_transform<const SIDE: usize>(
+    g: &Layer,
+    runs: &[Run],
+    tb: usize,
+    m: *const f32,
+    out: *mut f32,
+) {
+    use std::arch::x86_64::*;
+    let (k, oh, ow) = (g.oc, g.oh, g.ow);
+    let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
+    let (zip_lo, zip_hi) = (idx(&ZIP_LO), idx(&ZIP_HI));
+    let add = |a: __m512, b: __m512| _mm512_add_ps(a, b);
+    let sub = |a: __m512, b: __m512| _mm512_sub_ps(a, b);
+    // A^T along one axis: the tile's two outputs from `SIDE` points.
+    let at_rows = |p: [__m512; 5]| match SIDE {
+        4 => [add(add(p[0], p[1]), p[2]), sub(sub(p[1], p[2]), p[3])],
+        _ => [add(add(p[0], p[1]), p[3]), add(add(p[1], p[2]), p[4])],
+    };
+    let zero = _mm512_setzero_ps();
+    for o in 0..k {
+        for run in runs {
+            let mask = first(run.len);
+            // The products, point (a, s) at `SIDE * a + s`, points `tb`
+            // floats apart, read in memory order.
+            let mut p = [[zero; 5]; 5];
+            let mut at = m.add(o * products(SIDE * SIDE, tb) + run.j);
+            for pa in p.iter_mut().take(SIDE) {
+                for ps in pa.iter_mut().take(SIDE) {
+                    *ps = _mm512_maskz_loadu_ps(mask, at);
+                    at = at.add(tb);
+                }
+            }
+            // A^T along the rows of the products, then along the columns.
+            let mut z = [[zero; 5]; 2];
+            for s in 0..SIDE {
+                let [z0, z1] = at_rows([p[0][s], p[1][s], p[2][s], p[3][s], p[4][s]]);
+                z[0][s] = z0;
+                z[1][s] = z1;
             }
             let col = 2 * run.tx;
             let cols = (ow - col).min(2 * run.len);
-            for (r, zr) in z.iter().enumerate() {
+            for (r, zr) in z.into_iter().enumerate() {
                 let oy = 2 * run.ty + r;
                 if oy >= oh {
                     continue;
                 }
-                let y0 = _mm512_add_ps(_mm512_add_ps(zr[0], zr[1]), zr[2]);
-                let y1 = _mm512_sub_ps(_mm512_sub_ps(zr[1], zr[2]), zr[3]);
+                let [y0, y1] = at_rows(zr);
                 let at = out.add(((run.n * k + o) * oh + oy) * ow + col);
                 _mm512_mask_storeu_ps(at, first(cols), _mm512_permutex2var_ps(y0, zip_lo, y1));
                 if cols > 16 {
