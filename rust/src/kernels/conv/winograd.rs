@@ -61,7 +61,7 @@ const CB: usize = 32;
 /// 16.5-17.5 ms, 4 among the best; the 256-channel layer at 14 x 14 went
 /// from 11.6 to 10.5 ms; the 64-channel one (weight in L2) did not move.
 const PREFETCH_CHANNELS: usize = 4;
-/// How many channels ahead [`input_transform_stride2`] prefetches the input
+/// How many channels ahead [`input_transform_25`] prefetches the input
 /// rows it reads: a run's rows (a few cache lines each) lie a plane apart
 /// from the previous channel's, a stride no hardware prefetcher follows.
 const PREFETCH_PLANES: usize = 2;
@@ -532,8 +532,8 @@ unsafe fn block(
     let runs = &all[..count];
     match g.scheme {
         Scheme::Stride1 => input_transform(g, runs, tb, x, v),
-        Scheme::Stride2 => input_transform_stride2(g, runs, tb, x, v),
-        Scheme::Stride2Input => input_transform_gradient(g, runs, tb, x, v),
+        Scheme::Stride2 => input_transform_25::<false>(g, runs, tb, x, v),
+        Scheme::Stride2Input => input_transform_25::<true>(g, runs, tb, x, v),
     }
     let nt = t1 - t0;
     // BLIS's order within a point: a block of B's rows stays in L1 while
@@ -664,34 +664,61 @@ unsafe fn input_transform(g: &Layer, runs: &[Run], tb: usize, x: *const f32, v: 
     }
 }
 
-/// [`input_transform`] at stride 2 ([`Scheme::Stride2`]): the tile's 5 x 5
-/// input window `d` (rows and columns `4 t - padding ..`), `B^T = [1 0 -1
-/// 0 0; 0 0 1 0 0; 0 0 -1 0 1; 0 1 0 0 0; 0 0 0 1 0]` (the even inputs
-/// through F(2, 2), then the odd ones as they are); point `(a, s)` at `5 a +
-/// s`. Lane `l` is the run's tile `l`, whose columns are `4 l ..= 4 l + 4`
-/// of the run's first: the 64 columns of 16 tiles are split into even and
-/// odd columns, each of those again (4 permutes), and the fifth column is
-/// the next tile's first (one more).
+/// [`input_transform`] for the 25-point schemes, `B^T d B` with the same
+/// `B^T` along both axes. [`Scheme::Stride2`] (`GRADIENT` false): the tile's
+/// 5 x 5 input window `d` (rows and columns `4 t - padding ..`), `B^T = [1 0
+/// -1 0 0; 0 0 1 0 0; 0 0 -1 0 1; 0 1 0 0 0; 0 0 0 1 0]` (the even inputs
+/// through F(2, 2), then the odd ones as they are); lane `l`, the run's tile
+/// `l`, reads columns `4 l ..= 4 l + 4` of the run's first: the 64 columns
+/// of 16 tiles split into even and odd columns, each of those again (6
+/// permutes), the fifth column the next tile's first (one more).
+/// [`Scheme::Stride2Input`] (`GRADIENT` true): the tile's 3 x 3 window of
+/// the output gradient (rows and columns `2 t ..= 2 t + 2`), `B^T = [1 -1 0;
+/// 0 1 0; 0 -1 1; 1 0 0; 0 1 0]`; lane `l` reads columns `2 l ..= 2 l + 2`:
+/// even and odd columns of 32, the third the next tile's first. Point `(a,
+/// s)` at `5 a + s` in both.
 ///
 /// # Safety
 /// AVX-512F; x holds g's input, v `25 x C x tb` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn input_transform_stride2(g: &Layer, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
+unsafe fn input_transform_25<const GRADIENT: bool>(
+    g: &Layer,
+    runs: &[Run],
+    tb: usize,
+    x: *const f32,
+    v: *mut f32,
+) {
     use std::arch::x86_64::*;
     let (c, h, w) = (g.c, g.h, g.w);
-    let (ph, pw) = (g.padding[0] as isize, g.padding[1] as isize);
+    // Tiles' offset along an axis, rows of a window, and its origin.
+    let (span, rows) = if GRADIENT { (2, 3) } else { (4, 5) };
+    let (ph, pw) = if GRADIENT {
+        (0, 0)
+    } else {
+        (g.padding[0] as isize, g.padding[1] as isize)
+    };
     let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
     let (even, odd, next) = (idx(&EVEN), idx(&ODD), idx(&NEXT));
+    let perm = |a: __m512, i: __m512i, b: __m512| _mm512_permutex2var_ps(a, i, b);
+    let sub = |a: __m512, b: __m512| _mm512_sub_ps(a, b);
+    // B^T along one axis, from a window's values along it.
+    let bt = |x: [__m512; 5]| {
+        if GRADIENT {
+            [sub(x[0], x[1]), x[1], sub(x[2], x[1]), x[0], x[1]]
+        } else {
+            [sub(x[0], x[2]), x[2], sub(x[4], x[2]), x[1], x[3]]
+        }
+    };
     for ch in 0..c {
         for run in runs {
             let plane = x.add((run.n * c + ch) * h * w);
             // Input column of the run's first window's first column.
-            let q = 4 * run.tx as isize - pw;
+            let q = (span * run.tx) as isize - pw;
             // Rows of the windows after B^T along the columns.
             let mut t = [[_mm512_setzero_ps(); 5]; 5];
-            for (i, ti) in t.iter_mut().enumerate() {
-                let r = (4 * run.ty + i) as isize - ph;
+            for (i, ti) in t.iter_mut().take(rows).enumerate() {
+                let r = (span * run.ty + i) as isize - ph;
                 if r < 0 || r >= h as isize {
                     continue;
                 }
@@ -700,28 +727,33 @@ unsafe fn input_transform_stride2(g: &Layer, runs: &[Run], tb: usize, x: *const 
                     // The same row of the plane PREFETCH_PLANES channels on
                     // (a prefetch does not fault past the plane's ends).
                     let ahead = row.wrapping_add(PREFETCH_PLANES * h * w).wrapping_offset(q);
-                    for line in (0..(4 * run.len + 1) * 4 + 63).step_by(64) {
+                    let floats = span * run.len + rows - span;
+                    for line in (0..floats * 4 + 63).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>((ahead as *const i8).wrapping_add(line));
                     }
                 }
                 let load = |q: isize| _mm512_maskz_loadu_ps(inside(q, w), row.wrapping_offset(q));
-                let [a, b, cc, d, f] = [0, 16, 32, 48, 64].map(|o| load(q + o));
-                // Even and odd columns of the first and second 32.
-                let (e0, o0) = (
-                    _mm512_permutex2var_ps(a, even, b),
-                    _mm512_permutex2var_ps(a, odd, b),
-                );
-                let (e1, o1) = (
-                    _mm512_permutex2var_ps(cc, even, d),
-                    _mm512_permutex2var_ps(cc, odd, d),
-                );
-                // Column 4 l + j of the run's first, for lane l.
-                let x0 = _mm512_permutex2var_ps(e0, even, e1);
-                let x2 = _mm512_permutex2var_ps(e0, odd, e1);
-                let x1 = _mm512_permutex2var_ps(o0, even, o1);
-                let x3 = _mm512_permutex2var_ps(o0, odd, o1);
-                let x4 = _mm512_permutex2var_ps(x0, next, f);
-                *ti = [_mm512_sub_ps(x0, x2), x2, _mm512_sub_ps(x4, x2), x1, x3];
+                // Column `span * l + j` of the run's first, for lane l.
+                let cols = if GRADIENT {
+                    let [a, b, cc] = [0, 16, 32].map(|o| load(q + o));
+                    let x0 = perm(a, even, b);
+                    [x0, perm(a, odd, b), perm(x0, next, cc), x0, x0]
+                } else {
+                    let [a, b, cc, d, f] = [0, 16, 32, 48, 64].map(|o| load(q + o));
+                    // Even and odd columns of the first and second 32.
+                    let (e0, o0) = (perm(a, even, b), perm(a, odd, b));
+                    let (e1, o1) = (perm(cc, even, d), perm(cc, odd, d));
+                    let x0 = perm(e0, even, e1);
+                    let x3 = perm(o0, odd, o1);
+                    [
+                        x0,
+                        perm(o0, even, o1),
+                        perm(e0, odd, e1),
+                        x3,
+                        perm(x0, next, f),
+                    ]
+                };
+                *ti = bt(cols);
             }
             // B^T down the rows, column by column: point (a, s) at `5 a + s`,
             // points `c * tb` floats apart.
@@ -729,77 +761,7 @@ unsafe fn input_transform_stride2(g: &Layer, runs: &[Run], tb: usize, x: *const 
             let (jp, jj) = (run.j / NR, run.j % NR);
             let at = v.add((jp * c + ch) * NR + jj);
             for s in 0..5 {
-                let out = [
-                    _mm512_sub_ps(t[0][s], t[2][s]),
-                    t[2][s],
-                    _mm512_sub_ps(t[4][s], t[2][s]),
-                    t[1][s],
-                    t[3][s],
-                ];
-                for (a, val) in out.into_iter().enumerate() {
-                    _mm512_mask_storeu_ps(at.add((5 * a + s) * step), mask, val);
-                }
-            }
-        }
-    }
-}
-
-/// [`input_transform`] for [`Scheme::Stride2Input`]: the tile's 3 x 3
-/// window `a` of the output gradient (rows and columns `2 t ..= 2 t + 2`),
-/// `B^T = [1 -1 0; 0 1 0; 0 -1 1; 1 0 0; 0 1 0]`; point `(a, s)` at `5 a +
-/// s`. Lane `l` is the run's tile `l`, whose columns are `2 l ..= 2 l + 2`
-/// of the run's first: even and odd columns of 32 (two permutes), the third
-/// the next tile's first (one more).
-///
-/// # Safety
-/// AVX-512F; x holds the output gradient (`g`'s `x`), v `25 x C x tb` floats.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn input_transform_gradient(g: &Layer, runs: &[Run], tb: usize, x: *const f32, v: *mut f32) {
-    use std::arch::x86_64::*;
-    let (c, h, w) = (g.c, g.h, g.w);
-    let idx = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr() as *const _);
-    let (even, odd, next) = (idx(&EVEN), idx(&ODD), idx(&NEXT));
-    let sub = |a: __m512, b: __m512| _mm512_sub_ps(a, b);
-    for ch in 0..c {
-        for run in runs {
-            let plane = x.add((run.n * c + ch) * h * w);
-            let q = 2 * run.tx as isize;
-            // Rows of the windows after B^T along the columns.
-            let mut t = [[_mm512_setzero_ps(); 5]; 3];
-            for (i, ti) in t.iter_mut().enumerate() {
-                let r = 2 * run.ty + i;
-                if r >= h {
-                    continue;
-                }
-                let row = plane.add(r * w);
-                if ch + PREFETCH_PLANES < c {
-                    // As in input_transform_stride2.
-                    let ahead = row.wrapping_add(PREFETCH_PLANES * h * w).wrapping_offset(q);
-                    for line in (0..(2 * run.len + 1) * 4 + 63).step_by(64) {
-                        _mm_prefetch::<_MM_HINT_T0>((ahead as *const i8).wrapping_add(line));
-                    }
-                }
-                let load = |q: isize| _mm512_maskz_loadu_ps(inside(q, w), row.wrapping_offset(q));
-                let [a, b, cc] = [0, 16, 32].map(|o| load(q + o));
-                // Column 2 l + j of the run's first, for lane l.
-                let x0 = _mm512_permutex2var_ps(a, even, b);
-                let x1 = _mm512_permutex2var_ps(a, odd, b);
-                let x2 = _mm512_permutex2var_ps(x0, next, cc);
-                *ti = [sub(x0, x1), x1, sub(x2, x1), x0, x1];
-            }
-            // B^T down the rows, column by column.
-            let (mask, step) = (first(run.len), c * tb);
-            let (jp, jj) = (run.j / NR, run.j % NR);
-            let at = v.add((jp * c + ch) * NR + jj);
-            for s in 0..5 {
-                let out = [
-                    sub(t[0][s], t[1][s]),
-                    t[1][s],
-                    sub(t[2][s], t[1][s]),
-                    t[0][s],
-                    t[1][s],
-                ];
+                let out = bt([t[0][s], t[1][s], t[2][s], t[3][s], t[4][s]]);
                 for (a, val) in out.into_iter().enumerate() {
                     _mm512_mask_storeu_ps(at.add((5 * a + s) * step), mask, val);
                 }
