@@ -158,7 +158,8 @@ impl std::ops::Deref for Layer {
 /// Whether [`forward`] computes `g`: a float32 3 x 3, undilated, ungrouped
 /// convolution of stride 1 or 2 whose output has the size its input and
 /// padding (at most 2) give, with enough channels and at least two
-/// micro-panels of tiles (64). The choice depends on the shapes only.
+/// micro-panels of tiles (64); at stride 2 also [`few_outside`]. The
+/// choice depends on the shapes only.
 pub(super) fn applies(g: &Conv2d) -> bool {
     let layer = Layer {
         g: *g,
@@ -221,11 +222,11 @@ pub(super) fn applies_input_gradient(g: &Conv2d) -> bool {
         && tiles(&layer).0 >= 2 * NR
 }
 
-/// Whether the 2 x 2 tiles compute at most 15% more outputs than the
-/// layer has (odd output sizes leave the last tile row or column half
-/// outside). Stride 2 takes [`forward`] only then: its 25 points save a
-/// third of the direct product's multiplications, which the outputs
-/// outside eat. Measured, batch 8, one thread, against the direct product:
+/// Whether `g`'s tiles (2 x 2, or the input gradient's 4 x 4) compute at
+/// most 15% more outputs than the layer has (sizes off the tile leave the
+/// last tile row or column partly outside). The stride-2 schemes are taken
+/// only then: their 25 points save a third of the direct product's
+/// multiplications, which the outputs outside eat. Measured, batch 8, one thread, against the direct product:
 /// 14 x 14 and 28 x 28 outputs (none outside) 8.3 against 9.8 ms and 8.1
 /// against 9.5; 7 x 7 (31% more) 13.0 against 9.8 ms, the 25-point weight
 /// at 512 x 256 channels (13 MB) also no longer in cache. The bound in
@@ -363,9 +364,10 @@ fn transform_weight(g: &Layer, weight: Weight, dst: &mut [f32]) {
 
 /// [`transform_weight`]'s row panel `i0..i0 + MR`: a vector lane per
 /// output channel (row) of the panel, `G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2
-/// 1/2; 0 0 1]` at stride 1, `[1 0 0; 1 0 1; 0 0 1; 0 1 0; 0 1 0]` at
-/// stride 2 ([`Scheme::Stride2`]). A weight as given has each row's taps of consecutive
-/// channels contiguous, so 16 channels' taps (144 floats a row) are loaded
+/// 1/2; 0 0 1]` at stride 1, `[1 0 0; 1 0 1; 0 0 1; 0 1 0; 0 1 0]` for
+/// both stride-2 schemes (the input gradient's on the taps reversed, as
+/// every [`Weight::Transposed`] is read). A weight as given has each row's
+/// taps of consecutive channels contiguous, so 16 channels' taps (144 floats a row) are loaded
 /// and transposed by igemm's A packing ([`igemm::pack_rows_avx512`], 16 x
 /// 16 blocks) into a float per row; the input gradient's weight
 /// ([`Weight::Transposed`]) has a channel's taps of consecutive rows
