@@ -200,6 +200,21 @@ CASES = [
     ("winograd_stride2", F.conv2d, (2, 32, 28, 30), (96, 32, 3, 3), True, dict(stride=2, padding=1)),
     ("winograd_stride2_odd", F.conv2d, (4, 33, 15, 20), (100, 33, 3, 3), False, dict(stride=2, padding=1)),
     ("winograd_stride2_unpadded", F.conv2d, (2, 32, 29, 29), (32, 32, 3, 3), True, dict(stride=2)),
+    # Few input channels (an image model's first layer) run the direct
+    # kernel (conv/direct.rs, float32, rows of 16+ outputs): mobilenet's
+    # 3 x 3 stride-2 stem with rows ending mid-vector, resnet's 7 x 7 stem
+    # over 40 output channels (blocks of 16, 16 and 8), one channel with
+    # strides, dilation and uneven padding.
+    ("direct_stem_stride2", F.conv2d, (2, 3, 40, 37), (16, 3, 3, 3), True, dict(stride=2, padding=1)),
+    ("direct_7x7_blocks", F.conv2d, (1, 3, 30, 70), (40, 3, 7, 7), True, dict(stride=2, padding=3)),
+    (
+        "direct_one_channel_dilated",
+        F.conv2d,
+        (2, 1, 20, 64),
+        (20, 1, 5, 3),
+        False,
+        dict(stride=(2, 3), padding=(2, 1), dilation=(1, 2)),
+    ),
     ("weight_grad_taps_groups", F.conv2d, (3, 64, 6, 6), (10, 32, 3, 3), False, dict(stride=2, padding=1, groups=2)),
     ("transposed_weight_groups", F.conv2d, (2, 52, 6, 9), (32, 26, 2, 5), True, dict(padding=(1, 2), groups=2)),
     # Strided convolutions over wide rows run on phase-split padded planes
@@ -335,6 +350,8 @@ def test_same_bits_for_any_thread_count():
                     # Narrow rows: gathered im2col panels, not padded planes.
                     + F.conv2d(x[..., :7, :3], w, padding=1).square().sum()
                     + F.conv2d(x, dw, padding=2, groups=64).square().sum()
+                    # Three input channels: the direct kernel.
+                    + F.conv2d(x[:, :3], w[:, :3], padding=1).square().sum()
                 )
                 gx, gw, gdw = torch.autograd.grad(y, [x, w, dw])
             results.append([t.cpu() for t in (y, gx, gw, gdw)])

@@ -48,6 +48,7 @@
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
 mod depthwise;
+mod direct;
 mod dots;
 pub mod fold;
 pub(crate) mod igemm;
@@ -600,6 +601,16 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
         if let Some(b) = bias {
             add_bias(g, out, b);
         }
+        return;
+    }
+    if is_f32::<T>() && direct::applies(g) {
+        direct::forward(
+            g,
+            out.0 as *mut f32,
+            x.0 as *const f32,
+            w.0 as *const f32,
+            bias.map(|b| b.0 as *const f32),
+        );
         return;
     }
     if is_f32::<T>()
@@ -2914,6 +2925,61 @@ mod tests {
             let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|a| a.to_bits()).collect() };
             assert_eq!(bits(&one.0), bits(&three.0), "forward threads {x:?} {s}");
             assert_eq!(bits(&one.1), bits(&three.1), "input gradient threads {x:?}");
+        }
+    }
+
+    /// [`direct`] (few input channels) through [`forward`], with a bias,
+    /// against the direct reference on small integers (exact): strides 1-3,
+    /// dilation, uneven padding, no padding, a last block of output channels
+    /// of half width (20 = 16 + 4) and of full width (40 = 16 + 16 + 8),
+    /// rows ending mid-vector; then random floats bit for bit at 1 and 3
+    /// threads.
+    #[test]
+    fn direct_matches_reference() {
+        if !igemm::available() {
+            return;
+        }
+        /// (x, weight, stride, padding, dilation)
+        type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 2], [usize; 2]);
+        let cases: &[Case] = &[
+            ([2, 3, 40, 37], [16, 3, 3, 3], [2, 2], [1, 1], [1, 1]),
+            ([1, 3, 30, 70], [40, 3, 7, 7], [2, 2], [3, 3], [1, 1]),
+            ([2, 1, 20, 64], [20, 1, 5, 3], [2, 3], [2, 1], [1, 2]),
+            ([3, 2, 9, 50], [17, 2, 3, 3], [1, 1], [0, 0], [1, 1]),
+            ([1, 4, 5, 33], [24, 4, 2, 4], [1, 1], [1, 2], [2, 1]),
+        ];
+        for &(x, w, s, pd, d) in cases {
+            let g = case_geometry(x, w, s, pd, d, 1);
+            assert!(direct::applies(&g), "{x:?} {w:?}");
+            let run = |xv: &[f32], wv: &[f32], bv: &[f32], threads: usize| {
+                let mut out = vec![f32::NAN; g.n * g.oc * g.p()];
+                let f = |v: &[f32], shape: &[usize]| {
+                    Strided::contiguous(v.as_ptr() as *mut u8, DType::F32, shape)
+                };
+                let os = f(&out, &[g.n, g.oc, g.oh, g.ow]);
+                let (xs, ws, bs) = (f(xv, &x), f(wv, &w), f(bv, &[g.oc]));
+                parallel::with_threads(threads, || forward(&g, &os, &xs, &ws, Some(&bs)).unwrap());
+                out
+            };
+            let xv = ints(g.n * g.c * g.hw(), 7919, 7);
+            let wv = ints(g.oc * g.ck(), 104729, 5);
+            let bv = ints(g.oc, 31, 9);
+            let mut want = reference(&g, &xv, &wv);
+            for (i, v) in want.iter_mut().enumerate() {
+                *v += bv[(i / g.p()) % g.oc];
+            }
+            let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|&a| a as f32).collect() };
+            let out = run(&f32s(&xv), &f32s(&wv), &f32s(&bv), 1);
+            let got: Vec<f64> = out.iter().map(|&a| a as f64).collect();
+            assert_eq!(got, want, "{x:?} {w:?}");
+            let noise = |n: usize, seed: u64| f32s(&crate::kernels::uniform(n, seed));
+            let (xv, wv, bv) = (noise(xv.len(), 1), noise(wv.len(), 2), noise(bv.len(), 3));
+            let bits = |v: Vec<f32>| -> Vec<u32> { v.iter().map(|a| a.to_bits()).collect() };
+            assert_eq!(
+                bits(run(&xv, &wv, &bv, 1)),
+                bits(run(&xv, &wv, &bv, 3)),
+                "{x:?}"
+            );
         }
     }
 

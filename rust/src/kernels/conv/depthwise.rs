@@ -117,7 +117,7 @@ struct Plan {
 /// Row and column offsets of kernel tap `k` along one dimension, as phase
 /// `q` and shift `base` of the phase-split input: input index
 /// `o * s + k * d - p = (o + base) * s + q`.
-fn phase(k: usize, s: usize, p: usize, d: usize) -> (usize, isize) {
+pub(super) fn phase(k: usize, s: usize, p: usize, d: usize) -> (usize, isize) {
     let off = (k * d) as isize - p as isize;
     (
         off.rem_euclid(s as isize) as usize,
@@ -127,7 +127,11 @@ fn phase(k: usize, s: usize, p: usize, d: usize) -> (usize, isize) {
 
 /// Padding and row width that keep reads at columns `pl + shift + j`,
 /// `j < round_up(n, MAX_LANES)`, inside a row holding `len` data columns.
-fn pad_for(shifts: impl Iterator<Item = isize> + Clone, n: usize, len: usize) -> (usize, usize) {
+pub(super) fn pad_for(
+    shifts: impl Iterator<Item = isize> + Clone,
+    n: usize,
+    len: usize,
+) -> (usize, usize) {
     let lo = shifts.clone().min().unwrap_or(0);
     let hi = shifts.max().unwrap_or(0);
     let pl = (-lo).max(0) as usize;
