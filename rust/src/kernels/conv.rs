@@ -2956,7 +2956,8 @@ mod tests {
                 let f = |v: &[f32], shape: &[usize]| {
                     Strided::contiguous(v.as_ptr() as *mut u8, DType::F32, shape)
                 };
-                let os = f(&out, &[g.n, g.oc, g.oh, g.ow]);
+                let shape = [g.n, g.oc, g.oh, g.ow];
+                let os = Strided::contiguous(out.as_mut_ptr() as *mut u8, DType::F32, &shape);
                 let (xs, ws, bs) = (f(xv, &x), f(wv, &w), f(bv, &[g.oc]));
                 parallel::with_threads(threads, || forward(&g, &os, &xs, &ws, Some(&bs)).unwrap());
                 out
