@@ -36,7 +36,7 @@
 
 pub(super) mod blocked;
 
-use super::{parallel, with_scratch, Conv2d, Real, P};
+use super::{igemm, is_f32, parallel, with_scratch, Conv2d, Real, P};
 use crate::kernels::elementwise::simd::{self, SimdLevel};
 
 /// Widest vector (in f32 lanes) of any level: padded rows leave room for
@@ -95,6 +95,11 @@ impl Layout {
                 let data = &mut row[self.pl..self.pl + n];
                 if self.s == 1 {
                     data.copy_from_slice(std::slice::from_raw_parts(s, n));
+                } else if is_f32::<T>() && n > 0 {
+                    // SAFETY: T is f32; the row holds (n - 1) * s + 1 floats from s.
+                    let src = std::slice::from_raw_parts(s as *const f32, (n - 1) * self.s + 1);
+                    let dst = std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f32, n);
+                    igemm::copy_strided(src, self.s, dst);
                 } else {
                     for (c, d) in data.iter_mut().enumerate() {
                         *d = *s.add(c * self.s);

@@ -520,6 +520,7 @@ unsafe fn block(
     out: *mut f32,
 ) {
     use igemm::MR;
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
     let (k, c) = (g.oc, g.c);
     let t0 = b * tb;
     let t1 = (t0 + tb).min(tiles(g).0);
@@ -547,6 +548,18 @@ unsafe fn block(
             let kc = CB.min(c - c0);
             for i0 in (0..k).step_by(MR) {
                 let a = u.add(packed_at(g, xi, c0, kc, i0));
+                // The next row panel of U lies the 16 points' panels
+                // further on, a stride the hardware does not follow: fetch
+                // it while this one serves the tiles. On the 512-channel
+                // layer at 7 x 7 (U 16 MB, four micro-panels of tiles per
+                // task, batch 8, one thread) 0.88x the pass's time, forward
+                // and input gradient; on larger maps no change.
+                if i0 + MR < k {
+                    let next = u.add(packed_at(g, xi, c0, kc, i0 + MR)) as *const i8;
+                    for line in (0..kc * MR * 4).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(next.add(line));
+                    }
+                }
                 for j0 in (0..nt).step_by(NR) {
                     igemm::micro_packed(
                         MR.min(k - i0),
