@@ -24,6 +24,9 @@
 //!   stride phases, F(2, 2) on the even taps), forward and, for padding 1,
 //!   input gradient (4 x 4 tiles of it), where the tiles do not overhang the
 //!   output much.
+//! - float32 with 1-4 input channels (an image model's first layer):
+//!   direct.rs, 16 output channels in registers per 16 output columns over
+//!   phase-split copies of the input rows, no im2col at all.
 //! - 1x1, stride 1, no padding: plain GEMMs on the input itself, no packing.
 //! - Depthwise (one input and one output channel per group): direct SIMD
 //!   loops with 16 channels in the lanes, over a blocked, zero-padded copy
