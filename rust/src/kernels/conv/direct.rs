@@ -86,9 +86,9 @@ pub(super) fn forward(
     bias: Option<*const f32>,
 ) {
     let (ck, blocks) = (g.ck(), g.oc.div_ceil(OB));
-    // The weight as `blocks x ck x OB` (channel o of block b, tap t at
-    // `(b * ck + t) * OB + o % OB`), zero past the last channel; the bias
-    // likewise as `blocks x OB`.
+    // The weight as `blocks` tables of `ck` rows of the block's [`width`]
+    // (channel o of block b, tap t at `b * ck * OB + t * width + o % OB`),
+    // zero past the last channel; the bias as `blocks x OB`.
     let mut wt = vec![0f32; blocks * ck * OB];
     let mut bt = vec![0f32; blocks * OB];
     for o in 0..g.oc {
