@@ -815,15 +815,7 @@ unsafe fn output_transform_gradient(
     let zero = _mm512_setzero_ps();
     for o in 0..k {
         for run in runs {
-            let mask = first(run.len);
-            let mut p = [[zero; 5]; 5];
-            let mut at = m.add(o * products(25, tb) + run.j);
-            for pa in p.iter_mut() {
-                for ps in pa.iter_mut() {
-                    *ps = _mm512_maskz_loadu_ps(mask, at);
-                    at = at.add(tb);
-                }
-            }
+            let p = products_of::<5>(m, o, tb, run);
             let mut z = [[zero; 5]; 4];
             for s in 0..5 {
                 let rows = at_rows([p[0][s], p[1][s], p[2][s], p[3][s], p[4][s]]);
@@ -867,6 +859,34 @@ unsafe fn output_transform_gradient(
     }
 }
 
+/// Output channel `o`'s products for the tiles of `run`: point (a, s) at
+/// `SIDE * a + s`, points `tb` floats apart, read in memory order; the
+/// entries past `SIDE` stay zero. Both output transforms load through here.
+///
+/// # Safety
+/// AVX-512F; m holds `OC` channels' products (see [`block`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn products_of<const SIDE: usize>(
+    m: *const f32,
+    o: usize,
+    tb: usize,
+    run: &Run,
+) -> [[std::arch::x86_64::__m512; 5]; 5] {
+    use std::arch::x86_64::*;
+    let mask = first(run.len);
+    let mut p = [[_mm512_setzero_ps(); 5]; 5];
+    let mut at = m.add(o * products(SIDE * SIDE, tb) + run.j);
+    for pa in p.iter_mut().take(SIDE) {
+        for ps in pa.iter_mut().take(SIDE) {
+            *ps = _mm512_maskz_loadu_ps(mask, at);
+            at = at.add(tb);
+        }
+    }
+    p
+}
+
 /// `out[tile] = A^T M A` for every output channel and every tile of `runs`,
 /// with `A^T = [1 1 1 0; 0 1 -1 -1]` at stride 1, `[1 1 0 1 0; 0 1 1 0 1]`
 /// at stride 2: output pixels past the output's last row or column are not
@@ -898,17 +918,7 @@ unsafe fn output_transform<const SIDE: usize>(
     let zero = _mm512_setzero_ps();
     for o in 0..k {
         for run in runs {
-            let mask = first(run.len);
-            // The products, point (a, s) at `SIDE * a + s`, points `tb`
-            // floats apart, read in memory order.
-            let mut p = [[zero; 5]; 5];
-            let mut at = m.add(o * products(SIDE * SIDE, tb) + run.j);
-            for pa in p.iter_mut().take(SIDE) {
-                for ps in pa.iter_mut().take(SIDE) {
-                    *ps = _mm512_maskz_loadu_ps(mask, at);
-                    at = at.add(tb);
-                }
-            }
+            let p = products_of::<SIDE>(m, o, tb, run);
             // A^T along the rows of the products, then along the columns.
             let mut z = [[zero; 5]; 2];
             for s in 0..SIDE {
