@@ -2177,7 +2177,7 @@ unsafe fn rows_to_channels_last(
 ) {
     assert!(dst.len() >= w * nc);
     #[cfg(target_arch = "x86_64")]
-    if igemm::available() {
+    if igemm::wide() {
         rows_to_channels_last_avx512(src, plane, nc, w, dst.as_mut_ptr());
         return;
     }
@@ -2856,7 +2856,7 @@ mod tests {
     /// threads.
     #[test]
     fn winograd_matches_reference() {
-        if !igemm::available() {
+        if !igemm::wide() {
             return;
         }
         // (x, output channels, padding, stride)
@@ -2939,7 +2939,7 @@ mod tests {
     /// threads.
     #[test]
     fn direct_matches_reference() {
-        if !igemm::available() {
+        if !igemm::wide() {
             return;
         }
         /// (x, weight, stride, padding, dilation)

@@ -51,7 +51,7 @@ thread_local! {
 /// 0.95x; but 8 -> 16 and 16 -> 32 3 x 3 at 56 x 56 1.29x and 1.16x: with
 /// more input channels the GEMM's packed panels pay for themselves.
 pub(super) fn applies(g: &Conv2d) -> bool {
-    igemm::available()
+    igemm::wide()
         && g.groups == 1
         && g.c <= MAX_CHANNELS
         && g.ck() <= MAX_TAPS

@@ -22,7 +22,7 @@ pub const R: usize = 6;
 
 /// Whether the CPU runs [`tile`].
 pub fn available() -> bool {
-    super::igemm::available()
+    super::igemm::wide()
 }
 
 /// `c[o * ldc + r] = sum over i < rows, j < cols of a[o * a_plane + i *

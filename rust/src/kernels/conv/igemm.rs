@@ -1,5 +1,9 @@
-//! float32 products for convolution on AVX-512: `C (+)= A @ B` with an
-//! `MR x NR` register tile, A and B packed per block.
+//! float32 products for convolution on AVX-512, and on AVX2 + FMA: `C
+//! (+)= A @ B` with an `MR x NR` register tile, A and B packed per block.
+//! Without AVX-512 the tile runs as 6 x 16 sub-tiles ([`micro_avx2`]) on
+//! the same packed layouts, so every caller (the implicit-GEMM convolution
+//! passes, the recurrent layers' products) runs on AVX2-only CPUs too,
+//! with the same bits.
 //!
 //! Hand-written because the gemm crate's per-call set-up is a large part of
 //! a convolution tile's product: it packs both operands on every call (the
@@ -39,9 +43,27 @@ pub const NR: usize = 32;
 /// Depth of a k block (the accuracy block of [`super::gemm`]).
 pub const KC: usize = 128;
 
-/// Whether the AVX-512 kernel runs here (the CPU has AVX-512F and the SIMD
-/// level in use, `FOO_RS_SIMD`, allows it).
+/// Whether [`gemm`] runs here: the SIMD level in use (`FOO_RS_SIMD`) is
+/// AVX-512, or AVX2 + FMA, whose micro-kernel ([`micro_avx2`]) computes
+/// the same register tile in sub-tiles, on the same packed layouts.
 pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::kernels::elementwise::simd::{level, SimdLevel};
+        level() >= SimdLevel::Avx2
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the AVX-512 kernels run here (the CPU has AVX-512F and the SIMD
+/// level in use allows it): the micro-kernel's full-width form, the
+/// vector packers, and the kernels written for AVX-512 only
+/// ([`super::winograd`], [`super::direct`], [`super::dots`], the blocked
+/// depthwise kernels).
+pub fn wide() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::kernels::elementwise::simd::{level, SimdLevel};
@@ -556,7 +578,7 @@ pub unsafe fn micro_packed(
 /// floats, rows past `mr` zero.
 unsafe fn pack_a(a: *const f32, rs: isize, cs: isize, mr: usize, kc: usize, dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if cs == 1 && available() {
+    if cs == 1 && wide() {
         assert!(dst.len() >= kc * MR);
         pack_rows_avx512(a, rs, mr, kc, dst.as_mut_ptr());
         return;
@@ -628,7 +650,7 @@ pub(super) unsafe fn pack_rows_avx512(
 pub fn copy_strided(src: &[f32], step: usize, dst: &mut [f32]) {
     assert!(dst.is_empty() || (dst.len() - 1) * step < src.len());
     #[cfg(target_arch = "x86_64")]
-    if step == 2 && available() {
+    if step == 2 && wide() {
         // SAFETY: AVX-512F; reads below src.len() (masked), writes below dst.len().
         unsafe { copy_even_avx512(src.as_ptr(), src.len(), dst.as_mut_ptr(), dst.len()) };
         return;
@@ -658,17 +680,23 @@ unsafe fn copy_even_avx512(src: *const f32, n: usize, dst: *mut f32, len: usize)
 
 /// `dst[j] = src[tab[j]]` for the `NR` entries of `tab`, 0 where `tab[j]`
 /// is negative (an im2col row read through its tap's offset table).
+/// Without AVX-512 a scalar loop: AVX2's gather is no faster than scalar
+/// loads on the cores that lack AVX-512 (Zen 1: about 4 cycles an element).
 ///
 /// # Safety
-/// [`available`] holds; every non-negative entry is an offset inside the
-/// allocation `src` points into.
+/// Every non-negative entry is an offset inside the allocation `src`
+/// points into.
 #[inline]
 pub unsafe fn gather_row(src: *const f32, tab: &[i32], dst: &mut [f32]) {
     assert!(tab.len() >= NR && dst.len() >= NR);
     #[cfg(target_arch = "x86_64")]
-    gather_row_avx512(src, tab.as_ptr(), dst.as_mut_ptr());
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("the AVX-512 convolution kernel runs on x86_64 only")
+    if wide() {
+        gather_row_avx512(src, tab.as_ptr(), dst.as_mut_ptr());
+        return;
+    }
+    for (d, &t) in dst[..NR].iter_mut().zip(&tab[..NR]) {
+        *d = if t >= 0 { *src.offset(t as isize) } else { 0.0 };
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -788,10 +816,113 @@ unsafe fn micro<const M: usize, const NV: usize, T: Tile, const PF: bool>(
     }
 }
 
-/// [`micro`] for `mr` rows (1..=MR) and `nr` columns (1..=NR).
+/// [`micro`] on AVX2 + FMA: AVX2's 16 registers hold a tile of at most 6
+/// rows by 16 columns (12 accumulators, two B vectors, a broadcast), so
+/// the `mr x nr` tile runs as such sub-tiles one after another, each over
+/// all `kc` steps while the micro-panels of A (`kc x MR`) and B (`kc x
+/// NR`) stay in L1. Each output is the same FMA chain over `kk` as in
+/// [`micro`], added to C the same way: the same bits as the AVX-512 kernel.
 ///
 /// # Safety
-/// As [`micro`].
+/// As [`micro`], AVX2 and FMA instead of AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn micro_avx2<T: Tile>(
+    mr: usize,
+    nr: usize,
+    kc: usize,
+    a: T,
+    b: *const f32,
+    boff: *const isize,
+    pf: bool,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    macro_rules! go {
+        ($($r:literal)*) => {
+            let mut i0 = 0;
+            while i0 < mr {
+                let rows = (mr - i0).min(6);
+                let mut j0 = 0;
+                while j0 < nr {
+                    let cols = (nr - j0).min(16);
+                    let pf = pf && i0 == 0 && j0 == 0;
+                    let (c, b) = (c.add(i0 * ldc + j0), b.add(j0));
+                    match (rows, cols > 8) {
+                        $(($r, false) => sub_avx2::<$r, 1, T>(kc, a, i0, b, boff, pf, c, ldc, cols, load),
+                          ($r, true) => sub_avx2::<$r, 2, T>(kc, a, i0, b, boff, pf, c, ldc, cols, load),)*
+                        _ => unreachable!(),
+                    }
+                    j0 += 16;
+                }
+                i0 += 6;
+            }
+        };
+    }
+    go!(1 2 3 4 5 6);
+}
+
+/// One sub-tile of [`micro_avx2`]: rows `i0..i0 + R` of A's tile against
+/// `V` 8-lane vectors of B's columns from `b` (the first `cols` valid);
+/// `pf` as [`micro`]'s `PF`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn sub_avx2<const R: usize, const V: usize, T: Tile>(
+    kc: usize,
+    a: T,
+    i0: usize,
+    b: *const f32,
+    boff: *const isize,
+    pf: bool,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    load: bool,
+) {
+    use std::arch::x86_64::*;
+    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let mask =
+        |v: usize| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols.saturating_sub(8 * v) as i32), lanes);
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    let rs = a.rs();
+    for kk in 0..kc {
+        let row = b.offset(*boff.add(kk));
+        if pf {
+            let next = row.wrapping_add(NR);
+            _mm_prefetch::<_MM_HINT_T0>(next as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(NR - 1) as *const i8);
+        }
+        let col = a.col(kk).add(i0 * rs);
+        let mut bv = [_mm256_setzero_ps(); V];
+        for (v, bv) in bv.iter_mut().enumerate() {
+            *bv = _mm256_loadu_ps(row.add(v * 8));
+        }
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let av = _mm256_broadcast_ss(&*col.add(i * rs));
+            for v in 0..V {
+                acc[v] = _mm256_fmadd_ps(av, bv[v], acc[v]);
+            }
+        }
+    }
+    for (i, acc) in acc.iter_mut().enumerate() {
+        for (v, acc) in acc.iter_mut().enumerate() {
+            let at = c.add(i * ldc + v * 8);
+            if load {
+                *acc = _mm256_add_ps(_mm256_maskload_ps(at, mask(v)), *acc);
+            }
+            _mm256_maskstore_ps(at, mask(v), *acc);
+        }
+    }
+}
+
+/// [`micro`] for `mr` rows (1..=MR) and `nr` columns (1..=NR); without
+/// AVX-512, [`micro_avx2`].
+///
+/// # Safety
+/// As [`micro`] ([`available`] holds).
 #[cfg(target_arch = "x86_64")]
 unsafe fn micro_dyn<T: Tile>(
     mr: usize,
@@ -805,6 +936,10 @@ unsafe fn micro_dyn<T: Tile>(
     ldc: usize,
     load: bool,
 ) {
+    if !wide() {
+        micro_avx2(mr, nr, kc, a, b, boff, pf, c, ldc, load);
+        return;
+    }
     macro_rules! go {
         ($($m:literal)*) => {
             match (mr, nr > 16, pf) {

@@ -187,7 +187,7 @@ fn plain_3x3(g: &Conv2d) -> bool {
         && out(g.w, g.padding[1]) == Some(g.ow)
         && g.c >= MIN_CHANNELS
         && g.oc >= MIN_CHANNELS
-        && igemm::available()
+        && igemm::wide()
 }
 
 /// [`input_gradient`]'s layer for `g`'s input gradient (see [`Layer`]).

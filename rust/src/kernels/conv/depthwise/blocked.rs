@@ -140,7 +140,7 @@ unsafe fn to_blocked<T: Real>(
     off: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if is_f32::<T>() && super::super::igemm::available() {
+    if is_f32::<T>() && super::super::igemm::wide() {
         to_blocked_avx512(
             src as *const f32,
             plane,
@@ -169,7 +169,7 @@ unsafe fn to_blocked<T: Real>(
 #[inline(always)]
 unsafe fn from_blocked<T: Real>(src: *const T, n: usize, nc: usize, dst: *mut T, plane: usize) {
     #[cfg(target_arch = "x86_64")]
-    if is_f32::<T>() && super::super::igemm::available() {
+    if is_f32::<T>() && super::super::igemm::wide() {
         from_blocked_avx512(src as *const f32, n, nc, dst as *mut f32, plane);
         return;
     }
