@@ -1767,7 +1767,14 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         unsafe { per_batch_product(g, Pass::Weight, gw, grad, x) };
         return;
     }
-    if is_f32::<T>() && igemm::available() && taps_in_place(g) {
+    // The implicit-GEMM weight gradients take AVX-512 (igemm::wide): their
+    // operands are packed by the AVX-512 transposes, scalar without them.
+    // On an AVX2-only Zen 1 (one thread, batch 8, `python -m foo_rs.bench
+    // --group conv -k resnet18`) they ran at 1.08-1.55x CPU's time on
+    // resnet18's 3 x 3 layers, where the path below ran at 0.75-1.09x on
+    // six of the seven (64 channels at 56 x 56: 1.33 against 1.58).
+    let wide = igemm::wide();
+    if is_f32::<T>() && wide && taps_in_place(g) {
         let (gw, grad, x) = (gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
         grad_weight_igemm(g, gw, grad, x, KEEP_FLOATS);
         return;
@@ -1777,7 +1784,7 @@ fn grad_weight_t<T: Real>(g: &Conv2d, gw: *mut u8, grad: *mut u8, x: *mut u8) {
         grad_weight_dots(g, gw, grad, x, KEEP_FLOATS);
         return;
     }
-    if is_f32::<T>() && igemm::available() && rows_as_a(g) {
+    if is_f32::<T>() && wide && rows_as_a(g) {
         let (gw, grad, x) = (gw.0 as *mut f32, grad.0 as *const f32, x.0 as *const f32);
         grad_weight_rows(g, gw, grad, x, KEEP_FLOATS);
         return;
