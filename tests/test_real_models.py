@@ -263,6 +263,33 @@ def test_vision_model_trains_like_cpu_in_float64(no_fallback, name):
 
 @pytest.mark.parametrize("name", list(VISION))
 def test_vision_model_float32_gradients_match_cpu(no_fallback, name):
-    """The first step in float32 (the dtype users train in): every parameter's
-    gradient at float32 tolerances (later steps: see the float64 test)."""
-    _train_side_by_side(name, torch.float32, steps=1, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+    """The first step in float32 (the dtype users train in): the loss and every
+    parameter's gradient at float32 tolerances of the exact gradient, the same
+    model's in float64 on CPU (later steps: see the float64 test).
+
+    Not against torch CPU's float32 gradients: on an AVX2-only CPU (a first-
+    generation Zen EPYC, 2026-12-02) those of resnet18's stem and first stage
+    were 3e-3 to 3.4e-2 (of each tensor's largest element) off the float64
+    ones, past these tolerances, where foo's were at most 4e-6."""
+    build, size, batch = VISION[name]
+    torch.manual_seed(0)
+    exact = build().double()
+    foo = copy.deepcopy(exact).float().to("foo")
+    exact.train(), foo.train()
+    ((x, y),) = _images(1, batch, size, torch.float64)
+    losses = []
+    for model, dev, dtype in ((exact, "cpu", torch.float64), (foo, "foo", torch.float32)):
+        loss = torch.nn.functional.cross_entropy(model(x.to(dev, dtype)), y.to(dev))
+        loss.backward()
+        losses.append(loss.item())
+    torch.testing.assert_close(losses[1], losses[0], rtol=GRAD_RTOL, atol=GRAD_ATOL)
+    exact_params = dict(exact.named_parameters())
+    for n, p_foo in foo.named_parameters():
+        assert p_foo.grad is not None and p_foo.grad.device.type == "foo", n
+        torch.testing.assert_close(
+            p_foo.grad.cpu(),
+            exact_params[n].grad.float(),
+            rtol=GRAD_RTOL,
+            atol=GRAD_ATOL,
+            msg=lambda m: f"{n}: {m}",  # noqa: B023
+        )
