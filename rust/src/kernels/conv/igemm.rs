@@ -780,12 +780,7 @@ unsafe fn micro<const M: usize, const NV: usize, T: Tile, const PF: bool>(
     for kk in 0..kc {
         let row = b.offset(*boff.add(kk));
         if PF {
-            // The same row of the next panel, `NR` floats on (up to three
-            // cache lines); a prefetch past the end of B does not fault.
-            let next = row.wrapping_add(NR);
-            _mm_prefetch::<_MM_HINT_T0>(next as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(NR - 1) as *const i8);
+            prefetch_next(row);
         }
         let col = a.col(kk);
         let mut bv = [_mm512_setzero_ps(); NV];
@@ -814,6 +809,19 @@ unsafe fn micro<const M: usize, const NV: usize, T: Tile, const PF: bool>(
             _mm512_mask_storeu_ps(c.add(i * ldc + v * 16), mask(v), acc[i][v]);
         }
     }
+}
+
+/// Prefetches the same row of the next B micro-panel, `NR` floats on from
+/// `row` (up to three cache lines), for both micro-kernels' `PF`; a
+/// prefetch past the end of B does not fault.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_next(row: *const f32) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let next = row.wrapping_add(NR);
+    _mm_prefetch::<_MM_HINT_T0>(next as *const i8);
+    _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16) as *const i8);
+    _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(NR - 1) as *const i8);
 }
 
 /// [`micro`] on AVX2 + FMA: AVX2's 16 registers hold a tile of at most 6
@@ -890,10 +898,7 @@ unsafe fn sub_avx2<const R: usize, const V: usize, T: Tile>(
     for kk in 0..kc {
         let row = b.offset(*boff.add(kk));
         if pf {
-            let next = row.wrapping_add(NR);
-            _mm_prefetch::<_MM_HINT_T0>(next as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(NR - 1) as *const i8);
+            prefetch_next(row);
         }
         let col = a.col(kk).add(i0 * rs);
         let mut bv = [_mm256_setzero_ps(); V];
