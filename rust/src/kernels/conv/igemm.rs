@@ -1062,6 +1062,78 @@ mod tests {
         }
     }
 
+    /// The AVX2 micro-kernel's sub-tiles give the AVX-512 tile's bits
+    /// (each output the same FMA chain), for A packed (by the vector and the
+    /// scalar packer) and read in place, B packed and read in place, full
+    /// and partial tiles, with and without accumulation.
+    #[test]
+    fn bits_do_not_depend_on_level() {
+        use crate::kernels::elementwise::simd::{self, SimdLevel};
+        if simd::detected() < SimdLevel::Avx512 {
+            return;
+        }
+        let mut seed = 11u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let start = simd::level();
+        for &(m, n, k) in &[
+            (12, 32, 128),
+            (13, 33, 129),
+            (25, 17, 300),
+            (5, 70, 7),
+            (40, 64, 257),
+        ] {
+            let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+            let c0: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let cols: Vec<isize> = (0..k as isize).collect();
+            let offs: Vec<isize> = (0..k).map(|r| (r * n) as isize).collect();
+            let run = |level: SimdLevel| {
+                assert_eq!(simd::set_level(level), level);
+                let mut packed = vec![0.0; packed_len(m, k)];
+                // SAFETY: A is m x k row-major, B k x n, C m x n.
+                unsafe { pack_a_all(a.as_ptr(), k as isize, 1, m, k, &mut packed) };
+                let pa = A {
+                    ptr: packed.as_ptr(),
+                    rows: m,
+                    first: 0,
+                };
+                let ip = InPlace {
+                    ptr: a.as_ptr(),
+                    rs: k,
+                    cols: &cols,
+                };
+                let rows = || Rows {
+                    base: b.as_ptr(),
+                    offs: &offs,
+                };
+                let mut out = vec![packed.clone()];
+                for acc in [false, true] {
+                    let mut c = c0.clone();
+                    unsafe { gemm(m, n, k, pa, rows(), c.as_mut_ptr(), n, acc) };
+                    out.push(c);
+                    let mut c = c0.clone();
+                    unsafe { gemm(m, n, k, ip, rows(), c.as_mut_ptr(), n, acc) };
+                    out.push(c);
+                }
+                out
+            };
+            let wide = run(SimdLevel::Avx512);
+            let narrow = run(SimdLevel::Avx2);
+            for (i, (x, y)) in wide.iter().zip(&narrow).enumerate() {
+                assert!(
+                    x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "{m}x{n}x{k}: output {i} differs between AVX-512 and AVX2"
+                );
+            }
+        }
+        simd::set_level(start);
+    }
+
     #[test]
     fn matches_reference() {
         if !available() {
