@@ -255,6 +255,14 @@ CASES = [
     # Planes too large for the channel blocks' scratch: the row kernels.
     ("depthwise_large_plane", F.conv2d, (1, 3, 131, 140), (3, 1, 3, 3), True, dict(groups=3, stride=2, padding=1)),
     ("groups_1x1", F.conv2d, (2, 8, 5, 5), (12, 2, 1, 1), True, dict(groups=4)),
+    # float32 1x1 layers of small maps and many channels run on igemm
+    # (conv.rs, pointwise_igemm), forward and input gradient: micro-panels
+    # spanning samples (49 and 81 positions a sample), a short last one,
+    # output channels off the 12-row panels, groups, and at most 64 columns
+    # in all (forward_few_cols).
+    ("pointwise_igemm_across_samples", F.conv2d, (3, 144, 7, 7), (130, 144, 1, 1), True, {}),
+    ("pointwise_igemm_groups", F.conv2d, (2, 256, 9, 9), (260, 128, 1, 1), False, dict(groups=2)),
+    ("pointwise_igemm_few_cols", F.conv2d, (1, 160, 6, 6), (128, 160, 1, 1), True, {}),
     # 1x1 maps (squeeze-and-excitation): one product over the batch per group.
     ("groups_1x1_on_1x1_maps", F.conv2d, (5, 8, 1, 1), (12, 4, 1, 1), True, dict(groups=2)),
     ("1x1_on_1x1_maps_batch1", F.conv2d, (1, 33, 1, 1), (70, 33, 1, 1), False, {}),

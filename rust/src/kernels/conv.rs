@@ -617,7 +617,7 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
         return;
     }
     if is_f32::<T>()
-        && !g.pointwise()
+        && (!g.pointwise() || pointwise_igemm(g))
         && ck > 0
         && g.n * g.c * hw < i32::MAX as usize
         && igemm::available()
@@ -701,6 +701,23 @@ fn forward_t<T: Real>(g: &Conv2d, out: *mut u8, x: *mut u8, w: *mut u8, bias: Op
             }
         }
     });
+}
+
+/// Whether a float32 1 x 1 layer takes [`forward_igemm`] (its forward, and
+/// through [`transposed`] its input gradient): maps of at most 14 x 14 and
+/// at least 2^14 products of a group's channels, where the weight packed
+/// once and micro-panels of columns spanning samples beat one gemm-crate
+/// product per sample. Alternating both in one process (batch 8, one
+/// thread, Sapphire Rapids), igemm's time as a fraction of the crate's,
+/// forward / input gradient: 288 -> 96 at 7 x 7 0.85 / 0.99, 96 -> 576
+/// 0.96 / 0.90, 576 -> 96 0.85 / 1.02, 512 -> 2048 0.84 / 0.86, 2048 ->
+/// 512 0.80 / 0.87, 256 -> 512 at 14 x 14 0.96 / 0.91; left out, fewer
+/// channels at 14 x 14 (48 -> 288 1.22 / 0.81, 40 -> 240 1.18 / 0.84) and
+/// larger maps (64 -> 256 at 56 x 56 1.76 / 1.51, 24 -> 96 at 28 x 28
+/// 1.31 / 1.38), where the crate's product runs at about 100 GFLOP/s.
+/// AVX-512 only: not measured on AVX2.
+fn pointwise_igemm(g: &Conv2d) -> bool {
+    g.pointwise() && g.hw() <= 14 * 14 && g.cg() * g.ocg() >= 1 << 14 && igemm::wide()
 }
 
 fn is_f32<T: 'static>() -> bool {
@@ -798,7 +815,7 @@ fn forward_igemm(g: &Conv2d, out: *mut f32, x: *const f32, weight: Weight) {
             }
         }
         let wpp = P(wp.as_mut_ptr());
-        if padded_rows(g) {
+        if !g.pointwise() && padded_rows(g) {
             forward_padded(g, out, x, wpp, per_group);
         } else {
             forward_gathered(g, out, x, wpp, per_group);
@@ -1213,6 +1230,35 @@ unsafe fn pack_cols(
 ) {
     use igemm::NR;
     let (p, kp) = (g.p(), g.kp());
+    if g.pointwise() {
+        // Each row: the channel's runs of positions, sample by sample; a
+        // whole panel inside one sample as one fixed-size copy (a call to
+        // memcpy per row had cost as much as the product's FMAs on
+        // mobilenet's 1 x 1 layers at 14 x 14).
+        let hw = g.hw();
+        let (n0, pos0) = (q0 / p, q0 % p);
+        if nr == NR && pos0 + NR <= p {
+            for kk in 0..kc {
+                let src = xg.add((n0 * g.c + k0 + kk) * hw + pos0) as *const [f32; NR];
+                (dst.as_mut_ptr().add(kk * NR) as *mut [f32; NR])
+                    .write_unaligned(src.read_unaligned());
+            }
+            return;
+        }
+        for kk in 0..kc {
+            let row = &mut dst[kk * NR..(kk + 1) * NR];
+            let mut j = 0;
+            while j < nr {
+                let (n, pos) = ((q0 + j) / p, (q0 + j) % p);
+                let len = (p - pos).min(nr - j);
+                let src = xg.add((n * g.c + k0 + kk) * hw + pos);
+                std::ptr::copy_nonoverlapping(src, row[j..].as_mut_ptr(), len);
+                j += len;
+            }
+            row[nr..].fill(0.0);
+        }
+        return;
+    }
     let sample = (g.c * g.hw()) as isize;
     // Per column: the sample's offset and the window's top-left input row/col.
     let mut base = [0isize; NR];
@@ -1460,7 +1506,7 @@ fn transposed(g: &Conv2d) -> Option<Conv2d> {
     let reach = |k: usize, d: usize, p: usize| ((k - 1) * d).checked_sub(p);
     let full = |i: usize, o: usize, k: usize, d: usize, p: usize| i + 2 * p == o + (k - 1) * d;
     if g.stride != [1, 1]
-        || g.pointwise()
+        || (g.pointwise() && !pointwise_igemm(g))
         || g.depthwise()
         || g.n * g.oc * g.p() >= i32::MAX as usize
         // Every input row and column reached (a transposed convolution's
@@ -1918,9 +1964,10 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     let (hp, wp) = (g.h + 2 * ph, g.w + 2 * pw);
     let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
     // Sample n's padded plane (ih, iw), channel c at (n * hp * wp + ih * wp +
-    // iw) * C + c; the micro-kernel reads NR floats from a block's first
+    // iw) * cs + c; the micro-kernel reads NR floats from a block's first
     // channel, so NR floats of slack follow the last sample.
-    let sample = hp * wp * g.c;
+    let cs = position_stride(g.c);
+    let sample = hp * wp * cs;
     let per_a = igemm::packed_len(ocg, p);
     // Tasks over (group, channel block, block of RBLOCK output channels)
     // that compute every tap and write their block of gw at once (the
@@ -1965,7 +2012,7 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     let joined = p < igemm::KC;
     // Row q of every X_tap, before the tap's own offset: for a joined
     // product, the rows of each sample of the chunk in turn.
-    let mut rows = window_origins(g, wp, g.c);
+    let mut rows = window_origins(g, wp, cs);
     if joined {
         rows = (0..chunk * p)
             .map(|k| ((k / p) * sample) as isize + rows[k % p])
@@ -1993,18 +2040,18 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                 let (n, ih) = (task / hp, task % hp);
                 // SAFETY: task (n, ih) writes its own padded row only.
                 let row = unsafe {
-                    std::slice::from_raw_parts_mut(xtp.at(n * sample + ih * wp * g.c), wp * g.c)
+                    std::slice::from_raw_parts_mut(xtp.at(n * sample + ih * wp * cs), wp * cs)
                 };
                 if ih < ph || ih >= ph + g.h {
                     row.fill(0.0);
                     return;
                 }
-                row[..pw * g.c].fill(0.0);
-                row[(pw + g.w) * g.c..].fill(0.0);
+                row[..pw * cs].fill(0.0);
+                row[(pw + g.w) * cs..].fill(0.0);
                 // SAFETY: input row ih - ph of every plane of sample n0 + n.
                 unsafe {
                     let first = x.at((n0 + n) * g.c * hw + (ih - ph) * g.w);
-                    rows_to_channels_last(first, hw, g.c, g.w, &mut row[pw * g.c..]);
+                    rows_to_channels_last(first, hw, g.c, g.w, cs, &mut row[pw * cs..]);
                 }
             });
             // SAFETY: the NR floats of slack after the chunk's last sample.
@@ -2058,7 +2105,7 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                            nc: usize,
                            c: *mut f32,
                            ldc: usize| {
-                let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * g.c + grp * cg + c0;
+                let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * cs + grp * cg + c0;
                 if joined {
                     let a = igemm::A {
                         ptr: app.at(grp * per_joined),
@@ -2165,33 +2212,56 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     });
 }
 
-/// `dst[iw * nc + c] = src[c * plane + iw]` for `c < nc`, `iw < w`: one
+/// Floats between consecutive positions of [`grad_weight_igemm`]'s
+/// channels-last copy of `c` channels: `c`, plus a cache line when `c`
+/// floats are a multiple of 8 lines. The micro-kernel reads `KC` of the
+/// copy's rows per call, one position apart; 2^j lines apart they fall
+/// into 64 / 2^j of L1's 64 sets (two lines each), and from 8 lines on more
+/// rows share a set than it has ways (12 on the Sapphire Rapids core this
+/// was measured on): perf put a quarter of the micro-kernel's samples on
+/// its loads of B. Alternating both strides in one process (batch 8, one
+/// thread), the padded one's time on resnet18's weight gradients: 256
+/// channels at 14 x 14 0.81-0.91, 512 at 7 x 7 0.86-0.89, 128 -> 256 stride
+/// 2 0.94, 128 at 28 x 28 0.95-0.99; at 64 channels (4 lines, 8 rows a set)
+/// it lost (1.12-1.16), so those keep `c`.
+fn position_stride(c: usize) -> usize {
+    if c.is_multiple_of(128) {
+        c + 16
+    } else {
+        c
+    }
+}
+
+/// `dst[iw * ld + c] = src[c * plane + iw]` for `c < nc`, `iw < w`: one
 /// row of `nc` planes, interleaved channel by channel (a row of
-/// [`grad_weight_igemm`]'s channels-last copy). On AVX-512, 16 channels by
+/// [`grad_weight_igemm`]'s channels-last copy, positions `ld` floats
+/// apart; the floats between a position's channels and the next are left
+/// as they are). On AVX-512, 16 channels by
 /// 16 columns at a time through a 16 x 16 transpose: the scalar copy, one
 /// store per element 4 * `nc` bytes from the last, took a fifth as long as
 /// the products of a 64 -> 128 stride-2 layer's weight gradient at 56 x 56.
 ///
 /// # Safety
 /// `src` addresses `nc` planes `plane` floats apart with `w` readable floats
-/// each; `dst` holds `w * nc` floats.
+/// each; `ld >= nc`.
 unsafe fn rows_to_channels_last(
     src: *const f32,
     plane: usize,
     nc: usize,
     w: usize,
+    ld: usize,
     dst: &mut [f32],
 ) {
-    assert!(dst.len() >= w * nc);
+    assert!(ld >= nc && (w == 0 || dst.len() >= (w - 1) * ld + nc));
     #[cfg(target_arch = "x86_64")]
     if igemm::wide() {
-        rows_to_channels_last_avx512(src, plane, nc, w, dst.as_mut_ptr());
+        rows_to_channels_last_avx512(src, plane, nc, w, ld, dst.as_mut_ptr());
         return;
     }
     for c in 0..nc {
         let row = std::slice::from_raw_parts(src.add(c * plane), w);
         for (iw, &v) in row.iter().enumerate() {
-            dst[iw * nc + c] = v;
+            dst[iw * ld + c] = v;
         }
     }
 }
@@ -2203,6 +2273,7 @@ unsafe fn rows_to_channels_last_avx512(
     plane: usize,
     nc: usize,
     w: usize,
+    ld: usize,
     dst: *mut f32,
 ) {
     use crate::kernels::linalg::{first_lanes as mask, transpose16};
@@ -2222,7 +2293,7 @@ unsafe fn rows_to_channels_last_avx512(
             }
             transpose16(&mut r);
             for (j, v) in r.iter().enumerate().take(cols) {
-                let at = dst.add((j0 + j) * nc + c0) as *mut i32;
+                let at = dst.add((j0 + j) * ld + c0) as *mut i32;
                 _mm512_mask_storeu_epi32(at, lanes, *v);
             }
         }
@@ -2801,6 +2872,11 @@ mod tests {
             // blocks of positions and a short last one.
             ([2, 32, 24, 30], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
             ([2, 64, 25, 27], [40, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            // Positions a cache line further apart than the channels
+            // (position_stride: 128 and 256 channels), with groups, joined
+            // samples and one product per sample.
+            ([2, 128, 6, 7], [20, 128, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([2, 256, 12, 12], [26, 128, 3, 3], [1, 1], [1, 1], [1, 1], 2),
         ];
         check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
     }
@@ -2863,6 +2939,7 @@ mod tests {
     /// threads.
     #[test]
     fn winograd_matches_reference() {
+        let _level = crate::kernels::elementwise::simd::level_held();
         if !igemm::wide() {
             return;
         }
@@ -2946,6 +3023,7 @@ mod tests {
     /// threads.
     #[test]
     fn direct_matches_reference() {
+        let _level = crate::kernels::elementwise::simd::level_held();
         if !igemm::wide() {
             return;
         }
@@ -3037,6 +3115,7 @@ mod tests {
     #[test]
     fn depthwise_matches_reference_at_every_level() {
         use crate::kernels::elementwise::simd::{self, SimdLevel};
+        let _level = simd::level_switch();
         /// (x, kernel, stride, padding, dilation)
         type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 2]);
         let cases: &[Case] = &[
@@ -3095,6 +3174,7 @@ mod tests {
     #[test]
     fn depthwise_bits_do_not_depend_on_level_or_threads() {
         use crate::kernels::elementwise::simd::{self, SimdLevel};
+        let _level = simd::level_switch();
         // W = 112, 3 wide, stride 2, no column padding: 55 output columns,
         // and input column 111 is in no window (but sits in the padded
         // rows the vector loops read past the last output column).

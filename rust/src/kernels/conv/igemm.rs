@@ -941,7 +941,29 @@ unsafe fn micro_dyn<T: Tile>(
     ldc: usize,
     load: bool,
 ) {
-    if !wide() {
+    micro_at(wide(), mr, nr, kc, a, b, boff, pf, c, ldc, load)
+}
+
+/// [`micro_dyn`] at a level given: the AVX-512 tile when `wide`, else
+/// [`micro_avx2`]'s sub-tiles.
+///
+/// # Safety
+/// As [`micro`]; AVX-512F when `wide`, else AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+unsafe fn micro_at<T: Tile>(
+    wide: bool,
+    mr: usize,
+    nr: usize,
+    kc: usize,
+    a: T,
+    b: *const f32,
+    boff: *const isize,
+    pf: bool,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+) {
+    if !wide {
         micro_avx2(mr, nr, kc, a, b, boff, pf, c, ldc, load);
         return;
     }
@@ -1062,14 +1084,17 @@ mod tests {
         }
     }
 
-    /// The AVX2 micro-kernel's sub-tiles give the AVX-512 tile's bits
-    /// (each output the same FMA chain), for A packed (by the vector and the
-    /// scalar packer) and read in place, B packed and read in place, full
-    /// and partial tiles, with and without accumulation.
+    /// The AVX2 micro-kernel's sub-tiles give the AVX-512 tile's bits (each
+    /// output the same FMA chain): every row count, column counts around
+    /// the vectors' edges, short and full k blocks, A packed and read in
+    /// place, B's rows out of order, with and without accumulation. Calls
+    /// both levels directly ([`micro_at`]): switching the process's SIMD
+    /// level would change the paths of tests running beside this one.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn bits_do_not_depend_on_level() {
-        use crate::kernels::elementwise::simd::{self, SimdLevel};
-        if simd::detected() < SimdLevel::Avx512 {
+        use crate::kernels::elementwise::simd::{detected, SimdLevel};
+        if detected() < SimdLevel::Avx512 {
             return;
         }
         let mut seed = 11u64;
@@ -1079,59 +1104,47 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
-        let start = simd::level();
-        for &(m, n, k) in &[
-            (12, 32, 128),
-            (13, 33, 129),
-            (25, 17, 300),
-            (5, 70, 7),
-            (40, 64, 257),
-        ] {
-            let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
-            let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
-            let c0: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
-            let cols: Vec<isize> = (0..k as isize).collect();
-            let offs: Vec<isize> = (0..k).map(|r| (r * n) as isize).collect();
-            let run = |level: SimdLevel| {
-                assert_eq!(simd::set_level(level), level);
-                let mut packed = vec![0.0; packed_len(m, k)];
-                // SAFETY: A is m x k row-major, B k x n, C m x n.
-                unsafe { pack_a_all(a.as_ptr(), k as isize, 1, m, k, &mut packed) };
-                let pa = A {
-                    ptr: packed.as_ptr(),
-                    rows: m,
-                    first: 0,
-                };
-                let ip = InPlace {
-                    ptr: a.as_ptr(),
-                    rs: k,
-                    cols: &cols,
-                };
-                let rows = || Rows {
-                    base: b.as_ptr(),
-                    offs: &offs,
-                };
-                let mut out = vec![packed.clone()];
-                for acc in [false, true] {
-                    let mut c = c0.clone();
-                    unsafe { gemm(m, n, k, pa, rows(), c.as_mut_ptr(), n, acc) };
-                    out.push(c);
-                    let mut c = c0.clone();
-                    unsafe { gemm(m, n, k, ip, rows(), c.as_mut_ptr(), n, acc) };
-                    out.push(c);
-                }
-                out
+        let ldc = NR + 3;
+        for kc in [1, 7, KC] {
+            let packed: Vec<f32> = (0..kc * MR).map(|_| rnd()).collect();
+            let rows: Vec<f32> = (0..MR * kc).map(|_| rnd()).collect();
+            let cols: Vec<isize> = (0..kc as isize).collect();
+            let b: Vec<f32> = (0..kc * NR).map(|_| rnd()).collect();
+            let boff: Vec<isize> = (0..kc).map(|r| ((kc - 1 - r) * NR) as isize).collect();
+            let c0: Vec<f32> = (0..MR * ldc).map(|_| rnd()).collect();
+            let unpacked = Unpacked {
+                ptr: rows.as_ptr(),
+                rs: kc,
+                cols: cols.as_ptr(),
             };
-            let wide = run(SimdLevel::Avx512);
-            let narrow = run(SimdLevel::Avx2);
-            for (i, (x, y)) in wide.iter().zip(&narrow).enumerate() {
-                assert!(
-                    x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()),
-                    "{m}x{n}x{k}: output {i} differs between AVX-512 and AVX2"
-                );
+            for mr in 1..=MR {
+                for nr in [1, 8, 9, 16, 17, 31, NR] {
+                    for load in [false, true] {
+                        let run = |wide: bool, in_place: bool| {
+                            let mut c = c0.clone();
+                            let (b, o, cp) = (b.as_ptr(), boff.as_ptr(), c.as_mut_ptr());
+                            // SAFETY: A holds MR x kc, B kc rows of NR, C MR x ldc.
+                            unsafe {
+                                if in_place {
+                                    micro_at(wide, mr, nr, kc, unpacked, b, o, true, cp, ldc, load)
+                                } else {
+                                    let a = packed.as_ptr();
+                                    micro_at(wide, mr, nr, kc, a, b, o, false, cp, ldc, load)
+                                }
+                            }
+                            c.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+                        };
+                        for in_place in [false, true] {
+                            assert_eq!(
+                                run(true, in_place),
+                                run(false, in_place),
+                                "kc {kc} mr {mr} nr {nr} load {load} in place {in_place}"
+                            );
+                        }
+                    }
+                }
             }
         }
-        simd::set_level(start);
     }
 
     #[test]

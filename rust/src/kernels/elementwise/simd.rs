@@ -105,6 +105,25 @@ pub fn level() -> SimdLevel {
     d
 }
 
+/// Tests that switch the level ([`set_level`], process-wide) hold this for
+/// writing ([`level_switch`]) and tests whose checks depend on the level
+/// hold it for reading ([`level_held`]), so the two never overlap: a test
+/// asserting that a path applies had seen another test's level.
+#[cfg(test)]
+static TEST_LEVEL: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// [`TEST_LEVEL`] for writing (a failed holder's poison ignored).
+#[cfg(test)]
+pub(crate) fn level_switch() -> std::sync::RwLockWriteGuard<'static, ()> {
+    TEST_LEVEL.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`TEST_LEVEL`] for reading (a failed holder's poison ignored).
+#[cfg(test)]
+pub(crate) fn level_held() -> std::sync::RwLockReadGuard<'static, ()> {
+    TEST_LEVEL.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Selects the level used from now on (capped to what the CPU supports) and
 /// returns the level actually set. For tests and benchmarks.
 pub fn set_level(want: SimdLevel) -> SimdLevel {

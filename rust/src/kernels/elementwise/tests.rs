@@ -354,6 +354,7 @@ fn results_do_not_depend_on_thread_count() {
 
 #[test]
 fn every_simd_level_gives_the_same_bits() {
+    let _level = crate::kernels::elementwise::simd::level_switch();
     let n = 4099;
     let a = Buf::of(DType::F32, &lin(n, 0.013, -27.0));
     let b = Buf::of(DType::F32, &lin(n, -0.007, 3.0));

@@ -142,6 +142,7 @@ fn sum_of_transposed_and_negative_strides() {
 
 #[test]
 fn big_sum_is_accurate_and_thread_count_independent() {
+    let _level = crate::kernels::elementwise::simd::level_switch();
     let n = 3_000_017;
     let mut x: Vec<f32> = data(n, 3).iter().map(|&v| (v + 1.0) as f32).collect();
     let exact: f64 = x.iter().map(|&v| v as f64).sum();
