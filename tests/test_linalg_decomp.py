@@ -300,9 +300,18 @@ def test_qr_matches_cpu_signs_included(dtype, shape, mode):
 
 
 def test_qr_of_rank_deficient_input_and_gradient():
+    """A rank-1 input: R, and Q's first column, are determined and equal CPU's; Q's other
+    columns are any orthonormal completion (LAPACK's Householder reflectors leave them as the
+    first reflector's; MKL on an Intel Sapphire Rapids core returned another), so they are
+    checked for what makes a QR: Q orthonormal and Q @ R the input."""
     a = torch.ones(4, 3, dtype=torch.float64)
     a[:, 2] = 0.0
-    same(torch.linalg.qr(a.to(FOO)), torch.linalg.qr(a))
+    (q, r), (cq, cr) = torch.linalg.qr(a.to(FOO)), torch.linalg.qr(a)
+    same(r, cr)
+    same(q[:, :1], cq[:, :1])
+    assert q.device.type == "foo" and (q.dtype, q.shape, q.stride()) == (cq.dtype, cq.shape, cq.stride())
+    torch.testing.assert_close((q.mT @ q).cpu(), torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close((q @ r).cpu(), a)
     x = rand(5, 3, seed=15).to(FOO).requires_grad_()
     assert torch.autograd.gradcheck(lambda x: torch.linalg.qr(x), (x,))
 
