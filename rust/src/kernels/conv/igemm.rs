@@ -141,7 +141,7 @@ impl Lhs for A {
         let panel = self
             .ptr
             .add(packed_offset(self.rows, k0, kc, self.first + i0));
-        micro_dyn(mr, nr, kc, panel, b, boff, pf, c, ldc, load)
+        micro_dyn(wide(), mr, nr, kc, panel, b, boff, pf, c, ldc, load)
     }
 }
 
@@ -172,6 +172,7 @@ impl Lhs for InPlace<'_> {
                 cols: self.cols[k0..k0 + kc].as_ptr(),
             };
             micro_dyn(
+                wide(),
                 step.min(mr - i),
                 nr,
                 kc,
@@ -571,7 +572,19 @@ pub unsafe fn micro_packed(
     load: bool,
 ) {
     debug_assert!(kc <= KC && mr <= MR && nr <= NR);
-    micro_dyn(mr, nr, kc, a, b, PANEL_ROWS.as_ptr(), false, c, ldc, load)
+    micro_dyn(
+        wide(),
+        mr,
+        nr,
+        kc,
+        a,
+        b,
+        PANEL_ROWS.as_ptr(),
+        false,
+        c,
+        ldc,
+        load,
+    )
 }
 
 /// Packs A's `mr x kc` block (strides in elements) as `kc` rows of `MR`
@@ -923,34 +936,14 @@ unsafe fn sub_avx2<const R: usize, const V: usize, T: Tile>(
     }
 }
 
-/// [`micro`] for `mr` rows (1..=MR) and `nr` columns (1..=NR); without
-/// AVX-512, [`micro_avx2`].
-///
-/// # Safety
-/// As [`micro`] ([`available`] holds).
-#[cfg(target_arch = "x86_64")]
-unsafe fn micro_dyn<T: Tile>(
-    mr: usize,
-    nr: usize,
-    kc: usize,
-    a: T,
-    b: *const f32,
-    boff: *const isize,
-    pf: bool,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-) {
-    micro_at(wide(), mr, nr, kc, a, b, boff, pf, c, ldc, load)
-}
-
-/// [`micro_dyn`] at a level given: the AVX-512 tile when `wide`, else
-/// [`micro_avx2`]'s sub-tiles.
+/// [`micro`] for `mr` rows (1..=MR) and `nr` columns (1..=NR) when `wide`
+/// (callers pass [`wide`]; the level is an argument so that a test can run
+/// both on one CPU), else [`micro_avx2`]'s sub-tiles.
 ///
 /// # Safety
 /// As [`micro`]; AVX-512F when `wide`, else AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-unsafe fn micro_at<T: Tile>(
+unsafe fn micro_dyn<T: Tile>(
     wide: bool,
     mr: usize,
     nr: usize,
@@ -983,6 +976,7 @@ unsafe fn micro_at<T: Tile>(
 
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn micro_dyn<T: Tile>(
+    _: bool,
     _: usize,
     _: usize,
     _: usize,
@@ -1088,7 +1082,7 @@ mod tests {
     /// output the same FMA chain): every row count, column counts around
     /// the vectors' edges, short and full k blocks, A packed and read in
     /// place, B's rows out of order, with and without accumulation. Calls
-    /// both levels directly ([`micro_at`]): switching the process's SIMD
+    /// both levels directly ([`micro_dyn`]): switching the process's SIMD
     /// level would change the paths of tests running beside this one.
     #[cfg(target_arch = "x86_64")]
     #[test]
@@ -1126,10 +1120,10 @@ mod tests {
                             // SAFETY: A holds MR x kc, B kc rows of NR, C MR x ldc.
                             unsafe {
                                 if in_place {
-                                    micro_at(wide, mr, nr, kc, unpacked, b, o, true, cp, ldc, load)
+                                    micro_dyn(wide, mr, nr, kc, unpacked, b, o, true, cp, ldc, load)
                                 } else {
                                     let a = packed.as_ptr();
-                                    micro_at(wide, mr, nr, kc, a, b, o, false, cp, ldc, load)
+                                    micro_dyn(wide, mr, nr, kc, a, b, o, false, cp, ldc, load)
                                 }
                             }
                             c.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
