@@ -995,6 +995,17 @@ unsafe fn micro_dyn<T: Tile>(
 mod tests {
     use super::*;
 
+    /// Floats in [-0.5, 0.5) from a linear congruential sequence seeded
+    /// with `seed`.
+    fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+        move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        }
+    }
+
     /// Against a plain triple loop in float64, for edge rows/columns,
     /// several k blocks, A packed from rows or from columns (the vector and
     /// the scalar packing), accumulation into C, a block of rows alone, and
@@ -1091,13 +1102,7 @@ mod tests {
         if detected() < SimdLevel::Avx512 {
             return;
         }
-        let mut seed = 11u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
+        let mut rnd = uniform(11);
         let ldc = NR + 3;
         for kc in [1, 7, KC] {
             let packed: Vec<f32> = (0..kc * MR).map(|_| rnd()).collect();
@@ -1146,13 +1151,7 @@ mod tests {
         if !available() {
             return;
         }
-        let mut seed = 7u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
+        let mut rnd = uniform(7);
         for &(m, n, k) in &[
             (1, 1, 1),
             (12, 32, 128),
