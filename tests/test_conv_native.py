@@ -263,6 +263,13 @@ CASES = [
     ("pointwise_igemm_across_samples", F.conv2d, (3, 144, 7, 7), (130, 144, 1, 1), True, {}),
     ("pointwise_igemm_groups", F.conv2d, (2, 256, 9, 9), (260, 128, 1, 1), False, dict(groups=2)),
     ("pointwise_igemm_few_cols", F.conv2d, (1, 160, 6, 6), (128, 160, 1, 1), True, {}),
+    # float32 1x1 stride-1 weight gradients as dot products of whole planes
+    # (conv.rs, grad_weight_pointwise): samples in chunks that fit L1 (one a
+    # chunk at 40 x 40, the later chunks added to the first's sums), channel
+    # counts off the 4 x 6 tiles and the 16-channel tasks, groups, and a
+    # small map whose samples share one chunk.
+    ("pointwise_weight_gradient_chunks", F.conv2d, (3, 22, 40, 40), (17, 22, 1, 1), False, {}),
+    ("pointwise_weight_gradient_groups", F.conv2d, (4, 12, 7, 7), (18, 4, 1, 1), True, dict(groups=3)),
     # 1x1 maps (squeeze-and-excitation): one product over the batch per group.
     ("groups_1x1_on_1x1_maps", F.conv2d, (5, 8, 1, 1), (12, 4, 1, 1), True, dict(groups=2)),
     ("1x1_on_1x1_maps_batch1", F.conv2d, (1, 33, 1, 1), (70, 33, 1, 1), False, {}),
@@ -346,6 +353,7 @@ def test_same_bits_for_any_thread_count():
     x = _rand((2, 64, 20, 20), torch.float32, 0).to("foo").requires_grad_()
     w = _rand((48, 64, 3, 3), torch.float32, 1).to("foo").requires_grad_()
     dw = _rand((64, 1, 5, 5), torch.float32, 2).to("foo").requires_grad_()
+    pw = _rand((40, 64, 1, 1), torch.float32, 3).to("foo").requires_grad_()
     results = []
     old = torch.get_num_threads()
     try:
@@ -360,9 +368,11 @@ def test_same_bits_for_any_thread_count():
                     + F.conv2d(x, dw, padding=2, groups=64).square().sum()
                     # Three input channels: the direct kernel.
                     + F.conv2d(x[:, :3], w[:, :3], padding=1).square().sum()
+                    # 1x1: the weight gradient's tasks own 16 output channels.
+                    + F.conv2d(x, pw).square().sum()
                 )
-                gx, gw, gdw = torch.autograd.grad(y, [x, w, dw])
-            results.append([t.cpu() for t in (y, gx, gw, gdw)])
+                gx, gw, gdw, gpw = torch.autograd.grad(y, [x, w, dw, pw])
+            results.append([t.cpu() for t in (y, gx, gw, gdw, gpw)])
     finally:
         torch.set_num_threads(old)
     for other in results[1:]:

@@ -232,15 +232,19 @@ def test_mm_right_operand_with_4k_column_stride(dtype):
     check_accurate(lambda a, b: a[:3] @ b.t(), x, w)
 
 
-@pytest.mark.parametrize("rows", [2, 3, 4, 5, 16, 64, 96, 97])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 16, 17, 64, 96, 97])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_mm_transposed_right_operand_few_rows(rows, dtype):
-    """`x @ W.t()` with few rows of x (Linear at a small batch): foo computes it into a column-major
-    scratch (2-96 rows; one row at a time up to 4) and copies it out. Plain, bias (the output read,
-    beta and alpha), in place into a column slice of a wider tensor and out= one (a row stride wider
-    than the row), and the same bits at 1 and 2 threads (a product wide enough to split)."""
+    """`x @ W.t()` with few rows of x (Linear at a small batch). float32 on AVX-512 up to 16 rows: dot
+    products of rows of x and W (linalg/few_rows.rs); otherwise into a column-major scratch (2-96
+    rows; one row at a time up to 4) copied out. Plain, bias (the output read, beta and alpha), in
+    place into a column slice of a wider tensor and out= one (a row stride wider than the row) or a
+    transposed one (column stride not 1), operands sliced out of wider ones (row strides past k), and
+    the same bits at 1 and 2 threads (a product wide enough to split)."""
     x, w, bias = mat((rows, 33), dtype, 1), mat((40, 33), dtype, 2), mat((40,), dtype, 3)
     check(lambda a, b: a @ b.t(), x, w)
+    check(lambda a, b: a[:, 2:31] @ b[1:39, 2:31].t(), x, w)
+    check(lambda a, b: torch.mm(a, b.t(), out=torch.empty(40, a.shape[0], dtype=a.dtype, device=a.device).t()), x, w)
     check(lambda c, a, b: torch.addmm(c, a, b.t(), beta=0.5, alpha=-2.0), bias, x, w)
     check(F.linear, x, w, bias)
     wide = mat((rows, 50), dtype, 4)

@@ -32,6 +32,7 @@ use crate::dtype::DType;
 use half::{bf16, f16};
 
 mod bf16_gemm;
+mod few_rows;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use bf16_gemm::vpack::{first_lanes, transpose16};
 
@@ -604,6 +605,24 @@ pub(crate) unsafe fn gemm_one<T: 'static + Copy>(
     if small_gemm(
         m, n, k, dst, dst_rs, dst_cs, read, lhs, lhs_rs, lhs_cs, rhs, rhs_rs, rhs_cs, beta, alpha,
     ) {
+        return;
+    }
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        && few_rows::takes((m, n, k), (lhs_rs, lhs_cs), (rhs_rs, rhs_cs))
+    {
+        let f = |v: T| *(&v as *const T as *const f32);
+        few_rows::gemm(
+            m,
+            n,
+            k,
+            (dst as *mut f32, dst_rs, dst_cs),
+            read,
+            (lhs as *const f32, lhs_rs),
+            (rhs as *const f32, rhs_cs),
+            f(beta),
+            f(alpha),
+            par,
+        );
         return;
     }
     let size = std::mem::size_of::<T>();

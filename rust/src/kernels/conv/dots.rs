@@ -1,7 +1,9 @@
 //! float32 dot products of row pairs on AVX-512, for weight gradients
-//! whose matrix is too small for [`super::igemm`]'s register tile: `C[o][r] =
-//! sum over rows and columns of A_o * B_r`, `O x R` sums at a time, each a
-//! 16-lane accumulator that is summed across its lanes at the end.
+//! whose matrix is too small for [`super::igemm`]'s register tile (a stem's,
+//! a 1x1 layer's) and for Linear's `x @ W.t()` with few rows of `x`
+//! (`linalg/few_rows.rs`): `C[o][r] = sum over rows and columns of A_o *
+//! B_r`, `O x R` sums at a time, each a 16-lane accumulator that is summed
+//! across its lanes at the end.
 //!
 //! Hand-written: the sums run along the rows of both operands (a gradient
 //! row and an input row at the same output position), which is a product
@@ -25,8 +27,9 @@ pub fn available() -> bool {
     super::igemm::wide()
 }
 
-/// `c[o * ldc + r] = sum over i < rows, j < cols of a[o * a_plane + i *
-/// a_row + j] * b[b_offs[r] + i * b_row + j]` for `o < o_n` (at most
+/// `c[o * ldc + r] = (acc ? c[o * ldc + r] : 0) + sum over i < rows, j <
+/// cols of a[o * a_plane + i * a_row + j] * b[b_offs[r] + i * b_row + j]`
+/// for `o < o_n` (at most
 /// [`O`]) and `r < b_offs.len()` (at most [`R`]). Lane `l` of each
 /// accumulator sums the columns `j = l (mod 16)` of every row in order;
 /// the lanes are then summed in a fixed tree: the same bits for the same
@@ -48,11 +51,12 @@ pub unsafe fn tile(
     b_row: usize,
     c: *mut f32,
     ldc: usize,
+    acc: bool,
 ) {
     macro_rules! go {
         ($(($o:literal, $r:literal))*) => {
             match (o_n, b_offs.len()) {
-                $(($o, $r) => dots::<$o, $r>(rows, cols, a, a_plane, a_row, b, b_offs, b_row, c, ldc),)*
+                $(($o, $r) => dots::<$o, $r>(rows, cols, a, a_plane, a_row, b, b_offs, b_row, c, ldc, acc),)*
                 _ => unreachable!("tile {o_n} x {}", b_offs.len()),
             }
         };
@@ -80,6 +84,7 @@ unsafe fn dots<const ON: usize, const RN: usize>(
     b_row: usize,
     c: *mut f32,
     ldc: usize,
+    add: bool,
 ) {
     use crate::kernels::linalg::first_lanes;
     use std::arch::x86_64::*;
@@ -105,7 +110,8 @@ unsafe fn dots<const ON: usize, const RN: usize>(
     }
     for (o, row) in acc.iter().enumerate() {
         for (r, &v) in row.iter().enumerate() {
-            *c.add(o * ldc + r) = lane_sum(v);
+            let at = c.add(o * ldc + r);
+            *at = if add { *at + lane_sum(v) } else { lane_sum(v) };
         }
     }
 }
@@ -133,7 +139,7 @@ mod tests {
     use super::*;
 
     /// Every tile shape against a float64 loop, with partial vectors,
-    /// plane and row strides, and negative B offsets.
+    /// plane and row strides, and negative B offsets; written, then added to.
     #[test]
     fn matches_reference() {
         if !available() {
@@ -149,23 +155,28 @@ mod tests {
             for rn in 1..=R {
                 let offs: Vec<isize> = (0..rn as isize).map(|r| 3 * r - 7).collect();
                 let mut c = vec![f32::NAN; O * R];
-                // SAFETY: rows and columns stay inside a and b (base + the
-                // most negative offset >= 0, the last read < 400).
-                unsafe {
-                    tile(
-                        on,
-                        rows,
-                        cols,
-                        a.as_ptr(),
-                        a_plane,
-                        a_row,
-                        b.as_ptr().add(base),
-                        &offs,
-                        b_row,
-                        c.as_mut_ptr(),
-                        R,
-                    )
-                };
+                // Written, then added to (the sums are small integers:
+                // exact in float32).
+                for acc in [false, true] {
+                    // SAFETY: rows and columns stay inside a and b (base +
+                    // the most negative offset >= 0, the last read < 400).
+                    unsafe {
+                        tile(
+                            on,
+                            rows,
+                            cols,
+                            a.as_ptr(),
+                            a_plane,
+                            a_row,
+                            b.as_ptr().add(base),
+                            &offs,
+                            b_row,
+                            c.as_mut_ptr(),
+                            R,
+                            acc,
+                        )
+                    };
+                }
                 for o in 0..on {
                     for (r, &off) in offs.iter().enumerate() {
                         let mut want = 0.0f64;
@@ -175,7 +186,7 @@ mod tests {
                                 want += a[o * a_plane + i * a_row + j] as f64 * b[bi] as f64;
                             }
                         }
-                        assert_eq!(c[o * R + r] as f64, want, "{on} x {rn}: ({o}, {r})");
+                        assert_eq!(c[o * R + r] as f64, 2.0 * want, "{on} x {rn}: ({o}, {r})");
                     }
                 }
             }
