@@ -70,6 +70,8 @@ pub(super) unsafe fn gemm(
 ) {
     let (d, x, w) = (dst as usize, x as usize, w as usize);
     let blocks = n.div_ceil(BLOCK);
+    // Where each of a tile's W rows starts, from its first.
+    let offs: [isize; dots::R] = std::array::from_fn(|r| r as isize * w_cs);
     let block = |b: usize| {
         let (d, x, w) = (d as *mut f32, x as *const f32, w as *const f32);
         let mut sums = [0f32; dots::O * dots::R];
@@ -77,7 +79,6 @@ pub(super) unsafe fn gemm(
         let mut j0 = b * BLOCK;
         while j0 < j_end {
             let rn = dots::R.min(j_end - j0);
-            let offs: [isize; dots::R] = std::array::from_fn(|r| r as isize * w_cs);
             let mut i0 = 0;
             while i0 < m {
                 let on = dots::O.min(m - i0);
