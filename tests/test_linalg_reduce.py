@@ -242,13 +242,13 @@ def test_mm_noncontiguous_operands_and_out():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_mm_right_operand_with_4k_column_stride(dtype):
-    """Linear's `x @ W.t()` with a weight whose rows are a multiple of 4 KiB (1024 floats, 512 doubles):
-    foo copies the columns, a chunk of at most 256 rows of them at a time, to a padded stride (cache-set
-    aliasing) and adds each chunk's product; the result is the product's (within float32's
-    summation-order spread of the exact one, as CPU's), for a plain, a sliced and a linear use, a depth
-    of unequal chunks, the same bits at 1 and 2 threads, and products too small to re-lay (few
-    columns, few rows)."""
+def test_mm_right_operand_with_aliasing_column_stride(dtype):
+    """Linear's `x @ W.t()` with a weight whose rows are a multiple of 4 KiB (1024 floats, 512 doubles)
+    or 2 KiB (512 floats, from 128 rows of x): foo copies the columns, a chunk of at most 512 rows of
+    them at a time, to a padded stride (cache-set aliasing) and adds each chunk's product. The result
+    is the product's (within float32's summation-order spread of the exact one, as CPU's), for a
+    plain, a sliced and a linear use, a depth of unequal chunks, the same bits at 1 and 2 threads, and
+    products too small to re-lay (few columns, few rows)."""
     width = 4096 // torch.empty(0, dtype=dtype).element_size()
     x = mat((100, width), dtype, 8)  # 64 rows or more: re-laid; fewer: read in place
     w = mat((70, width), dtype, 9)
@@ -277,6 +277,11 @@ def test_mm_right_operand_with_4k_column_stride(dtype):
     assert torch.equal(results[0], results[1])
     check(lambda a, b: a[:, :40] @ b[:5, :40].t(), x, w)
     check_accurate(lambda a, b: a[:3] @ b.t(), x, w)
+    half = width // 2  # a 2 KiB column stride: re-laid from 128 rows, read in place below
+    x2, w2 = mat((128, half), dtype, 13), mat((70, half), dtype, 14)
+    check_accurate(lambda a, b: a @ b.t(), x2, w2, model=lambda a, b: fma_runs(a, b.t()))
+    check_accurate(lambda a, b: a[:127] @ b.t(), x2, w2, model=lambda a, b: fma_runs(a[:127], b.t()))
+    check_accurate(F.linear, x2, w2, bias, model=lambda a, b, c: fma_runs(a, b.t(), c))
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 16, 17, 64, 96, 97])

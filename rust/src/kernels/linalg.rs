@@ -397,8 +397,23 @@ fn for_batches(shape: Shape, f: impl Fn(usize, bool) + Sync) {
 }
 
 /// Column strides that are a multiple of this many bytes make a right
-/// operand's columns fall into the same L1 sets (4 KiB aliasing).
-const ALIAS_BYTES: usize = 4096;
+/// operand's columns fall into few L1 sets: 64 columns 4 KiB apart share
+/// one set, 2 KiB apart two (a 512-wide float32 weight).
+const ALIAS_BYTES: usize = 2048;
+
+/// Fewest rows of the left operand for which [`relay_plan`] re-lays a right
+/// operand of column stride `stride` bytes: fewer rows read each column
+/// fewer times than the copy costs. At 2 KiB strides (AMD EPYC, F.linear
+/// 512 -> 512, alternating with reading in place): 64 and 96 rows lost
+/// (1.07-1.13x the time), 128 won (0.72-0.82x); 4 KiB strides win from 64
+/// (measured on an Intel Sapphire Rapids core).
+fn relay_rows(stride: usize) -> usize {
+    if stride.is_multiple_of(2 * ALIAS_BYTES) {
+        64
+    } else {
+        128
+    }
+}
 
 thread_local! {
     /// Scratch for [`gemm_one`]'s re-laid right operands, reused per thread.
@@ -415,10 +430,11 @@ thread_local! {
 const RELAY_DEPTH: usize = 512;
 
 /// How [`gemm_one`] re-lays a column-major `k x n` right operand (Linear's
-/// `x @ W.t()`, row stride 1) whose column stride `cs` is a multiple of 4
-/// KiB (a 1024-wide float32 weight): the crate turns the product around
-/// (`dst^T = W @ x^T`) and packs `W` by gathering 64 of its rows at a
-/// time, and 64 rows 4 KiB apart fall into one L1 set. Each thread's block
+/// `x @ W.t()`, row stride 1) whose column stride `cs` is a multiple of 2
+/// KiB (a 512- or 1024-wide float32 weight): the crate turns the product
+/// around (`dst^T = W @ x^T`) and packs `W` by gathering 64 of its rows at
+/// a time, and 64 rows 4 KiB apart fall into one L1 set, 2 KiB apart into
+/// two. Each thread's block
 /// of the product copies `kb` rows of its columns at a time to a scratch of
 /// column stride `ld` (an odd number of cache lines: 64 consecutive columns
 /// in 64 sets) and adds that chunk's product (`beta` on the first, 1 after).
@@ -431,7 +447,10 @@ const RELAY_DEPTH: usize = 512;
 /// alternating in one process, an Intel Sapphire Rapids core; on an AMD
 /// EPYC, whose torch CPU takes MKL's AVX2 path, foo's `x @ W.t()` is about
 /// 0.5x CPU's time and the relay 1.00-1.10x the time of reading a padded
-/// weight in place). Float types only (a chunk after the first
+/// weight in place). 2 KiB strides, re-laid against read in place on the
+/// AMD EPYC (F.linear, 128-1024 rows, 512 -> 128-2048): 0.78-0.95x the
+/// time at one thread, 0.45-0.72x at two, within 5% of a padded weight's.
+/// Float types only (a chunk after the first
 /// adds with beta 1); other types copy all `k` rows in one chunk.
 #[derive(Clone, Copy)]
 struct Relay {
@@ -451,9 +470,14 @@ fn relay_plan(
     chunked: bool,
 ) -> Option<Relay> {
     let cs = usize::try_from(cs).ok()?;
-    // Few rows (a batch-1 `x @ W.t()`) read each column once: the copy would
-    // cost more than the aliasing.
-    if m < 64 || rs != 1 || n < 16 || k < 64 || cs < k || !(cs * size).is_multiple_of(ALIAS_BYTES) {
+    let stride = cs * size;
+    if m < relay_rows(stride)
+        || rs != 1
+        || n < 16
+        || k < 64
+        || cs < k
+        || !stride.is_multiple_of(ALIAS_BYTES)
+    {
         return None;
     }
     let pad = 64 / size;
@@ -1930,6 +1954,10 @@ mod tests {
         assert_eq!(plan.kb, 448);
         assert!(plan.ld >= plan.kb && (plan.ld * 4 / 64) % 2 == 1);
         assert!(relay_plan((63, k, n), 1, cs as isize, 4, true).is_none());
+        // 2 KiB strides from 128 rows.
+        assert!(relay_plan((128, 512, n), 1, 512, 4, true).is_some());
+        assert!(relay_plan((127, 512, n), 1, 512, 4, true).is_none());
+        assert!(relay_plan((64, 256, n), 1, 512, 8, true).is_some());
         assert!(relay_plan((m, k, n), 1, 1040, 4, true).is_none());
         assert_eq!(
             relay_plan((m, k, n), 1, cs as isize, 8, false).unwrap().kb,
