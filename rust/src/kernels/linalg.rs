@@ -423,10 +423,11 @@ thread_local! {
 /// Most rows of a re-laid right operand one chunk of [`Relay`] copies: the
 /// gemm crate's own depth block (it sums at least 512 products into a
 /// register before adding them to the output), so the chunks make as many
-/// runs per output as the crate's own blocking would. Against chunks of 256 (the float32 error at k
-/// = 1024 1.16x torch CPU's RMS error on an AMD EPYC, MKL on AVX2, instead
-/// of 1.62x), 0.91-1.00x the time at 128-512 x 512-3072 -> 512-4096 (one
-/// thread, medians of 11 alternating in one process).
+/// runs per output as the crate's own blocking would. Chunks of 256 would
+/// cut the float32 error at k = 1024 from 1.62x to 1.16x torch CPU's RMS
+/// error on an AMD EPYC (MKL on AVX2), but took 1.00-1.10x the time of 512
+/// at 128-512 x 512-3072 -> 512-4096 (one thread, medians of 11
+/// alternating in one process).
 const RELAY_DEPTH: usize = 512;
 
 /// How [`gemm_one`] re-lays a column-major `k x n` right operand (Linear's
@@ -434,10 +435,10 @@ const RELAY_DEPTH: usize = 512;
 /// KiB (a 512- or 1024-wide float32 weight): the crate turns the product
 /// around (`dst^T = W @ x^T`) and packs `W` by gathering 64 of its rows at
 /// a time, and 64 rows 4 KiB apart fall into one L1 set, 2 KiB apart into
-/// two. Each thread's block
-/// of the product copies `kb` rows of its columns at a time to a scratch of
-/// column stride `ld` (an odd number of cache lines: 64 consecutive columns
-/// in 64 sets) and adds that chunk's product (`beta` on the first, 1 after).
+/// two. Each thread's block of the product copies `kb` rows of its columns
+/// at a time to a scratch of column stride `ld` (an odd number of cache
+/// lines: 64 consecutive columns in 64 sets) and adds that chunk's product
+/// (`beta` on the first, 1 after).
 ///
 /// Before (one copy of the whole operand on the calling thread, then the
 /// product), F.linear at one thread took 1.12-1.44x torch CPU's time at
@@ -450,8 +451,8 @@ const RELAY_DEPTH: usize = 512;
 /// weight in place). 2 KiB strides, re-laid against read in place on the
 /// AMD EPYC (F.linear, 128-1024 rows, 512 -> 128-2048): 0.78-0.95x the
 /// time at one thread, 0.45-0.72x at two, within 5% of a padded weight's.
-/// Float types only (a chunk after the first
-/// adds with beta 1); other types copy all `k` rows in one chunk.
+/// Float types only (a chunk after the first adds with beta 1); other
+/// types copy all `k` rows in one chunk.
 #[derive(Clone, Copy)]
 struct Relay {
     kb: usize,
