@@ -1948,6 +1948,8 @@ mod tests {
     /// chunks of its rows ([`relay_plan`]): k = 1324 in three chunks, the
     /// output read (beta 0.5, alpha -2), against float64; the same bits at
     /// 1, 2 and 3 threads (blocks of rows and columns take the same chunks).
+    /// The plan's bounds: rows (64 at 4 KiB strides, 128 at 2 KiB), strides
+    /// off 2 KiB read in place, one chunk for non-float types.
     #[test]
     fn relayed_rhs_in_chunks_matches_reference() {
         let (m, k, n, cs) = (100usize, 1324usize, 70usize, 2048usize);
