@@ -296,8 +296,8 @@ pub(crate) mod vpack {
     /// How far ahead of its loads [`rows_of_pairs`] prefetches each line:
     /// four cache lines. Zen 5, one thread, x @ W.t() against the old
     /// packing (medians of 11, alternating in one process, four runs): foo's
-    /// time 2-7% lower at 256 x 784/1024 -> 1024, 1024^3 and 2048^3, where
-    /// it was 1.02-1.16x CPU's and is now 0.97-1.09x. 512 and 1024 bytes
+    /// time 2-11% lower at 256 x 784/1024 -> 1024, 1024^3 and 2048^3, where
+    /// it was 1.01-1.24x CPU's and is now 0.97-1.09x. 512 and 1024 bytes
     /// were no better; a prefetch to L2 only (`_MM_HINT_T1`) lost most of
     /// the gain.
     const PREFETCH_BYTES: usize = 256;
