@@ -1936,6 +1936,28 @@ fn taps_in_place(g: &Conv2d) -> bool {
     g.kp() * g.p() > g.hw() && cg.next_multiple_of(igemm::NR) * 4 <= cg * 5
 }
 
+/// [`grad_weight_igemm`] joins samples into one product below this many
+/// output positions per sample. Measured (1 thread, batch 8, foo/CPU time
+/// of the weight gradient, alternating in one process) against joining
+/// below [`igemm::KC`] (128): 64 -> 128 stride 2 at 56 x 56 (784 positions)
+/// 1.37 -> 1.28, 128 -> 256 stride 2 at 28 x 28 1.13 -> 1.10, 128 at 28 x 28
+/// 0.92 -> 0.88, 256 at 14 x 14 0.88 -> 0.89: a per-sample product of under
+/// a thousand positions still re-reads every per-tap sum once per sample.
+const JOIN_POSITIONS: usize = 1024;
+
+/// The floats of copies (padded input, packed output gradient) a chunk of
+/// [`grad_weight_igemm`]'s samples holds at least, about a core's L2 (1
+/// MiB on the Zen 5 measured): a whole batch's copies (8 samples, 10 MB at
+/// 64 channels, 56 x 56) were written out to memory before the products
+/// read them back. Measured (1 thread, batch 8, each foo call right after a
+/// CPU call, foo/CPU against one chunk of every sample): 64 -> 128 stride 2
+/// at 56 x 56 1.37 -> 1.04, 64 at 56 x 56 0.97 -> 0.67, 128 at 28 x 28 0.96
+/// -> 0.85 (one sample a chunk), 128 -> 256 stride 2 1.19 -> 1.12 (three);
+/// layers whose sums outweigh their copies (256 channels and up) took
+/// 1.2-4.5x as long at one sample a chunk (512 at 4 x 4: 0.30 -> 1.35),
+/// hence the sums' term.
+const CHUNK_FLOATS: usize = 1 << 18;
+
 thread_local! {
     /// [`grad_weight_igemm`]'s padded channels-last copy of the input, its
     /// packed output gradient and its per-tap sums (the calling thread's,
@@ -1957,22 +1979,33 @@ thread_local! {
 /// their outputs over the samples in order, 128 positions at a time (the
 /// same bits for any thread count).
 ///
-/// Maps of fewer than [`igemm::KC`] positions (resnet18's last layers on
+/// Maps of fewer than [`JOIN_POSITIONS`] positions (resnet18's last layers on
 /// small images: 4 positions at 64 x 64) take one product over a chunk's
 /// samples, A packed across them and B's row table running on into the next
 /// sample's copy: one product per sample would have added its few positions
 /// to every sum in memory (512 x 512 x 9 floats, 9.4 MB) once per sample.
+///
+/// A strided layer's copy is split into stride phases, as
+/// [`forward_padded`]'s phase planes: input column `iw` sits at slot
+/// `(iw % sw) * ceil(wp / sw) + iw / sw` of its row, rows likewise, so a
+/// tap's windows for consecutive outputs are consecutive positions of one
+/// phase instead of every `sw`-th one.
 fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, budget: usize) {
     use igemm::NR;
     let (p, hw, cg, ocg, ck, kp) = (g.p(), g.hw(), g.cg(), g.ocg(), g.ck(), g.kp());
     let ([dh, dw], [ph, pw]) = (g.dilation, g.padding);
     let (hp, wp) = (g.h + 2 * ph, g.w + 2 * pw);
     let (gw, grad, x) = (P(gw), P(grad as *mut f32), P(x as *mut f32));
-    // Sample n's padded plane (ih, iw), channel c at (n * hp * wp + ih * wp +
-    // iw) * cs + c; the micro-kernel reads NR floats from a block's first
-    // channel, so NR floats of slack follow the last sample.
+    // Sample n's padded input (ih, iw), channel c at n * sample + at(ih, iw)
+    // + c; the micro-kernel reads NR floats from a block's first channel, so
+    // NR floats of slack follow the last sample.
     let cs = position_stride(g.c);
-    let sample = hp * wp * cs;
+    let [fh, fw] = g.stride;
+    let (hq, wq) = (hp.div_ceil(fh), wp.div_ceil(fw));
+    let pitch = fw * wq * cs;
+    let sample = fh * hq * pitch;
+    let slot = |iw: usize| (iw % fw) * wq + iw / fw;
+    let at = |ih: usize, iw: usize| ((ih % fh) * hq + ih / fh) * pitch + slot(iw) * cs;
     let per_a = igemm::packed_len(ocg, p);
     // Tasks over (group, channel block, block of RBLOCK output channels)
     // that compute every tap and write their block of gw at once (the
@@ -2011,13 +2044,20 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     // Samples in chunks whose copies stay within `budget` floats (a batch of
     // 256 at 112 x 112 would otherwise hold the input and the gradient a
     // second time, 1.6 GB); the sums carry across chunks in sample order.
+    // Within that, a chunk's copies are about the size of what each further
+    // chunk costs (reading and writing every sum: 2 x gw's floats), and
+    // otherwise of L2 ([`CHUNK_FLOATS`]).
     let per_sample = sample + g.groups * per_a;
-    let chunk = (budget / per_sample).clamp(1, g.n);
+    let fit = (2 * g.oc * ck).max(CHUNK_FLOATS).min(budget);
+    let chunk = (fit / per_sample).clamp(1, g.n);
     // One product over the chunk's samples (small maps), else one per sample.
-    let joined = p < igemm::KC;
+    let joined = p < JOIN_POSITIONS;
     // Row q of every X_tap, before the tap's own offset: for a joined
     // product, the rows of each sample of the chunk in turn.
-    let mut rows = window_origins(g, wp, cs);
+    let [sh, sw] = g.stride;
+    let mut rows: Vec<isize> = (0..p)
+        .map(|q| ((q / g.ow) * (sh / fh) * pitch + (q % g.ow) * (sw / fw) * cs) as isize)
+        .collect();
     if joined {
         rows = (0..chunk * p)
             .map(|k| ((k / p) * sample) as isize + rows[k % p])
@@ -2045,18 +2085,19 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                 let (n, ih) = (task / hp, task % hp);
                 // SAFETY: task (n, ih) writes its own padded row only.
                 let row = unsafe {
-                    std::slice::from_raw_parts_mut(xtp.at(n * sample + ih * wp * cs), wp * cs)
+                    std::slice::from_raw_parts_mut(xtp.at(n * sample + at(ih, 0)), pitch)
                 };
                 if ih < ph || ih >= ph + g.h {
                     row.fill(0.0);
                     return;
                 }
-                row[..pw * cs].fill(0.0);
-                row[(pw + g.w) * cs..].fill(0.0);
+                for iw in (0..pw).chain(pw + g.w..fw * wq) {
+                    row[slot(iw) * cs..][..cs].fill(0.0);
+                }
                 // SAFETY: input row ih - ph of every plane of sample n0 + n.
                 unsafe {
                     let first = x.at((n0 + n) * g.c * hw + (ih - ph) * g.w);
-                    rows_to_channels_last(first, hw, g.c, g.w, cs, &mut row[pw * cs..]);
+                    rows_to_channels_last(first, hw, g.c, g.w, cs, |iw| slot(iw + pw), row);
                 }
             });
             // SAFETY: the NR floats of slack after the chunk's last sample.
@@ -2081,19 +2122,8 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                                 app.at(grp * per_joined),
                                 per_joined,
                             );
-                            let (row, col) = (
-                                |i| (i * p) as isize,
-                                |k| ((k / p) * g.oc * p + k % p) as isize,
-                            );
-                            igemm::pack_a_all_with(
-                                src,
-                                row,
-                                col,
-                                ocg,
-                                nn * p,
-                                igemm::Walk::AlongK,
-                                dst,
-                            )
+                            let (rs, step) = (p as isize, (g.oc * p) as isize);
+                            igemm::pack_a_all_segments(src, rs, step, ocg, p, nn, dst)
                         }
                     };
                 }
@@ -2110,7 +2140,7 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                            nc: usize,
                            c: *mut f32,
                            ldc: usize| {
-                let shift = ((tap / g.kw) * dh * wp + (tap % g.kw) * dw) * cs + grp * cg + c0;
+                let shift = at((tap / g.kw) * dh, (tap % g.kw) * dw) + grp * cg + c0;
                 if joined {
                     let a = igemm::A {
                         ptr: app.at(grp * per_joined),
@@ -2237,11 +2267,12 @@ fn position_stride(c: usize) -> usize {
     }
 }
 
-/// `dst[iw * ld + c] = src[c * plane + iw]` for `c < nc`, `iw < w`: one
-/// row of `nc` planes, interleaved channel by channel (a row of
+/// `dst[pos(iw) * ld + c] = src[c * plane + iw]` for `c < nc`, `iw < w`:
+/// one row of `nc` planes, interleaved channel by channel (a row of
 /// [`grad_weight_igemm`]'s channels-last copy, positions `ld` floats
-/// apart; the floats between a position's channels and the next are left
-/// as they are). On AVX-512, 16 channels by
+/// apart, column `iw` at position `pos(iw)` (its stride phase's slot); the
+/// floats between a position's channels and the next are left as they
+/// are). On AVX-512, 16 channels by
 /// 16 columns at a time through a 16 x 16 transpose: the scalar copy, one
 /// store per element 4 * `nc` bytes from the last, took a fifth as long as
 /// the products of a 64 -> 128 stride-2 layer's weight gradient at 56 x 56.
@@ -2255,18 +2286,19 @@ unsafe fn rows_to_channels_last(
     nc: usize,
     w: usize,
     ld: usize,
+    pos: impl Fn(usize) -> usize,
     dst: &mut [f32],
 ) {
-    assert!(ld >= nc && (w == 0 || dst.len() >= (w - 1) * ld + nc));
+    assert!(ld >= nc && (0..w).all(|iw| (pos(iw) + 1) * ld <= dst.len()));
     #[cfg(target_arch = "x86_64")]
     if igemm::wide() {
-        rows_to_channels_last_avx512(src, plane, nc, w, ld, dst.as_mut_ptr());
+        rows_to_channels_last_avx512(src, plane, nc, w, ld, pos, dst.as_mut_ptr());
         return;
     }
     for c in 0..nc {
         let row = std::slice::from_raw_parts(src.add(c * plane), w);
         for (iw, &v) in row.iter().enumerate() {
-            dst[iw * ld + c] = v;
+            dst[pos(iw) * ld + c] = v;
         }
     }
 }
@@ -2279,6 +2311,7 @@ unsafe fn rows_to_channels_last_avx512(
     nc: usize,
     w: usize,
     ld: usize,
+    pos: impl Fn(usize) -> usize,
     dst: *mut f32,
 ) {
     use crate::kernels::linalg::{first_lanes as mask, transpose16};
@@ -2298,7 +2331,7 @@ unsafe fn rows_to_channels_last_avx512(
             }
             transpose16(&mut r);
             for (j, v) in r.iter().enumerate().take(cols) {
-                let at = dst.add((j0 + j) * ld + c0) as *mut i32;
+                let at = dst.add(pos(j0 + j) * ld + c0) as *mut i32;
                 _mm512_mask_storeu_epi32(at, lanes, *v);
             }
         }
@@ -2875,9 +2908,10 @@ mod tests {
     );
 
     /// A float32 weight-gradient kernel (`kernel(g, gw, grad, x, budget)`)
-    /// against the direct reference on small integers (exact sums), with
-    /// every sample in one chunk and one sample per chunk (the sums carry
-    /// across chunks); `takes` is the rule that must send each case there.
+    /// against the direct reference on small integers (exact sums), in the
+    /// chunks of samples the kernel picks and in smaller ones down to one
+    /// sample per chunk (the sums carry across chunks); `takes` is the rule
+    /// that must send each case there.
     fn check_weight_gradient(
         cases: &[GwCase],
         takes: fn(&Conv2d) -> bool,
@@ -2893,8 +2927,10 @@ mod tests {
                 xv.iter().map(|&v| v as f32).collect(),
                 gv.iter().map(|&v| v as f32).collect(),
             );
-            // All samples in one chunk, one per chunk, and budgets between
-            // (chunks of some samples, a shorter last chunk).
+            // The chunks a layer would take (usize::MAX; for
+            // grad_weight_igemm, all samples at these sizes but for the
+            // largest cases, one a chunk), one per chunk, and budgets
+            // between (chunks of some samples, a shorter last chunk).
             let plane = g.c * g.hw();
             let budgets = [usize::MAX, 1]
                 .into_iter()
@@ -2926,25 +2962,28 @@ mod tests {
             ([3, 30, 6, 6], [16, 30, 3, 3], [2, 2], [2, 1], [2, 1], 1),
             // Rows wider than one 16-column block of the channels-last copy.
             ([2, 60, 5, 37], [7, 60, 3, 3], [1, 2], [1, 1], [1, 1], 1),
-            // 144 positions a sample: one product per sample (the cases
-            // above join their samples' positions into one product).
-            ([2, 32, 12, 12], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            // Stride 3: three phases a row and a column, the last short.
+            ([2, 32, 13, 14], [16, 32, 3, 3], [3, 3], [1, 1], [1, 1], 1),
+            // 1,056 positions a sample, stride 2: one product per sample
+            // (the cases above join their samples' positions into one
+            // product, below JOIN_POSITIONS).
+            ([2, 32, 64, 66], [24, 32, 3, 3], [2, 2], [1, 1], [1, 1], 1),
             // Several blocks of output channels, the last one short, in
             // channel blocks of two micro-panels (joined samples, and one
             // product per sample with groups). At one thread every case
             // takes the direct grid, at 64 threads the tap grid.
             ([3, 32, 5, 6], [300, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
-            ([2, 64, 12, 12], [200, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            ([2, 64, 32, 32], [200, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
             // One product per sample on the direct grid in channel blocks
             // of one micro-panel (one thread), with groups: several KC
             // blocks of positions and a short last one.
-            ([2, 32, 24, 30], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
-            ([2, 64, 25, 27], [40, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            ([2, 32, 32, 33], [24, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+            ([2, 64, 31, 35], [40, 32, 3, 3], [1, 1], [1, 1], [1, 1], 2),
             // Positions a cache line further apart than the channels
             // (position_stride: 128 and 256 channels), with groups, joined
             // samples and one product per sample.
             ([2, 128, 6, 7], [20, 128, 3, 3], [1, 1], [1, 1], [1, 1], 1),
-            ([2, 256, 12, 12], [26, 128, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+            ([2, 256, 32, 32], [26, 128, 3, 3], [1, 1], [1, 1], [1, 1], 2),
         ];
         check_weight_gradient(cases, taps_in_place, grad_weight_igemm);
     }
