@@ -2057,9 +2057,10 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     let joined = p < JOIN_POSITIONS;
     // Row q of every X_tap, before the tap's own offset: for a joined
     // product, the rows of each sample of the chunk in turn.
-    let [sh, sw] = g.stride;
+    // Output (oh, ow)'s window starts at input (oh * sh, ow * sw): in the
+    // phase layout, row oh and slot ow of phase (0, 0).
     let mut rows: Vec<isize> = (0..p)
-        .map(|q| ((q / g.ow) * (sh / fh) * pitch + (q % g.ow) * (sw / fw) * cs) as isize)
+        .map(|q| ((q / g.ow) * pitch + (q % g.ow) * cs) as isize)
         .collect();
     if joined {
         rows = (0..chunk * p)
