@@ -2126,8 +2126,19 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                                 app.at(grp * per_joined),
                                 per_joined,
                             );
-                            let (rs, step) = (p as isize, (g.oc * p) as isize);
-                            igemm::pack_a_all_segments(src, rs, step, ocg, p, nn, dst)
+                            let (row, col) = (
+                                |i| (i * p) as isize,
+                                |k| ((k / p) * g.oc * p + k % p) as isize,
+                            );
+                            igemm::pack_a_all_with(
+                                src,
+                                row,
+                                col,
+                                ocg,
+                                nn * p,
+                                igemm::Walk::AlongK,
+                                dst,
+                            )
                         }
                     };
                 }

@@ -226,46 +226,6 @@ pub unsafe fn pack_a_all(a: *const f32, rs: isize, cs: isize, m: usize, k: usize
     });
 }
 
-/// [`pack_a_all`] for A made of `segments` matrices side by side along k,
-/// each `m x seg` with rows contiguous in k: element `(i, k)` at
-/// `a[i * rs + (k / seg) * step + k % seg]` (the weight gradient's output
-/// gradient of several samples joined into one product). Each k block is
-/// packed one segment piece at a time through [`pack_a`]'s vector path; a
-/// per-element [`pack_a_all_with`] cost 6.5% of a 64 -> 128 stride-2
-/// layer's weight gradient at 56 x 56.
-///
-/// # Safety
-/// `a` addresses such a matrix; `dst` holds [`packed_len`]`(m, k)` floats
-/// for `k = segments * seg`.
-pub unsafe fn pack_a_all_segments(
-    a: *const f32,
-    rs: isize,
-    step: isize,
-    m: usize,
-    seg: usize,
-    segments: usize,
-    dst: &mut [f32],
-) {
-    let a = a as usize;
-    pack_blocks(
-        m,
-        segments * seg,
-        dst,
-        Walk::AlongK,
-        |i0, mr, k0, kc, panel| {
-            let mut kk = 0;
-            while kk < kc {
-                let (s, q) = ((k0 + kk) / seg, (k0 + kk) % seg);
-                let len = (seg - q).min(kc - kk);
-                let src =
-                    (a as *const f32).offset(i0 as isize * rs + s as isize * step + q as isize);
-                pack_a(src, rs, 1, mr, len, &mut panel[kk * MR..(kk + len) * MR]);
-                kk += len;
-            }
-        },
-    );
-}
-
 /// [`pack_a_all`] for an A whose rows and columns are not evenly spaced:
 /// element `(i, k)` at `a[row(i) + col(k)]`. For a convolution's weight
 /// read transposed and flipped (the input gradient as a convolution),
@@ -1126,49 +1086,6 @@ mod tests {
                     );
                 }
             }
-        }
-    }
-
-    /// [`pack_a_all_segments`] writes what [`pack_a_all_with`] writes for
-    /// the same segmented columns: segments shorter than a k block, longer,
-    /// not dividing it, a single one, short row panels.
-    #[test]
-    fn segmented_packing_matches_column_table() {
-        let a: Vec<f32> = (0..60_000).map(|i| i as f32).collect();
-        for (m, seg, segments) in [
-            (1, 1, 3),
-            (12, 4, 40),
-            (13, 100, 5),
-            (26, 128, 2),
-            (40, 300, 1),
-            (7, 250, 3),
-        ] {
-            let (rs, step) = (seg + 3, 40 * (seg + 3) + 5);
-            assert!((segments - 1) * step + (m - 1) * rs + seg <= a.len());
-            let len = packed_len(m, segments * seg);
-            let (mut want, mut got) = (vec![-1.0; len], vec![-2.0; len]);
-            // SAFETY: the largest offset is inside a (asserted above).
-            unsafe {
-                pack_a_all_with(
-                    a.as_ptr(),
-                    |i| (i * rs) as isize,
-                    |k| ((k / seg) * step + k % seg) as isize,
-                    m,
-                    segments * seg,
-                    Walk::AlongK,
-                    &mut want,
-                );
-                pack_a_all_segments(
-                    a.as_ptr(),
-                    rs as isize,
-                    step as isize,
-                    m,
-                    seg,
-                    segments,
-                    &mut got,
-                );
-            }
-            assert_eq!(got, want, "m {m} seg {seg} segments {segments}");
         }
     }
 
