@@ -2003,12 +2003,12 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
     // + c; the micro-kernel reads NR floats from a block's first channel, so
     // NR floats of slack follow the last sample.
     let cs = position_stride(g.c);
-    let [fh, fw] = g.stride;
-    let (hq, wq) = (hp.div_ceil(fh), wp.div_ceil(fw));
-    let pitch = fw * wq * cs;
-    let sample = fh * hq * pitch;
-    let slot = |iw: usize| (iw % fw) * wq + iw / fw;
-    let at = |ih: usize, iw: usize| ((ih % fh) * hq + ih / fh) * pitch + slot(iw) * cs;
+    let [sh, sw] = g.stride;
+    let (hq, wq) = (hp.div_ceil(sh), wp.div_ceil(sw));
+    let pitch = sw * wq * cs;
+    let sample = sh * hq * pitch;
+    let slot = |iw: usize| (iw % sw) * wq + iw / sw;
+    let at = |ih: usize, iw: usize| ((ih % sh) * hq + ih / sh) * pitch + slot(iw) * cs;
     let per_a = igemm::packed_len(ocg, p);
     // Tasks over (group, channel block, block of RBLOCK output channels)
     // that compute every tap and write their block of gw at once (the
@@ -2095,7 +2095,7 @@ fn grad_weight_igemm(g: &Conv2d, gw: *mut f32, grad: *const f32, x: *const f32, 
                     row.fill(0.0);
                     return;
                 }
-                for iw in (0..pw).chain(pw + g.w..fw * wq) {
+                for iw in (0..pw).chain(pw + g.w..sw * wq) {
                     row[slot(iw) * cs..][..cs].fill(0.0);
                 }
                 // SAFETY: input row ih - ph of every plane of sample n0 + n.
