@@ -99,6 +99,21 @@ def test_addmm_alpha_beta(beta, alpha, bias_shape):
     )
 
 
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, -2)])
+@pytest.mark.parametrize("bias_shape", [(130,), (1, 130), (40, 130), (40, 1)])
+def test_addmm_input_read_in_place_matches_input_in_output(beta, alpha, bias_shape):
+    """The kernel reads addmm's input where it is (a bias row, a matrix):
+    the same bits as the in-place form, whose input is its output."""
+    bias, a, b = rand(*bias_shape, seed=30), rand(40, 96, seed=31), rand(96, 130, seed=32)
+    got = torch.addmm(foo(bias), foo(a), foo(b), beta=beta, alpha=alpha)
+    inplace = foo(bias.expand(40, 130).contiguous()).addmm_(foo(a), foo(b), beta=beta, alpha=alpha)
+    assert torch.equal(got.cpu().view(torch.int16), inplace.cpu().view(torch.int16))
+    close(got, torch.addmm(bias, a, b, beta=beta, alpha=alpha))
+    c = rand(3, 40, 130, seed=33)[:, :1]  # a bias per batch, broadcast over rows
+    got = torch.baddbmm(foo(c), foo(a).expand(3, 40, 96), foo(b).expand(3, 96, 130), beta=beta, alpha=alpha)
+    close(got, torch.baddbmm(c, a.expand(3, 40, 96), b.expand(3, 96, 130), beta=beta, alpha=alpha))
+
+
 def test_addmm_beta_zero_ignores_nan_and_inplace_forms():
     c = torch.full((20, 30), float("nan"), dtype=BF16)
     a, b = rand(20, 40, seed=17), rand(40, 30, seed=18)

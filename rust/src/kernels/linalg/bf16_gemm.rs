@@ -424,16 +424,27 @@ pub(crate) mod vpack {
 
 /// Where a micro-tile's last k block goes when it is rounded in registers
 /// rather than through the float32 tile: `nr` columns of `mr` rows of a
-/// row-major bfloat16 output (row stride `rs`), `alpha * acc + beta * out`
-/// (the latter if `read`).
+/// row-major bfloat16 output (row stride `rs`), `alpha * acc + beta * src`
+/// (the latter unless `src` is null; `src` row-major with row stride
+/// `src_rs`: the output itself, or a bias row with `src_rs` 0).
 #[derive(Clone, Copy)]
 struct Out {
     o: *mut u16,
     rs: isize,
     nr: usize,
-    read: bool,
+    src: *const u16,
+    src_rs: isize,
     beta: f32,
     alpha: f32,
+}
+
+/// The addend of `beta * addend + alpha * a @ b`: bfloat16 at `ptr` with
+/// the strides of `m` (rows 0 apart for a bias broadcast over rows); the
+/// output itself for `addmm_`/`baddbmm` whose input is their output.
+#[derive(Clone, Copy)]
+pub(super) struct Addend {
+    pub(super) ptr: *const bf16,
+    pub(super) m: Mat,
 }
 
 /// [`round_bf16`] on 16 lanes: the same bits (round to nearest even, NaN
@@ -521,14 +532,16 @@ unsafe fn micro<const MR0: usize, const NV: usize, const DIRECT: bool>(
             let (alpha, beta) = (_mm512_set1_ps(o.alpha), _mm512_set1_ps(o.beta));
             for i in 0..MR0 {
                 let row = o.o.offset(i as isize * o.rs);
+                let src = o.src.wrapping_offset(i as isize * o.src_rs);
                 for v in 0..NV {
                     let m = vpack::first_lanes(o.nr.saturating_sub(16 * v));
                     let p = row.add(16 * v) as *mut i16;
-                    // alpha * v + beta * old as the scalar store computes
+                    // alpha * v + beta * src as the scalar store computes
                     // it: two products and a sum, no fused multiply-add
                     let mut x = _mm512_mul_ps(alpha, acc[i][v]);
-                    if o.read {
-                        let old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+                    if !o.src.is_null() {
+                        let s = src.add(16 * v) as *const i16;
+                        let old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s));
                         x = _mm512_add_ps(
                             x,
                             _mm512_mul_ps(beta, _mm512_castsi512_ps(_mm512_slli_epi32::<16>(old))),
@@ -634,12 +647,14 @@ fn blocks(m: usize, n: usize, threads: usize) -> (usize, usize) {
     (mp.div_ceil(mb) * MR, np.div_ceil(nb) * NR)
 }
 
-/// One product: `dst = beta * dst (if read) + alpha * lhs @ rhs`, bfloat16
+/// One product: `dst = beta * addend (if any) + alpha * lhs @ rhs`, bfloat16
 /// operands, float32 accumulation, one rounding per output.
 ///
 /// # Safety
 /// The pointers address `m x k`, `k x n` and `m x n` bfloat16 matrices with
-/// the given strides (in elements); `dst` overlaps neither operand.
+/// the given strides (in elements), the addend `m x n` (broadcast strides
+/// allowed); `dst` overlaps neither operand, and the addend only if it is
+/// `dst` itself.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_bf16(
     m: usize,
@@ -647,7 +662,7 @@ pub(crate) unsafe fn gemm_bf16(
     k: usize,
     dst: *mut bf16,
     d: Mat,
-    read: bool,
+    addend: Option<Addend>,
     lhs: *const bf16,
     l: Mat,
     rhs: *const bf16,
@@ -674,7 +689,8 @@ pub(crate) unsafe fn gemm_bf16(
     // A row-major output's last k block is rounded in registers (no float32
     // tile written and read back): 256 x 10 @ 10 x 1024 31% less time,
     // 256 x 784 -> 1024 3%, the weight gradient 1024 x 256 @ 256 x 1024 2-6%.
-    let fuse = d.cs == 1;
+    let fuse = d.cs == 1 && addend.is_none_or(|s| s.m.cs == 1);
+    let sp = addend.map(|s| (SendPtr(s.ptr as usize), s.m));
     let task = |t: usize| {
         let (ib, jb) = (t % mb, t / mb);
         let (i0, j0) = (ib * mc_max, jb * nc_max);
@@ -731,11 +747,17 @@ pub(crate) unsafe fn gemm_bf16(
                         let o = (dp.0 as *mut bf16).offset(
                             (i0 + ip * MR) as isize * d.rs + (j0 + jp * NR) as isize * d.cs,
                         );
+                        let src = sp.map(|(p, m)| {
+                            let at =
+                                (i0 + ip * MR) as isize * m.rs + (j0 + jp * NR) as isize * m.cs;
+                            ((p.0 as *const u16).offset(at), m)
+                        });
                         let out = (last && fuse).then_some(Out {
                             o: o as *mut u16,
                             rs: d.rs,
                             nr,
-                            read,
+                            src: src.map_or(std::ptr::null(), |s| s.0),
+                            src_rs: src.map_or(0, |s| s.1.rs),
                             beta,
                             alpha,
                         });
@@ -759,7 +781,7 @@ pub(crate) unsafe fn gemm_bf16(
                             out,
                         );
                         if last && !fuse {
-                            store(tile, o, d, mr, nr, read, beta, alpha);
+                            store(tile, o, d, mr, nr, src, beta, alpha);
                         }
                     }
                 }
@@ -795,10 +817,12 @@ fn widen_bf16(v: u16) -> f32 {
 }
 
 /// Rounds a float32 tile (row stride NR) into `mr x nr` outputs:
-/// `alpha * tile + beta * out` (the latter if `read`), rounded once.
+/// `alpha * tile + beta * src` (the latter if there is a `src`: its tile's
+/// first element and strides), rounded once.
 ///
 /// # Safety
-/// `o` addresses `mr x nr` outputs with the strides of `d`; AVX-512 CPU.
+/// `o` addresses `mr x nr` outputs with the strides of `d`, `src` as many
+/// addends; AVX-512 CPU.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512bw"))]
 #[allow(clippy::too_many_arguments)]
 unsafe fn store(
@@ -807,38 +831,37 @@ unsafe fn store(
     d: Mat,
     mr: usize,
     nr: usize,
-    read: bool,
+    src: Option<(*const u16, Mat)>,
     beta: f32,
     alpha: f32,
 ) {
     for i in 0..mr {
         let t = std::slice::from_raw_parts(tile.add(i * NR), nr);
         let row = o.offset(i as isize * d.rs) as *mut u16;
-        if d.cs == 1 {
-            let out = std::slice::from_raw_parts_mut(row, nr);
-            if read {
-                for (p, &v) in out.iter_mut().zip(t) {
-                    *p = round_bf16(alpha * v + beta * widen_bf16(*p));
-                }
-            } else {
+        match src {
+            None if d.cs == 1 => {
+                let out = std::slice::from_raw_parts_mut(row, nr);
                 for (p, &v) in out.iter_mut().zip(t) {
                     *p = round_bf16(alpha * v);
                 }
             }
-        } else {
-            for (j, &v) in t.iter().enumerate() {
-                let p = row.offset(j as isize * d.cs);
-                let mut v = alpha * v;
-                if read {
-                    v += beta * widen_bf16(*p);
+            _ => {
+                for (j, &v) in t.iter().enumerate() {
+                    let p = row.offset(j as isize * d.cs);
+                    let mut v = alpha * v;
+                    if let Some((s, m)) = src {
+                        v += beta * widen_bf16(*s.offset(i as isize * m.rs + j as isize * m.cs));
+                    }
+                    *p = round_bf16(v);
                 }
-                *p = round_bf16(v);
             }
         }
     }
 }
 
-/// The batched product of [`super::baddbmm`] for bfloat16 on this kernel.
+/// The batched product of [`super::baddbmm`] for bfloat16 on this kernel:
+/// `out = beta * addend + alpha * a @ b`, the addend (if any) with its own
+/// strides (batch stride included).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bmm(
     out: *mut u8,
@@ -848,7 +871,7 @@ pub(super) fn bmm(
     b: *mut u8,
     bm: Mat,
     s: Shape,
-    read: bool,
+    addend: Option<(*mut u8, Mat)>,
     beta: f32,
     alpha: f32,
 ) {
@@ -857,6 +880,7 @@ pub(super) fn bmm(
         SendPtr(a as usize),
         SendPtr(b as usize),
     );
+    let addend = addend.map(|(p, m)| (SendPtr(p as usize), m));
     // `for_batches` threads one product from `SPLIT_WORK` multiply-adds
     // (about 10 us of this kernel at one thread), as for float32.
     for_batches(s, |i, par| {
@@ -870,7 +894,10 @@ pub(super) fn bmm(
                 s.k,
                 (o.0 as *mut bf16).offset(i * om.bs),
                 om,
-                read,
+                addend.map(|(p, m)| Addend {
+                    ptr: (p.0 as *const bf16).offset(i * m.bs),
+                    m,
+                }),
                 (a.0 as *const bf16).offset(i * am.bs),
                 am,
                 (b.0 as *const bf16).offset(i * bm.bs),
@@ -930,11 +957,12 @@ mod tests {
     ) -> Vec<bf16> {
         let mut c = vec![bf16::ZERO; m * n];
         // SAFETY: the buffers match the shapes and strides.
-        unsafe { run_into(&mut c, rm(n), false, 0.0, 1.0, a, am, b, bm, m, k, n, par) };
+        unsafe { run_into(&mut c, rm(n), None, 0.0, 1.0, a, am, b, bm, m, k, n, par) };
         c
     }
 
-    /// `c = beta * c (if read) + alpha * a @ b` with `c` laid out as `cm`.
+    /// `c = beta * addend (if any) + alpha * a @ b` with `c` laid out as
+    /// `cm`; `Some(None)` adds `c` itself.
     ///
     /// # Safety
     /// The buffers match the shapes and strides.
@@ -942,7 +970,7 @@ mod tests {
     unsafe fn run_into(
         c: &mut [bf16],
         cm: Mat,
-        read: bool,
+        addend: Option<Option<(&[bf16], Mat)>>,
         beta: f32,
         alpha: f32,
         a: &[bf16],
@@ -954,13 +982,20 @@ mod tests {
         n: usize,
         par: bool,
     ) {
+        let addend = addend.map(|s| match s {
+            None => Addend {
+                ptr: c.as_ptr(),
+                m: cm,
+            },
+            Some((v, m)) => Addend { ptr: v.as_ptr(), m },
+        });
         gemm_bf16(
             m,
             n,
             k,
             c.as_mut_ptr(),
             cm,
-            read,
+            addend,
             a.as_ptr(),
             am,
             b.as_ptr(),
@@ -1142,7 +1177,9 @@ mod tests {
     /// output transposed): the same bits for `beta * c + alpha * a @ b`,
     /// with and without reading `c`, at edge tiles, several k blocks, A read
     /// in place (even k) and packed (odd k), and `c` holding NaN, infinities
-    /// and values whose sum lands on rounding ties.
+    /// and values whose sum lands on rounding ties. A bias row read in place
+    /// (row stride 0) gives the bits of the same row copied into every row
+    /// of `c` first, on both paths.
     #[test]
     fn rounding_in_registers_matches_tile_store() {
         if !available() {
@@ -1157,69 +1194,114 @@ mod tests {
         ] {
             let a = lcg(m * k, 7, false);
             let b = lcg(k * n, 8, false);
+            let special = [
+                bf16::NAN,
+                bf16::INFINITY,
+                bf16::NEG_INFINITY,
+                bf16::from_f32(1.0 + 1.0 / 256.0),
+            ];
             let mut c0 = lcg(m * n, 9, false);
             for (i, v) in c0.iter_mut().enumerate().step_by(7) {
-                *v = [
-                    bf16::NAN,
-                    bf16::INFINITY,
-                    bf16::NEG_INFINITY,
-                    bf16::from_f32(1.0 + 1.0 / 256.0),
-                ][i % 4];
+                *v = special[i % 4];
             }
-            for (read, beta, alpha) in [(false, 0.0, 1.0), (true, 1.0, 1.0), (true, 0.5, -3.0)] {
-                let mut row = c0.clone();
-                // the same values stored transposed: column j at j * m
-                let mut col = vec![bf16::ZERO; m * n];
+            let mut bias = lcg(n, 10, false);
+            for (i, v) in bias.iter_mut().enumerate().step_by(5) {
+                *v = special[i % 4];
+            }
+            let transposed = |c: &[bf16]| {
+                let mut t = vec![bf16::ZERO; m * n];
                 for i in 0..m {
                     for j in 0..n {
-                        col[j * m + i] = c0[i * n + j];
+                        t[j * m + i] = c[i * n + j];
                     }
                 }
-                let cm = Mat {
-                    rs: 1,
-                    cs: m as isize,
-                    bs: 0,
-                };
-                // SAFETY: the buffers match the shapes and strides.
-                unsafe {
-                    run_into(
-                        &mut row,
-                        rm(n),
-                        read,
-                        beta,
-                        alpha,
-                        &a,
-                        rm(k),
-                        &b,
-                        rm(n),
-                        m,
-                        k,
-                        n,
-                        false,
-                    );
-                    run_into(
-                        &mut col,
-                        cm,
-                        read,
-                        beta,
-                        alpha,
-                        &a,
-                        rm(k),
-                        &b,
-                        rm(n),
-                        m,
-                        k,
-                        n,
-                        true,
-                    );
-                }
-                for i in 0..m {
-                    for j in 0..n {
-                        let (r, c) = (row[i * n + j], col[j * m + i]);
-                        assert!(
-                            r.to_bits() == c.to_bits(),
-                            "{m}x{k}x{n} read {read} beta {beta} alpha {alpha} ({i}, {j}): {r} vs {c}"
+                t
+            };
+            let cm = Mat {
+                rs: 1,
+                cs: m as isize,
+                bs: 0,
+            };
+            let bias_m = Mat {
+                rs: 0,
+                cs: 1,
+                bs: 0,
+            };
+            let bias_rows: Vec<bf16> = (0..m).flat_map(|_| bias.iter().copied()).collect();
+            // (addend: none, c itself, the bias row; c's values before)
+            let cases: [(Option<Option<(&[bf16], Mat)>>, &[bf16]); 3] = [
+                (None, &c0),
+                (Some(None), &c0),
+                (Some(Some((&bias, bias_m))), &c0),
+            ];
+            for (beta, alpha) in [(1.0, 1.0), (0.5, -3.0)] {
+                for &(addend, before) in &cases {
+                    let mut row = before.to_vec();
+                    let mut col = transposed(before);
+                    // SAFETY: the buffers match the shapes and strides.
+                    unsafe {
+                        run_into(
+                            &mut row,
+                            rm(n),
+                            addend,
+                            beta,
+                            alpha,
+                            &a,
+                            rm(k),
+                            &b,
+                            rm(n),
+                            m,
+                            k,
+                            n,
+                            false,
                         );
+                        run_into(
+                            &mut col,
+                            cm,
+                            addend,
+                            beta,
+                            alpha,
+                            &a,
+                            rm(k),
+                            &b,
+                            rm(n),
+                            m,
+                            k,
+                            n,
+                            true,
+                        );
+                    }
+                    let what = format!(
+                        "{m}x{k}x{n} beta {beta} alpha {alpha} addend {:?}",
+                        addend.map(|s| s.is_some())
+                    );
+                    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&transposed(&row)),
+                        bits(&col),
+                        "{what}: registers vs tile"
+                    );
+                    if matches!(addend, Some(Some(_))) {
+                        // the old route: bias rows copied into c, c read
+                        let mut copied = bias_rows.clone();
+                        unsafe {
+                            run_into(
+                                &mut copied,
+                                rm(n),
+                                Some(None),
+                                beta,
+                                alpha,
+                                &a,
+                                rm(k),
+                                &b,
+                                rm(n),
+                                m,
+                                k,
+                                n,
+                                false,
+                            );
+                        }
+                        assert_eq!(bits(&row), bits(&copied), "{what}: in place vs copied");
                     }
                 }
             }
