@@ -961,8 +961,12 @@ mod tests {
         c
     }
 
+    /// An addend for [`run_into`]: none, `c` itself (`Some(None)`), or a
+    /// matrix with its strides.
+    type Src<'a> = Option<Option<(&'a [bf16], Mat)>>;
+
     /// `c = beta * addend (if any) + alpha * a @ b` with `c` laid out as
-    /// `cm`; `Some(None)` adds `c` itself.
+    /// `cm`.
     ///
     /// # Safety
     /// The buffers match the shapes and strides.
@@ -970,7 +974,7 @@ mod tests {
     unsafe fn run_into(
         c: &mut [bf16],
         cm: Mat,
-        addend: Option<Option<(&[bf16], Mat)>>,
+        addend: Src,
         beta: f32,
         alpha: f32,
         a: &[bf16],
@@ -1229,15 +1233,12 @@ mod tests {
             };
             let bias_rows: Vec<bf16> = (0..m).flat_map(|_| bias.iter().copied()).collect();
             // (addend: none, c itself, the bias row; c's values before)
-            let cases: [(Option<Option<(&[bf16], Mat)>>, &[bf16]); 3] = [
-                (None, &c0),
-                (Some(None), &c0),
-                (Some(Some((&bias, bias_m))), &c0),
-            ];
+            // no addend, c itself, the bias row
+            let addends: [Src; 3] = [None, Some(None), Some(Some((&bias, bias_m)))];
             for (beta, alpha) in [(1.0, 1.0), (0.5, -3.0)] {
-                for &(addend, before) in &cases {
-                    let mut row = before.to_vec();
-                    let mut col = transposed(before);
+                for addend in addends {
+                    let mut row = c0.clone();
+                    let mut col = transposed(&c0);
                     // SAFETY: the buffers match the shapes and strides.
                     unsafe {
                         run_into(
