@@ -357,7 +357,8 @@ fn bf16_addend(
 
 /// `out[b, i, j] = inp[b, i, j]` (broadcast) for 3-d `out` and an input of
 /// the same dtype: row by row, as a memcpy (or a fill, for a broadcast row)
-/// when rows are contiguous. The bias of `addmm` takes this path.
+/// when rows are contiguous. The bias of `addmm` takes this path, except
+/// where the bfloat16 kernel reads it in place ([`bf16_addend`]).
 fn broadcast_into(out: &Strided, inp: &Strided) -> Result<(), KernelError> {
     let st = copy::broadcast_strides(inp, &out.sizes)?;
     fn go<T: Copy + Send + Sync>(out: &Strided, inp: &Strided, st: &[isize]) {
