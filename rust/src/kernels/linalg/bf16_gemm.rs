@@ -1018,6 +1018,27 @@ mod tests {
         }
     }
 
+    /// The strides of a column-major matrix of `rows` rows.
+    fn cm(rows: usize) -> Mat {
+        Mat {
+            rs: 1,
+            cs: rows as isize,
+            bs: 0,
+        }
+    }
+
+    /// A row-major `rows x cols` matrix stored column-major (as `cols x
+    /// rows` row-major), for the strides of [`cm`].
+    fn transposed(v: &[bf16], rows: usize, cols: usize) -> Vec<bf16> {
+        let mut t = vec![bf16::ZERO; rows * cols];
+        for i in 0..rows {
+            for j in 0..cols {
+                t[j * rows + i] = v[i * cols + j];
+            }
+        }
+        t
+    }
+
     /// Rounding values of every class: the scalar rule against `half`, and
     /// the micro-kernel's vector rounding against the scalar rule.
     #[test]
@@ -1212,33 +1233,18 @@ mod tests {
             for (i, v) in bias.iter_mut().enumerate().step_by(5) {
                 *v = special[i % 4];
             }
-            let transposed = |c: &[bf16]| {
-                let mut t = vec![bf16::ZERO; m * n];
-                for i in 0..m {
-                    for j in 0..n {
-                        t[j * m + i] = c[i * n + j];
-                    }
-                }
-                t
-            };
-            let cm = Mat {
-                rs: 1,
-                cs: m as isize,
-                bs: 0,
-            };
             let bias_m = Mat {
                 rs: 0,
                 cs: 1,
                 bs: 0,
             };
             let bias_rows: Vec<bf16> = (0..m).flat_map(|_| bias.iter().copied()).collect();
-            // (addend: none, c itself, the bias row; c's values before)
             // no addend, c itself, the bias row
             let addends: [Src; 3] = [None, Some(None), Some(Some((&bias, bias_m)))];
             for (beta, alpha) in [(1.0, 1.0), (0.5, -3.0)] {
                 for addend in addends {
                     let mut row = c0.clone();
-                    let mut col = transposed(&c0);
+                    let mut col = transposed(&c0, m, n);
                     // SAFETY: the buffers match the shapes and strides.
                     unsafe {
                         run_into(
@@ -1258,7 +1264,7 @@ mod tests {
                         );
                         run_into(
                             &mut col,
-                            cm,
+                            cm(m),
                             addend,
                             beta,
                             alpha,
@@ -1278,7 +1284,7 @@ mod tests {
                     );
                     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     assert_eq!(
-                        bits(&transposed(&row)),
+                        bits(&transposed(&row, m, n)),
                         bits(&col),
                         "{what}: registers vs tile"
                     );
@@ -1328,29 +1334,9 @@ mod tests {
             let b = lcg(k * n, 4, false);
             let want = naive(&a, &b, m, k, n);
             // A transposed in place: stored as k x m.
-            let mut at = vec![bf16::ZERO; m * k];
-            for i in 0..m {
-                for p in 0..k {
-                    at[p * m + i] = a[i * k + p];
-                }
-            }
-            let atm = Mat {
-                rs: 1,
-                cs: m as isize,
-                bs: 0,
-            };
+            let (at, atm) = (transposed(&a, m, k), cm(m));
             // B column-major (a Linear weight): stored as n x k.
-            let mut bt = vec![bf16::ZERO; k * n];
-            for p in 0..k {
-                for j in 0..n {
-                    bt[j * k + p] = b[p * n + j];
-                }
-            }
-            let btm = Mat {
-                rs: 1,
-                cs: k as isize,
-                bs: 0,
-            };
+            let (bt, btm) = (transposed(&b, k, n), cm(k));
             let base = run(&a, rm(k), &b, rm(n), m, k, n, false);
             for (x, y) in base.iter().zip(&want) {
                 let tol = y.abs() * 2f64.powi(-8) + 1e-5 * (k as f64).sqrt();
