@@ -28,6 +28,8 @@ def make_tensor(shape, dtype, seed=0):
         return torch.randint(0, 2, shape, generator=g).bool()
     if dtype.is_floating_point:
         return (torch.randn(shape, generator=g, dtype=torch.float64) * 10).to(dtype)
+    if dtype.is_complex:
+        return (torch.randn(shape, generator=g, dtype=torch.complex128) * 10).to(dtype)
     info = torch.iinfo(dtype)
     return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
 
@@ -1094,3 +1096,22 @@ def test_an_error_from_a_number_is_not_remembered_for_other_values():
     with pytest.raises(RuntimeError, match="negative integer powers"):
         x**-1
     assert (x**2).cpu().tolist() == [16, 49, 9]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES + [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("row", [1, 7, 31, 49, 127, 128, 196, 1025])
+def test_broadcast_rows_around_the_row_thresholds(dtype, row):
+    # A [n, c, 1, 1] operand over [n, c, h, w] (a squeeze-excite scale, a
+    # mean's gradient): its rows are one value each. Rows under 128 go
+    # through blocks that span rows, longer ones row by row; a copy of the
+    # expanded operand is a fill per row at any length.
+    x = make_tensor((3, 5, row), dtype, 1)
+    s = make_tensor((3, 5, 1), dtype, 2)
+    check(torch.mul, x, s)
+    check(torch.add, s, x)
+    check(lambda a, b: a.mul_(b), x.clone(), s)
+    check(lambda a: a.expand(3, 5, row).contiguous(), s)
+    check(lambda a: torch.empty(3, 5, row, dtype=dtype, device=a.device).copy_(a.expand(3, 5, row)), s)
+    # Sliced (non-dense) rows alongside the broadcast one.
+    wide = make_tensor((3, 5, 2 * row), dtype, 3)
+    check(lambda a, b: a[..., ::2] * b, wide, s)

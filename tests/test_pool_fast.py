@@ -143,6 +143,25 @@ def test_max_pool_nan_inf_and_lowest():
         _same_indices(of, oc)
 
 
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+@pytest.mark.parametrize("dims", [2, 3])
+def test_max_pool_channels_last_channel_blocks(dtype, dims):
+    # 83 channels: a block of 64 and one of 16 (maxima and taps kept in
+    # registers over the window), then 3 channels one by one; ties, NaN and
+    # -inf in each.
+    shape = (2, 83, 9, 11) if dims == 2 else (2, 83, 3, 5, 6)  # planes under 128 (see above)
+    x = _data(shape, dtype, 5, ties=True)
+    if dtype.is_floating_point:
+        x[0, 3, ..., 1, 1] = float("nan")
+        x[1, 70, ..., 4, 4] = float("nan")
+        x[0, 81, ..., 2, 3] = float("nan")
+        x[1, 20] = float("-inf")
+    pool = F.max_pool2d if dims == 2 else F.max_pool3d
+    for k, s, p in [(3, 2, 1), (2, 1, 0)]:
+        of, oc = _check(lambda x, k=k, s=s, p=p: pool(x, k, s, p, return_indices=True), x, "channels_last")
+        _same_indices(of, oc)
+
+
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.uint8])
 @pytest.mark.parametrize("kind", LAYOUTS)
 def test_max_pool3d_and_1d(dtype, kind):

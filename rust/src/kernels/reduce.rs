@@ -46,6 +46,8 @@ use half::{bf16, f16};
 
 /// Independent accumulators per leaf of the inner layout.
 pub const LANES: usize = 32;
+/// Independent accumulators for one run of `SHORT_LANES..2 * LANES` elements.
+pub const SHORT_LANES: usize = 8;
 /// Elements per leaf of the inner layout's pairwise tree.
 pub const BLOCK: usize = 4096;
 /// Outputs reduced together in the outer layout.
@@ -886,6 +888,25 @@ pub fn reduce<R: Reducer>(
     let outer = matches!(min_kept, Some(s) if s < row_stride.unsigned_abs());
     if outer {
         reduce_outer(red, &plan, ptrs, simd);
+    } else if plan.r <= BLOCK {
+        // Rows of one leaf (a pooled 7x7 window, a softmax-sized row): one
+        // SIMD dispatch per chunk of outputs, the leaf inlined in the loop.
+        // A call per output (tree, dispatch, walker) had cost more than the
+        // row itself (perf: sum over the last two dims of 8x512x7x7).
+        let r = plan.r;
+        run_chunks(&plan, |lo, hi| {
+            simd::dispatch_at(
+                SimdLevel::from_u8(simd),
+                #[inline(always)]
+                || {
+                    for_outputs(&plan, lo, hi, |w| {
+                        let base = ptrs.inp as isize + w.off[0] * std::mem::size_of::<R::In>() as isize;
+                        let acc = inner_leaf(red, &plan, base as usize, 0, r);
+                        write(red, acc, r, ptrs, w.off[1], w.off[2]);
+                    })
+                },
+            )
+        });
     } else {
         let r = plan.r;
         run_outputs(&plan, ptrs, |w: &Walker3| {
@@ -912,19 +933,28 @@ fn write<R: Reducer>(red: &R, acc: R::Acc, count: usize, p: Ptrs, off: isize, of
 /// Calls `f` for every output (a walker positioned on it), in parallel
 /// chunks when there is enough work.
 fn run_outputs(plan: &Plan, _p: Ptrs, f: impl Fn(&Walker3) + Sync) {
+    run_chunks(plan, |lo, hi| for_outputs(plan, lo, hi, &f));
+}
+
+/// Calls `f` for outputs `lo..hi` (a walker positioned on each).
+#[inline(always)]
+fn for_outputs(plan: &Plan, lo: usize, hi: usize, f: impl Fn(&Walker3)) {
+    let strides = [&plan.k_in[..], &plan.k_out[..], &plan.k_out2[..]];
+    let mut w = Walker3::new(&plan.kept, strides, lo);
+    for i in lo..hi {
+        f(&w);
+        if i + 1 < hi {
+            w.next();
+        }
+    }
+}
+
+/// Calls `run(lo, hi)` over the outputs `0..m` in chunks, in parallel when
+/// there is enough work (the chunks depend on the sizes only).
+fn run_chunks(plan: &Plan, run: impl Fn(usize, usize) + Sync) {
     let m = plan.m;
     let per = plan.r.max(1);
-    let strides = [&plan.k_in[..], &plan.k_out[..], &plan.k_out2[..]];
     let chunk = (GRAIN_SIZE / per).max(1);
-    let run = |lo: usize, hi: usize| {
-        let mut w = Walker3::new(&plan.kept, strides, lo);
-        for i in lo..hi {
-            f(&w);
-            if i + 1 < hi {
-                w.next();
-            }
-        }
-    };
     if m > 1 && m.saturating_mul(per) >= par_min() {
         let nchunks = m.div_ceil(chunk);
         parallel::parallel_for(nchunks, |c| run(c * chunk, ((c + 1) * chunk).min(m)));
@@ -983,8 +1013,8 @@ fn inner_leaf_dispatch<R: Reducer>(
 }
 
 #[inline(always)]
-fn fold_lanes<R: Reducer>(red: &R, mut acc: [R::Acc; LANES]) -> R::Acc {
-    let mut w = LANES;
+fn fold_lanes<R: Reducer, const L: usize>(red: &R, mut acc: [R::Acc; L]) -> R::Acc {
+    let mut w = L;
     while w > 1 {
         w /= 2;
         for j in 0..w {
@@ -996,9 +1026,9 @@ fn fold_lanes<R: Reducer>(red: &R, mut acc: [R::Acc; LANES]) -> R::Acc {
 
 /// Accumulates `len` elements at `p` (stride `s`) into the lanes.
 #[inline(always)]
-unsafe fn lanes_run<R: Reducer>(
+unsafe fn lanes_run<R: Reducer, const L: usize>(
     red: &R,
-    acc: &mut [R::Acc; LANES],
+    acc: &mut [R::Acc; L],
     p: *const R::In,
     s: isize,
     len: usize,
@@ -1006,26 +1036,26 @@ unsafe fn lanes_run<R: Reducer>(
 ) {
     let mut i = 0;
     if s == 1 {
-        while i + LANES <= len {
-            let x = &*(p.add(i) as *const [R::In; LANES]);
-            for j in 0..LANES {
+        while i + L <= len {
+            let x = &*(p.add(i) as *const [R::In; L]);
+            for j in 0..L {
                 acc[j] = red.step(acc[j], x[j], idx0 + (i + j) as i64);
             }
-            i += LANES;
+            i += L;
         }
         for j in 0..len - i {
             acc[j] = red.step(acc[j], *p.add(i + j), idx0 + (i + j) as i64);
         }
     } else {
-        while i + LANES <= len {
-            for j in 0..LANES {
+        while i + L <= len {
+            for j in 0..L {
                 acc[j] = red.step(
                     acc[j],
                     *p.offset((i + j) as isize * s),
                     idx0 + (i + j) as i64,
                 );
             }
-            i += LANES;
+            i += L;
         }
         for j in 0..len - i {
             acc[j] = red.step(
@@ -1043,8 +1073,17 @@ fn inner_leaf<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
     let row_len = plan.red[nd - 1];
     let s = plan.r_in[nd - 1];
     let p0 = base as *const R::In;
+    if nd == 1 && (SHORT_LANES..2 * LANES).contains(&(hi - lo)) {
+        // One short run (a pooled 7x7 window, a small row): a few lanes, no
+        // walker. One accumulator made a chain of dependent adds, four cycles
+        // each (perf: adaptive_avg_pool2d to 1x1 of 8x512x7x7 at 3.3x CPU's time).
+        let mut acc = [red.init(); SHORT_LANES];
+        // SAFETY: elements lo..hi of this output's only reduced dim.
+        unsafe { lanes_run(red, &mut acc, p0.offset(lo as isize * s), s, hi - lo, lo as i64) };
+        return fold_lanes(red, acc);
+    }
     if nd == 1 && hi - lo < 2 * LANES {
-        // One short run: one accumulator, no walker.
+        // One very short run: one accumulator, no walker.
         let mut acc = red.init();
         for i in lo..hi {
             // SAFETY: element i of this output's only reduced dim.

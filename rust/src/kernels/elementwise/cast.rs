@@ -462,11 +462,18 @@ unsafe fn cast_loop<S: Num, D: Num>(src: *const S, ss: isize, dst: *mut D, ds: i
 }
 
 unsafe fn gather_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n: usize) {
+    if stride == 0 {
+        // A broadcast run (an SE block's [n, c, 1, 1] scale over h x w, a
+        // mean's gradient): a fill, where the general loop moved one element
+        // per iteration.
+        return fill_row(dst, src, es, n);
+    }
     match es {
         1 => strided_copy::<u8>(dst, 1, src, stride, n),
         2 => strided_copy::<u16>(dst as *mut u16, 1, src as *const u16, stride, n),
         4 => strided_copy::<u32>(dst as *mut u32, 1, src as *const u32, stride, n),
-        _ => strided_copy::<u64>(dst as *mut u64, 1, src as *const u64, stride, n),
+        8 => strided_copy::<u64>(dst as *mut u64, 1, src as *const u64, stride, n),
+        _ => strided_copy::<[u64; 2]>(dst as *mut [u64; 2], 1, src as *const [u64; 2], stride, n),
     }
 }
 
@@ -475,7 +482,44 @@ unsafe fn scatter_raw(dst: *mut u8, src: *const u8, es: usize, stride: isize, n:
         1 => strided_copy::<u8>(dst, stride, src, 1, n),
         2 => strided_copy::<u16>(dst as *mut u16, stride, src as *const u16, 1, n),
         4 => strided_copy::<u32>(dst as *mut u32, stride, src as *const u32, 1, n),
-        _ => strided_copy::<u64>(dst as *mut u64, stride, src as *const u64, 1, n),
+        8 => strided_copy::<u64>(dst as *mut u64, stride, src as *const u64, 1, n),
+        _ => strided_copy::<[u64; 2]>(dst as *mut [u64; 2], stride, src as *const [u64; 2], 1, n),
+    }
+}
+
+/// `n` copies of the `es`-byte element at `src` written from `dst`, a
+/// vectorized fill at the SIMD level in use.
+///
+/// # Safety
+/// `src` is readable, `dst` holds `n` writable elements.
+pub(crate) unsafe fn fill_row(dst: *mut u8, src: *const u8, es: usize, n: usize) {
+    super::simd::dispatch(
+        #[inline(always)]
+        || fill_any(dst, src, es, n),
+    )
+}
+
+/// [`fill_row`] at the caller's SIMD level (for loops already inside a
+/// [`super::simd::dispatch`]).
+///
+/// # Safety
+/// As [`fill_row`].
+#[inline(always)]
+pub(crate) unsafe fn fill_any(dst: *mut u8, src: *const u8, es: usize, n: usize) {
+    match es {
+        1 => fill_raw::<u8>(dst, src, n),
+        2 => fill_raw::<u16>(dst as *mut u16, src as *const u16, n),
+        4 => fill_raw::<u32>(dst as *mut u32, src as *const u32, n),
+        8 => fill_raw::<u64>(dst as *mut u64, src as *const u64, n),
+        _ => fill_raw::<[u64; 2]>(dst as *mut [u64; 2], src as *const [u64; 2], n),
+    }
+}
+
+#[inline(always)]
+unsafe fn fill_raw<T: Copy>(dst: *mut T, src: *const T, n: usize) {
+    let v = src.read_unaligned();
+    for i in 0..n {
+        dst.add(i).write_unaligned(v);
     }
 }
 

@@ -74,8 +74,14 @@ pub enum Layout {
 pub const MAX_OPERANDS: usize = 8;
 /// Elements per staged block.
 pub(crate) const BLOCK: usize = 1024;
+/// Rows shorter than this are not [`run_rows`]'s (the general engine's
+/// blocks span them).
+const MIN_COPY_ROW: usize = 32;
 /// Below this inner extent (after coalescing) blocks span several rows.
-const MIN_ROW: usize = 32;
+/// A kernel call per row cost more than staging the rows' non-dense
+/// operands into a block: a squeeze-excite scale (`[8, 576, 7, 7] *
+/// [8, 576, 1, 1]`, 49-element rows) took 6x CPU's time at 32.
+const MIN_ROW: usize = 128;
 /// Stack space for staging buffers; more falls back to the heap.
 const STACK_BYTES: usize = 16384;
 
@@ -756,7 +762,9 @@ pub(crate) fn run_transpose(out: &Strided, x: &Strided) -> Option<Result<(), Ker
     let t = LINE / es;
     let unit = |v: &Strided| (0..nd).find(|&d| v.strides[d] == 1 && v.sizes[d] > 1);
     let (a, b) = (unit(out)?, unit(x)?);
-    if a == b || out.sizes[a] < t || out.sizes[b] < t || out.overlaps(x) {
+    // An input broadcast along the output's rows (`[n, 1]` expanded to
+    // `[n, m]`) is run_rows' fill per row, not a transpose.
+    if a == b || out.sizes[a] < t || out.sizes[b] < t || x.strides[a] == 0 || out.overlaps(x) {
         return None;
     }
     let (na, nb) = (out.sizes[a], out.sizes[b]);
@@ -860,11 +868,14 @@ pub(crate) fn run_rows(out: &Strided, x: &Strided) -> Option<Result<(), KernelEr
     let mut ops = [plan(out), plan(x)];
     let sizes = reorder_and_coalesce(&out.sizes, &mut ops);
     // One coalesced dim is a contiguous copy, which run_flat already does.
+    // A row of the input at inner stride 0 (`expand(...).contiguous()`, a
+    // mean's gradient) is one value: the row is a fill, at any length.
+    let fill = ops[1].strides[0] == 0;
     if n == 0
         || sizes.len() < 2
-        || sizes[0] < MIN_ROW
+        || (sizes[0] < MIN_COPY_ROW && !fill)
         || ops[0].strides[0] != 1
-        || ops[1].strides[0] != 1
+        || (ops[1].strides[0] != 1 && !fill)
         || out.overlaps(x)
     {
         return None;
@@ -900,7 +911,11 @@ pub(crate) fn run_rows(out: &Strided, x: &Strided) -> Option<Result<(), KernelEr
                     (xp as *const u8).offset(xo * es),
                 );
                 for _ in 0..run {
-                    std::ptr::copy_nonoverlapping(x, o, bytes);
+                    if fill {
+                        cast::fill_row(o, x, es as usize, row);
+                    } else {
+                        std::ptr::copy_nonoverlapping(x, o, bytes);
+                    }
                     o = o.offset(os[1] * es);
                     x = x.offset(xs[1] * es);
                 }
@@ -1231,7 +1246,17 @@ impl Plan<'_, '_> {
                 } else {
                     base.add(boff[k])
                 };
-                if k >= nout && op.mode != Mode::Const && !op.flat {
+                if k >= nout && op.mode != Mode::Const && !op.flat && op.strides[0] == 0 && op.kd == op.dtype {
+                    // Rows of one value each (a `[n, c, 1, 1]` scale over
+                    // `h x w`): fills, all in one SIMD dispatch. Loading
+                    // each row through `cast::load` (dtype checks, a
+                    // dispatch per row) took longer than the op's arithmetic.
+                    let es = op.dtype.size();
+                    super::simd::dispatch(
+                        #[inline(always)]
+                        || self.walk(op, b, m, |p, _, done, run| cast::fill_any(buf.add(done * es), p, es, run)),
+                    );
+                } else if k >= nout && op.mode != Mode::Const && !op.flat {
                     self.walk(op, b, m, |p, st, done, run| {
                         cast::load(buf.add(done * op.kd.size()), op.kd, p, op.dtype, st, run)
                     });
@@ -1265,6 +1290,7 @@ impl Plan<'_, '_> {
 
     /// Calls `f(ptr, inner_stride, done, run)` for each inner-dim run of the
     /// flat range `[start, start + m)` of `op`.
+    #[inline(always)]
     unsafe fn walk(
         &self,
         op: &OpPlan,
