@@ -1115,3 +1115,21 @@ def test_broadcast_rows_around_the_row_thresholds(dtype, row):
     # Sliced (non-dense) rows alongside the broadcast one.
     wide = make_tensor((3, 5, 2 * row), dtype, 3)
     check(lambda a, b: a[..., ::2] * b, wide, s)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.complex128])
+@pytest.mark.parametrize(
+    "shape, bshape",
+    [
+        ((8, 96, 7, 7), (8, 96, 1, 1)),  # rows of one value, above the grain: threads
+        ((4, 8, 40, 40), (4, 8, 1, 1)),  # rows of one value longer than a block
+        ((300, 1000), (1000,)),  # a bias row over many rows
+        ((64, 1, 64), (64, 64, 64)),  # the broadcast operand first
+    ],
+)
+def test_broadcast_rows_at_model_sizes(dtype, shape, bshape):
+    x = make_tensor(shape, dtype, 4)
+    s = make_tensor(bshape, dtype, 5)
+    check(torch.mul, x, s)
+    check(torch.sub, s, x)
+    check(lambda a, b: torch.addcmul(a, a, b, value=2) if dtype.is_floating_point else a + b, x, s)

@@ -595,15 +595,20 @@ fn run_flat(
 /// Rows at most this long take [`run_broadcast_rows`] only if there are few of them
 /// (one kernel call per row; the plan's blocks span short rows instead).
 const ROWS_SHORT: usize = 16;
+/// Rows at least this long take [`run_broadcast_rows`] at any size (split
+/// over threads by rows).
+const ROWS_LONG: usize = 32;
 
-/// A small broadcast without a plan: [`Layout::Iter`] views of two dims
-/// (ATen coalesced the rest), every operand a tensor already in its kernel
-/// dtype and contiguous along the inner dim, an outer stride of its own
-/// (0 for a broadcast row such as a bias), and too few elements to thread:
-/// one kernel call per row, straight on the operands. Building the plan
-/// cost about 1,600 instructions of a `[4, 8] + [8]` add's 9,300
-/// (callgrind), against ATen's whole loop of about 700. `None` if not that
-/// case.
+/// A broadcast without a plan: [`Layout::Iter`] views of two dims (ATen
+/// coalesced the rest), every operand a tensor already in its kernel dtype,
+/// contiguous along the inner dim or broadcast along it (stride 0: a
+/// squeeze-excite scale `[n, c, 1, 1]` over `h x w`), with an outer stride
+/// of its own (0 for a broadcast row such as a bias): one kernel call per
+/// row, straight on the operands; a row broadcast along the inner dim is
+/// filled into a buffer first. Building the plan cost about 1,600
+/// instructions of a `[4, 8] + [8]` add's 9,300 (callgrind), against ATen's
+/// whole loop of about 700; at larger sizes its per-row bookkeeping made a
+/// `[1024, 128] * [128]` 2.5x CPU's time. `None` if not that case.
 fn run_broadcast_rows(
     outs: &[(&Strided, DType)],
     ins: &[(Operand, DType)],
@@ -615,36 +620,84 @@ fn run_broadcast_rows(
     }
     let (inner, rows) = (shape[0], shape[1]);
     let n = inner * rows;
-    if n == 0 || n > GRAIN_SIZE || (inner < ROWS_SHORT && rows > ROWS_SHORT) {
+    if n == 0 || (inner < ROWS_SHORT && rows > ROWS_SHORT) || (n > GRAIN_SIZE && inner < ROWS_LONG) {
         return None;
     }
-    // (pointer, outer stride in bytes) of each operand.
-    let fits = |t: &Strided, kd: DType| {
-        (t.dtype == kd && t.strides.len() == 2 && (t.strides[0] == 1 || inner == 1))
-            .then(|| (t.ptr, t.strides[1] * kd.size() as isize))
+    // (address, outer stride in bytes, broadcast along the row) of each operand.
+    let fits = |t: &Strided, kd: DType, input: bool| {
+        let bcast = input && inner > 1 && t.strides.len() == 2 && t.strides[0] == 0;
+        (t.dtype == kd && t.strides.len() == 2 && (t.strides[0] == 1 || inner == 1 || bcast))
+            .then(|| (t.ptr as usize, t.strides[1] * kd.size() as isize, bcast))
     };
-    let mut o = [(std::ptr::null_mut::<u8>(), 0isize); MAX_OPERANDS];
+    let mut o = [(0usize, 0isize, false); MAX_OPERANDS];
     for (k, (t, kd)) in outs.iter().enumerate() {
-        o[k] = fits(t, *kd)?;
+        o[k] = fits(t, *kd, false)?;
     }
-    let mut i = [(std::ptr::null_mut::<u8>(), 0isize); MAX_OPERANDS];
+    let mut i = [(0usize, 0isize, false); MAX_OPERANDS];
+    let mut sizes = [0usize; MAX_OPERANDS];
     for (k, (op, kd)) in ins.iter().enumerate() {
         let Operand::Tensor(t) = op else {
             return None;
         };
-        i[k] = fits(t, *kd)?;
+        i[k] = fits(t, *kd, true)?;
+        sizes[k] = kd.size();
     }
     let (nout, nin) = (outs.len(), ins.len());
-    for r in 0..rows as isize {
-        let optr: [*mut u8; MAX_OPERANDS] =
-            std::array::from_fn(|k| o[k].0.wrapping_offset(r * o[k].1));
-        let iptr: [*const u8; MAX_OPERANDS] =
-            std::array::from_fn(|k| i[k].0.wrapping_offset(r * i[k].1) as *const u8);
-        if let Err(e) = kernel(inner, &optr[..nout], &iptr[..nin]) {
-            return Some(Err(e));
-        }
+    let filled = i[..nin].iter().filter(|v| v.2).count();
+    if filled > 0 && inner > BLOCK {
+        return None;
     }
-    Some(Ok(()))
+    // Short rows that lie end to end in every operand not broadcast along
+    // them (`[n, c, 7, 7] * [n, c, 1, 1]`) go to the kernel several at a
+    // time: a call per 49-element row cost more than its arithmetic.
+    let dense_rows = outs.iter().enumerate().all(|(k, (_, kd))| o[k].1 == (inner * kd.size()) as isize)
+        && (0..nin).all(|k| i[k].2 || i[k].1 == (inner * sizes[k]) as isize);
+    let group = if dense_rows { (BLOCK / inner).max(1) } else { 1 };
+    Some(for_chunks(rows, inner, |r0, r1| {
+        // One block's buffer per broadcast input (BLOCK elements of up to 16 bytes).
+        let mut bufs = vec![0u64; filled * BLOCK * 2];
+        let mut r = r0;
+        while r < r1 {
+            let g = group.min(r1 - r);
+            let optr: [*mut u8; MAX_OPERANDS] =
+                std::array::from_fn(|k| (o[k].0 as *mut u8).wrapping_offset(r as isize * o[k].1));
+            let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
+            let mut b = 0;
+            for k in 0..nin {
+                let p = (i[k].0 as *const u8).wrapping_offset(r as isize * i[k].1);
+                iptr[k] = if i[k].2 {
+                    let dst = bufs[b * BLOCK * 2..].as_mut_ptr() as *mut u8;
+                    b += 1;
+                    let (es, st) = (sizes[k], i[k].1);
+                    // One SIMD dispatch for the block's fills.
+                    super::simd::dispatch(
+                        #[inline(always)]
+                        || {
+                            for j in 0..g {
+                                // SAFETY: row r + j's one element is in the
+                                // view; the buffer holds g * inner <= BLOCK
+                                // elements.
+                                unsafe {
+                                    cast::fill_any(
+                                        dst.add(j * inner * es),
+                                        p.wrapping_offset(j as isize * st),
+                                        es,
+                                        inner,
+                                    )
+                                };
+                            }
+                        },
+                    );
+                    dst
+                } else {
+                    p
+                };
+            }
+            kernel(g * inner, &optr[..nout], &iptr[..nin])?;
+            r += g;
+        }
+        Ok(())
+    }))
 }
 
 /// A cast between float32 and a 16-bit float of one contiguous tensor into
@@ -912,7 +965,7 @@ pub(crate) fn run_rows(out: &Strided, x: &Strided) -> Option<Result<(), KernelEr
                 );
                 for _ in 0..run {
                     if fill {
-                        cast::fill_row(o, x, es as usize, row);
+                        cast::fill_any(o, x, es as usize, row);
                     } else {
                         std::ptr::copy_nonoverlapping(x, o, bytes);
                     }
@@ -935,7 +988,11 @@ pub(crate) fn run_rows(out: &Strided, x: &Strided) -> Option<Result<(), KernelEr
         }
     };
     Some(for_chunks(rows, row, |r0, r1| {
-        copy_rows(r0, r1);
+        // At the SIMD level in use, for the fills (one dispatch per chunk).
+        super::simd::dispatch(
+            #[inline(always)]
+            || copy_rows(r0, r1),
+        );
         Ok(())
     }))
 }
