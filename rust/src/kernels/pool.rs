@@ -768,7 +768,14 @@ fn max_run<T: PoolT>(vals: &[T], best: &mut [T::Acc], tap: &mut [u32], t: u32) {
 /// Row `r` is inside the views and this task's alone; channels are at
 /// stride 1 in every operand.
 #[inline(always)]
-unsafe fn max_cl_row<T: PoolT>(g: &Geo, x: &Op<T>, out: &Op<T>, idx: &Op<i64>, nc: usize, r: usize) {
+unsafe fn max_cl_row<T: PoolT>(
+    g: &Geo,
+    x: &Op<T>,
+    out: &Op<T>,
+    idx: &Op<i64>,
+    nc: usize,
+    r: usize,
+) {
     let (n, od, oh) = (r / (g.o[0] * g.o[1]), (r / g.o[1]) % g.o[0], r % g.o[1]);
     let (rd, rh) = (g.taps(0, od), g.taps(1, oh));
     // Flat indices as int32 when the plane allows: the compiler selects a
@@ -1074,7 +1081,10 @@ unsafe fn max_back_cl<T: PoolT>(
                         if !(0..plane).contains(&i) {
                             return Err(i);
                         }
-                        T::add_to(&mut *base.wrapping_offset(i as isize * step + c as isize), gs[c]);
+                        T::add_to(
+                            &mut *base.wrapping_offset(i as isize * step + c as isize),
+                            gs[c],
+                        );
                     }
                     continue;
                 }

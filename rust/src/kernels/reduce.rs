@@ -900,7 +900,8 @@ pub fn reduce<R: Reducer>(
                 #[inline(always)]
                 || {
                     for_outputs(&plan, lo, hi, |w| {
-                        let base = ptrs.inp as isize + w.off[0] * std::mem::size_of::<R::In>() as isize;
+                        let base =
+                            ptrs.inp as isize + w.off[0] * std::mem::size_of::<R::In>() as isize;
                         let acc = inner_leaf(red, &plan, base as usize, 0, r);
                         write(red, acc, r, ptrs, w.off[1], w.off[2]);
                     })
@@ -1079,7 +1080,16 @@ fn inner_leaf<R: Reducer>(red: &R, plan: &Plan, base: usize, lo: usize, hi: usiz
         // each (perf: adaptive_avg_pool2d to 1x1 of 8x512x7x7 at 3.3x CPU's time).
         let mut acc = [red.init(); SHORT_LANES];
         // SAFETY: elements lo..hi of this output's only reduced dim.
-        unsafe { lanes_run(red, &mut acc, p0.offset(lo as isize * s), s, hi - lo, lo as i64) };
+        unsafe {
+            lanes_run(
+                red,
+                &mut acc,
+                p0.offset(lo as isize * s),
+                s,
+                hi - lo,
+                lo as i64,
+            )
+        };
         return fold_lanes(red, acc);
     }
     if nd == 1 && hi - lo < 2 * LANES {

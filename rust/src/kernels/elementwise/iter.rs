@@ -620,7 +620,8 @@ fn run_broadcast_rows(
     }
     let (inner, rows) = (shape[0], shape[1]);
     let n = inner * rows;
-    if n == 0 || (inner < ROWS_SHORT && rows > ROWS_SHORT) || (n > GRAIN_SIZE && inner < ROWS_LONG) {
+    if n == 0 || (inner < ROWS_SHORT && rows > ROWS_SHORT) || (n > GRAIN_SIZE && inner < ROWS_LONG)
+    {
         return None;
     }
     // (address, outer stride in bytes, broadcast along the row) of each operand.
@@ -650,9 +651,16 @@ fn run_broadcast_rows(
     // Short rows that lie end to end in every operand not broadcast along
     // them (`[n, c, 7, 7] * [n, c, 1, 1]`) go to the kernel several at a
     // time: a call per 49-element row cost more than its arithmetic.
-    let dense_rows = outs.iter().enumerate().all(|(k, (_, kd))| o[k].1 == (inner * kd.size()) as isize)
+    let dense_rows = outs
+        .iter()
+        .enumerate()
+        .all(|(k, (_, kd))| o[k].1 == (inner * kd.size()) as isize)
         && (0..nin).all(|k| i[k].2 || i[k].1 == (inner * sizes[k]) as isize);
-    let group = if dense_rows { (BLOCK / inner).max(1) } else { 1 };
+    let group = if dense_rows {
+        (BLOCK / inner).max(1)
+    } else {
+        1
+    };
     Some(for_chunks(rows, inner, |r0, r1| {
         // One block's buffer per broadcast input (BLOCK elements of up to 16 bytes).
         let mut bufs = vec![0u64; filled * BLOCK * 2];
@@ -1303,7 +1311,12 @@ impl Plan<'_, '_> {
                 } else {
                     base.add(boff[k])
                 };
-                if k >= nout && op.mode != Mode::Const && !op.flat && op.strides[0] == 0 && op.kd == op.dtype {
+                if k >= nout
+                    && op.mode != Mode::Const
+                    && !op.flat
+                    && op.strides[0] == 0
+                    && op.kd == op.dtype
+                {
                     // Rows of one value each (a `[n, c, 1, 1]` scale over
                     // `h x w`): fills, all in one SIMD dispatch. Loading
                     // each row through `cast::load` (dtype checks, a
@@ -1311,7 +1324,11 @@ impl Plan<'_, '_> {
                     let es = op.dtype.size();
                     super::simd::dispatch(
                         #[inline(always)]
-                        || self.walk(op, b, m, |p, _, done, run| cast::fill_any(buf.add(done * es), p, es, run)),
+                        || {
+                            self.walk(op, b, m, |p, _, done, run| {
+                                cast::fill_any(buf.add(done * es), p, es, run)
+                            })
+                        },
                     );
                 } else if k >= nout && op.mode != Mode::Const && !op.flat {
                     self.walk(op, b, m, |p, st, done, run| {
