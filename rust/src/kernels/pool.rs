@@ -1063,31 +1063,12 @@ unsafe fn max_back_cl<T: PoolT>(
     let plane = gi.plane_len() as i64;
     let [od, oh, ow] = go.dims;
     let step = Some(gi.st[4]).filter(|&s| gi.flat_step(s));
+    let base = gi.at(n, 0, [0; 3]);
     for d in 0..od {
         for h in 0..oh {
             for w in 0..ow {
                 let gs = std::slice::from_raw_parts(go.at(n, 0, [d, h, w]), nc);
                 let is = std::slice::from_raw_parts(idx.at(n, 0, [d, h, w]), nc);
-                if let Some(step) = step {
-                    // Dense planes: the flat index times one stride, no
-                    // division per element (two of them had made the pass
-                    // 2x CPU's time: 8x64x112x112, k3 s2 p1).
-                    let base = gi.at(n, 0, [0; 3]);
-                    for c in 0..nc {
-                        let i = is[c];
-                        if i == -1 {
-                            continue;
-                        }
-                        if !(0..plane).contains(&i) {
-                            return Err(i);
-                        }
-                        T::add_to(
-                            &mut *base.wrapping_offset(i as isize * step + c as isize),
-                            gs[c],
-                        );
-                    }
-                    continue;
-                }
                 for c in 0..nc {
                     let i = is[c];
                     if i == -1 {
@@ -1096,9 +1077,17 @@ unsafe fn max_back_cl<T: PoolT>(
                     if !(0..plane).contains(&i) {
                         return Err(i);
                     }
-                    let i = i as usize;
-                    let (q, w_) = (i / iw, i % iw);
-                    let p = gi.at(n, c, [q / ih, q % ih, w_]);
+                    let p = match step {
+                        // Dense planes: the flat index times one stride, no
+                        // division per element (two of them had made the
+                        // pass 2x CPU's time: 8x64x112x112, k3 s2 p1).
+                        Some(s) => base.wrapping_offset(i as isize * s + c as isize),
+                        None => {
+                            let i = i as usize;
+                            let (q, w_) = (i / iw, i % iw);
+                            gi.at(n, c, [q / ih, q % ih, w_])
+                        }
+                    };
                     T::add_to(&mut *p, gs[c]);
                 }
             }
