@@ -1316,6 +1316,7 @@ impl Plan<'_, '_> {
                     && !op.flat
                     && op.strides[0] == 0
                     && op.kd == op.dtype
+                    && !op.round
                 {
                     // Rows of one value each (a `[n, c, 1, 1]` scale over
                     // `h x w`): fills, all in one SIMD dispatch. Loading
