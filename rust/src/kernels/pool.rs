@@ -776,35 +776,46 @@ unsafe fn max_cl_row<T: PoolT>(
     nc: usize,
     r: usize,
 ) {
-    let (n, od, oh) = (r / (g.o[0] * g.o[1]), (r / g.o[1]) % g.o[0], r % g.o[1]);
-    let (rd, rh) = (g.taps(0, od), g.taps(1, oh));
     // Flat indices as int32 when the plane allows: the compiler selects a
     // vector of them under the comparison's mask, where int64 ones went
     // lane by lane through scalar moves (perf).
-    let narrow = g.i.iter().product::<usize>() <= i32::MAX as usize;
+    if g.i.iter().product::<usize>() <= i32::MAX as usize {
+        max_cl_outputs::<T, i32>(g, x, out, idx, nc, r)
+    } else {
+        max_cl_outputs::<T, i64>(g, x, out, idx, nc, r)
+    }
+}
+
+/// [`max_cl_row`] with flat indices of type `I`.
+///
+/// # Safety
+/// As [`max_cl_row`]; `I` holds every flat index of the plane.
+#[inline(always)]
+unsafe fn max_cl_outputs<T: PoolT, I: FlatIdx>(
+    g: &Geo,
+    x: &Op<T>,
+    out: &Op<T>,
+    idx: &Op<i64>,
+    nc: usize,
+    r: usize,
+) {
+    let (n, od, oh) = (r / (g.o[0] * g.o[1]), (r / g.o[1]) % g.o[0], r % g.o[1]);
+    let (rd, rh) = (g.taps(0, od), g.taps(1, oh));
     for ow in 0..g.o[2] {
         let ranges = [rd, rh, g.taps(2, ow)];
         let at = [od, oh, ow];
         let mut c = 0;
         while c + 4 * CL_BLOCK <= nc {
             // Four vectors of maxima: four independent compare chains.
-            if narrow {
-                max_cl_block::<T, i32, { 4 * CL_BLOCK }>(g, x, out, idx, n, c, at, ranges);
-            } else {
-                max_cl_block::<T, i64, { 4 * CL_BLOCK }>(g, x, out, idx, n, c, at, ranges);
-            }
+            max_cl_block::<T, I, { 4 * CL_BLOCK }>(g, x, out, idx, n, c, at, ranges);
             c += 4 * CL_BLOCK;
         }
         while c + CL_BLOCK <= nc {
-            if narrow {
-                max_cl_block::<T, i32, CL_BLOCK>(g, x, out, idx, n, c, at, ranges);
-            } else {
-                max_cl_block::<T, i64, CL_BLOCK>(g, x, out, idx, n, c, at, ranges);
-            }
+            max_cl_block::<T, I, CL_BLOCK>(g, x, out, idx, n, c, at, ranges);
             c += CL_BLOCK;
         }
         while c < nc {
-            max_cl_block::<T, i64, 1>(g, x, out, idx, n, c, at, ranges);
+            max_cl_block::<T, I, 1>(g, x, out, idx, n, c, at, ranges);
             c += 1;
         }
     }
