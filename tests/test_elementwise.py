@@ -1133,3 +1133,42 @@ def test_broadcast_rows_at_model_sizes(dtype, shape, bshape):
     check(torch.mul, x, s)
     check(torch.sub, s, x)
     check(lambda a, b: torch.addcmul(a, a, b, value=2) if dtype.is_floating_point else a + b, x, s)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.int64, torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("row", [1, 7, 49, 128, 1025])
+def test_broadcast_rows_of_every_arity(dtype, row):
+    # The kernels hold a row's one broadcast value in a register (`Rows`'s
+    # bcast): unary ops on an expanded input, binary ops with either or both
+    # inputs broadcast, ternary ops with any of the three broadcast, an integer
+    # division whose broadcast divisor holds a zero, and rows that ATen
+    # cannot coalesce to two dims (the plan's runs).
+    x = make_tensor((3, 5, row), dtype, 6)
+    s = make_tensor((3, 5, 1), dtype, 7)
+    t = make_tensor((3, 1, 1), dtype, 8)
+    if dtype == torch.bool:
+        check(lambda a: torch.bitwise_not(a.expand(3, 5, row)), s)
+        check(torch.logical_xor, x, s)
+        check(lambda a, b: torch.where(a, b, a), s, x)
+        return
+    check(lambda a: torch.neg(a.expand(3, 5, row)), s)
+    check(torch.sub, s, x)
+    check(torch.maximum, s, t)  # both broadcast along the row
+    check(lambda a, b: a.sub_(b), x.clone(), s)
+    check(lambda c, a, b: torch.where(c, a, b), s > 0, x, s)
+    check(lambda c, a, b: torch.where(c, a, b), x > 0, s, t)
+    # Rows that do not coalesce to two dims: the plan's runs.
+    xt = make_tensor((5, 3, row), dtype, 9)
+    check(lambda a, b: a.transpose(0, 1) * b, xt, s)
+    check(lambda a, b: b - a.transpose(0, 1), xt, s)
+    if dtype.is_floating_point:
+        check(lambda a: torch.exp(a.expand(3, 5, row)), s)
+        check(lambda a, b: torch.addcmul(a, b, a, value=0.5), x, s)
+        check(lambda a, b, c: torch.lerp(a, b, c), s, x, t.abs() / 20)
+        check(lambda a, b, c: torch.addcdiv(a, b, c, value=2), t, s, x.abs() + 1)
+    else:
+        check(lambda a, b: torch.div(a, b, rounding_mode="floor"), x, s.abs() + 1)
+        zero = s.clone()
+        zero[1, 3] = 0
+        check(lambda a, b: torch.div(a, b, rounding_mode="floor"), x, zero)
+        check(lambda a, b: torch.remainder(a, b), x, zero)

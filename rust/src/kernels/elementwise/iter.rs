@@ -14,12 +14,14 @@
 //!    (strided, broadcast, or of another dtype) are loaded with a cast into a
 //!    stack block, and outputs are cast/scattered back.
 //!
-//! A kernel only ever sees contiguous buffers of its own compute dtypes. Each
+//! A kernel only ever sees rows of its own compute dtypes, contiguous or
+//! (an input broadcast along a row) one value per row ([`Rows`]). Each
 //! output element depends only on the input elements at the same index, and
 //! the inner loops compute the same bits whatever their position or level, so
 //! results do not depend on the number of threads or the split.
 
 use super::cast::{self, Scalar};
+use super::simd::Rows;
 use crate::dtype::DType;
 use crate::kernels::parallel;
 use crate::kernels::{KernelError, Sizes, Strided, Strides, GRAIN_SIZE, INLINE_DIMS};
@@ -49,10 +51,9 @@ impl<'a> From<&'a Strided> for Operand<'a> {
     }
 }
 
-/// The inner loop: `n` elements, contiguous output and input buffers, each in
-/// the compute dtype the caller declared for it.
-pub(crate) type KernelFn<'k> =
-    dyn Fn(usize, &[*mut u8], &[*const u8]) -> Result<(), KernelError> + Sync + 'k;
+/// The inner loop: rows of output and input buffers ([`Rows`]), each in the
+/// compute dtype the caller declared for it.
+pub(crate) type KernelFn<'k> = dyn Fn(&Rows) -> Result<(), KernelError> + Sync + 'k;
 
 /// How a call's operand views come.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -588,12 +589,13 @@ fn run_flat(
         let p = &p;
         let o: [*mut u8; MAX_OPERANDS] = std::array::from_fn(|k| p.0[k].wrapping_add(s * osz[k]));
         let i: [*const u8; MAX_OPERANDS] = std::array::from_fn(|k| p.1[k].wrapping_add(s * isz[k]));
-        kernel(e - s, &o[..nout], &i[..nin])
+        kernel(&Rows::flat(e - s, &o[..nout], &i[..nin]))
     }))
 }
 
 /// Rows at most this long take [`run_broadcast_rows`] only if there are few of them
-/// (one kernel call per row; the plan's blocks span short rows instead).
+/// (a row this short is mostly its loop's scalar tail; the plan's blocks span
+/// short rows instead).
 const ROWS_SHORT: usize = 16;
 /// Rows at least this long take [`run_broadcast_rows`] at any size (split
 /// over threads by rows).
@@ -604,11 +606,13 @@ const ROWS_LONG: usize = 32;
 /// contiguous along the inner dim or broadcast along it (stride 0: a
 /// squeeze-excite scale `[n, c, 1, 1]` over `h x w`), with an outer stride
 /// of its own (0 for a broadcast row such as a bias): one kernel call per
-/// row, straight on the operands; a row broadcast along the inner dim is
-/// filled into a buffer first. Building the plan cost about 1,600
-/// instructions of a `[4, 8] + [8]` add's 9,300 (callgrind), against ATen's
-/// whole loop of about 700; at larger sizes its per-row bookkeeping made a
-/// `[1024, 128] * [128]` 2.5x CPU's time. `None` if not that case.
+/// task over its rows ([`Rows`]), straight on the operands. Building the
+/// plan cost about 1,600 instructions of a `[4, 8] + [8]` add's 9,300
+/// (callgrind), against ATen's whole loop of about 700; at larger sizes its
+/// per-row bookkeeping made a `[1024, 128] * [128]` 2.5x CPU's time. A call
+/// per row, with the broadcast value filled into a buffer, still left a
+/// squeeze-excite scale (`[8, 576, 7, 7] * [8, 576, 1, 1]`) at 1.7x.
+/// `None` if not that case.
 fn run_broadcast_rows(
     outs: &[(&Strided, DType)],
     ins: &[(Operand, DType)],
@@ -635,76 +639,33 @@ fn run_broadcast_rows(
         o[k] = fits(t, *kd, false)?;
     }
     let mut i = [(0usize, 0isize, false); MAX_OPERANDS];
-    let mut sizes = [0usize; MAX_OPERANDS];
     for (k, (op, kd)) in ins.iter().enumerate() {
         let Operand::Tensor(t) = op else {
             return None;
         };
         i[k] = fits(t, *kd, true)?;
-        sizes[k] = kd.size();
     }
     let (nout, nin) = (outs.len(), ins.len());
-    let filled = i[..nin].iter().filter(|v| v.2).count();
-    if filled > 0 && inner > BLOCK {
-        return None;
-    }
-    // Short rows that lie end to end in every operand not broadcast along
-    // them (`[n, c, 7, 7] * [n, c, 1, 1]`) go to the kernel several at a
-    // time: a call per 49-element row cost more than its arithmetic.
-    let dense_rows = outs
-        .iter()
-        .enumerate()
-        .all(|(k, (_, kd))| o[k].1 == (inner * kd.size()) as isize)
-        && (0..nin).all(|k| i[k].2 || i[k].1 == (inner * sizes[k]) as isize);
-    let group = if dense_rows {
-        (BLOCK / inner).max(1)
-    } else {
-        1
-    };
+    let bcast = (0..nin).fold(0u32, |m, k| m | (u32::from(i[k].2) << k));
+    let osteps: [isize; MAX_OPERANDS] = std::array::from_fn(|k| o[k].1);
+    let isteps: [isize; MAX_OPERANDS] = std::array::from_fn(|k| i[k].1);
+    // One kernel call per task's range of rows: the kernel walks the rows
+    // and holds each broadcast row's one value in a register.
     Some(for_chunks(rows, inner, |r0, r1| {
-        // One block's buffer per broadcast input (BLOCK elements of up to 16 bytes).
-        let mut bufs = vec![0u64; filled * BLOCK * 2];
-        let mut r = r0;
-        while r < r1 {
-            let g = group.min(r1 - r);
-            let optr: [*mut u8; MAX_OPERANDS] =
-                std::array::from_fn(|k| (o[k].0 as *mut u8).wrapping_offset(r as isize * o[k].1));
-            let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
-            let mut b = 0;
-            for k in 0..nin {
-                let p = (i[k].0 as *const u8).wrapping_offset(r as isize * i[k].1);
-                iptr[k] = if i[k].2 {
-                    let dst = bufs[b * BLOCK * 2..].as_mut_ptr() as *mut u8;
-                    b += 1;
-                    let (es, st) = (sizes[k], i[k].1);
-                    // One SIMD dispatch for the block's fills.
-                    super::simd::dispatch(
-                        #[inline(always)]
-                        || {
-                            for j in 0..g {
-                                // SAFETY: row r + j's one element is in the
-                                // view; the buffer holds g * inner <= BLOCK
-                                // elements.
-                                unsafe {
-                                    cast::fill_any(
-                                        dst.add(j * inner * es),
-                                        p.wrapping_offset(j as isize * st),
-                                        es,
-                                        inner,
-                                    )
-                                };
-                            }
-                        },
-                    );
-                    dst
-                } else {
-                    p
-                };
-            }
-            kernel(g * inner, &optr[..nout], &iptr[..nin])?;
-            r += g;
-        }
-        Ok(())
+        let r0 = r0 as isize;
+        let optr: [*mut u8; MAX_OPERANDS] =
+            std::array::from_fn(|k| (o[k].0 as *mut u8).wrapping_offset(r0 * o[k].1));
+        let iptr: [*const u8; MAX_OPERANDS] =
+            std::array::from_fn(|k| (i[k].0 as *const u8).wrapping_offset(r0 * i[k].1));
+        kernel(&Rows {
+            n: inner,
+            rows: r1 - r0 as usize,
+            outs: &optr[..nout],
+            ins: &iptr[..nin],
+            out_steps: &osteps[..nout],
+            in_steps: &isteps[..nin],
+            bcast,
+        })
     }))
 }
 
@@ -1129,10 +1090,100 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
     sizes
 }
 
+/// Whether input `op` of a plan is one value along each run of the inner
+/// dim, already in its kernel dtype: a scalar, or a tensor broadcast along
+/// it (stride 0), which a kernel holds in a register ([`Rows::bcast`]).
+fn one_per_run(op: &OpPlan) -> bool {
+    op.mode == Mode::Const || (op.strides[0] == 0 && op.kd == op.dtype && !op.round)
+}
+
 impl Plan<'_, '_> {
     fn execute(&self, numel: usize) -> Result<(), KernelError> {
+        if self.direct_rows() {
+            let n = self.sizes[0];
+            // SAFETY: chunks cover disjoint ranges of valid rows.
+            return for_chunks(numel / n, n, |r0, r1| unsafe { self.rows_range(r0, r1) });
+        }
         // SAFETY: chunks cover disjoint ranges of valid elements.
         for_chunks(numel, 1, |s, e| unsafe { self.range(s, e) })
+    }
+
+    /// Rows of at least [`ROWS_LONG`] elements whose every operand the
+    /// kernel can take in place: contiguous along the row in its kernel
+    /// dtype, or (an input) one value along it. Runs of rows along dim 1
+    /// then go to the kernel in one call each ([`Plan::rows_range`]), where
+    /// a call per row cost more than a 64-element row's arithmetic and
+    /// blocks that span rows stage every operand not dense across them
+    /// (`[64, 64, 64] * [64, 1, 64]` took 3.3x CPU's time).
+    fn direct_rows(&self) -> bool {
+        self.sizes.len() > 1
+            && self.sizes[0] >= ROWS_LONG
+            && self.ops[..self.nops]
+                .iter()
+                .enumerate()
+                .all(|(k, op)| op.mode == Mode::Direct || (k >= self.nout && one_per_run(op)))
+    }
+
+    /// Rows `r0..r1` (flat row index over dims 1..), a kernel call per run
+    /// of them along dim 1.
+    unsafe fn rows_range(&self, r0: usize, r1: usize) -> Result<(), KernelError> {
+        let (nd, nout, nops) = (self.sizes.len(), self.nout, self.nops);
+        let (n, run) = (self.sizes[0], self.sizes[1]);
+        let ops = &self.ops[..nops];
+        let mut steps = [0isize; MAX_OPERANDS];
+        let mut bcast = 0u32;
+        for (k, op) in ops.iter().enumerate() {
+            let konst = op.mode == Mode::Const;
+            steps[k] = if konst {
+                0
+            } else {
+                op.strides[1] * op.dtype.size() as isize
+            };
+            if k >= nout && op.mode != Mode::Direct {
+                bcast |= 1 << (k - nout);
+            }
+        }
+        let mut optr = [std::ptr::null_mut::<u8>(); MAX_OPERANDS];
+        let mut iptr = [std::ptr::null::<u8>(); MAX_OPERANDS];
+        let mut r = r0;
+        while r < r1 {
+            let (i1, mut outer) = (r % run, r / run);
+            let mut offs = [0isize; MAX_OPERANDS];
+            for (k, op) in ops.iter().enumerate() {
+                offs[k] = i1 as isize * op.strides[1];
+            }
+            for d in 2..nd {
+                let i = outer % self.sizes[d];
+                outer /= self.sizes[d];
+                for (k, op) in ops.iter().enumerate() {
+                    offs[k] += i as isize * op.strides[d];
+                }
+            }
+            for (k, op) in ops.iter().enumerate() {
+                let p = if op.mode == Mode::Const {
+                    &op.konst as *const u64 as *mut u8
+                } else {
+                    op.ptr.offset(offs[k] * op.dtype.size() as isize)
+                };
+                if k < nout {
+                    optr[k] = p;
+                } else {
+                    iptr[k - nout] = p;
+                }
+            }
+            let rows = (run - i1).min(r1 - r);
+            (self.kernel)(&Rows {
+                n,
+                rows,
+                outs: &optr[..nout],
+                ins: &iptr[..nops - nout],
+                out_steps: &steps[..nout],
+                in_steps: &steps[nout..nops],
+                bcast,
+            })?;
+            r += rows;
+        }
+        Ok(())
     }
 
     fn cross_rows(&self) -> bool {
@@ -1239,11 +1290,12 @@ impl Plan<'_, '_> {
                     iptr[k - nout] = p;
                 }
             }
-            return (self.kernel)(len, &optr[..nout], &iptr[..nops - nout]);
+            return (self.kernel)(&Rows::flat(len, &optr[..nout], &iptr[..nops - nout]));
         }
         let mut c = 0;
         while c < len {
             let m = (len - c).min(BLOCK);
+            let mut bcast = 0u32;
             for (k, op) in self.ops[..self.nops].iter().enumerate() {
                 let buf = base.add(boff[k]);
                 let p = match op.mode {
@@ -1251,6 +1303,15 @@ impl Plan<'_, '_> {
                     Mode::Direct => op
                         .ptr
                         .offset((offs[k] + c as isize) * op.dtype.size() as isize),
+                    // One value along the run, already in the kernel dtype:
+                    // the kernel holds it ([`Rows::bcast`]) instead of a
+                    // filled block.
+                    Mode::Staged
+                        if k >= nout && op.strides[0] == 0 && op.kd == op.dtype && !op.round =>
+                    {
+                        bcast |= 1 << (k - nout);
+                        op.ptr.offset(offs[k] * op.dtype.size() as isize)
+                    }
                     Mode::Staged => {
                         if k >= nout {
                             let src = op.ptr.offset(
@@ -1270,7 +1331,9 @@ impl Plan<'_, '_> {
                     iptr[k - nout] = p;
                 }
             }
-            (self.kernel)(m, &optr[..nout], &iptr[..nops - nout])?;
+            let mut rows = Rows::flat(m, &optr[..nout], &iptr[..nops - nout]);
+            rows.bcast = bcast;
+            (self.kernel)(&rows)?;
             for (k, op) in self.ops[..nout].iter().enumerate() {
                 if op.mode == Mode::Staged {
                     if op.round {
@@ -1345,7 +1408,7 @@ impl Plan<'_, '_> {
                     iptr[k - nout] = buf;
                 }
             }
-            (self.kernel)(m, &optr[..nout], &iptr[..nops - nout])?;
+            (self.kernel)(&Rows::flat(m, &optr[..nout], &iptr[..nops - nout]))?;
             for (k, op) in self.ops[..nout].iter().enumerate() {
                 if op.flat {
                     continue;

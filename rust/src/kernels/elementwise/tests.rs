@@ -1247,3 +1247,87 @@ fn cross_row_blocks_mix_dense_and_staged_operands() {
     let want2: Vec<f64> = rc.iter().zip(&want).map(|(x, y)| x * y).collect();
     assert_close(&read(&o2v, &o2), &want2, 1e-6, 0.0);
 }
+
+#[test]
+fn rows_broadcast_along_them_match_a_reference() {
+    // ATen's coalesced views (innermost dim first): [inner, rows] with
+    // inputs broadcast along the row (strides [0, 1]: one value per row,
+    // which the kernels hold in a register) or along the rows (a bias,
+    // strides [1, 0]), over enough rows to split across tasks.
+    let _level = super::simd::level_held();
+    for &(inner, rows) in &[(49usize, 4608usize), (128, 300), (1000, 7)] {
+        let n = inner * rows;
+        let x = Buf::of(DType::F32, &lin(n, 0.25, -3.0));
+        let s = Buf::of(DType::F32, &lin(rows, 0.5, -7.0));
+        let bias = Buf::of(DType::F32, &lin(inner, 0.125, 1.0));
+        let xv = x.view(&[inner, rows], &[1, inner as isize], 0);
+        let sv = s.view(&[inner, rows], &[0, 1], 0);
+        let bv = bias.view(&[inner, rows], &[1, 0], 0);
+        let o = Buf::zeros(DType::F32, n);
+        let ov = o.view(&[inner, rows], &[1, inner as isize], 0);
+        let at = |i: usize| (i % inner, i / inner);
+        let xs = |i: usize| x.get(i) as f32;
+        let ss = |i: usize| s.get(at(i).1) as f32;
+        let bs = |i: usize| bias.get(at(i).0) as f32;
+        let check = |want: &dyn Fn(usize) -> f32| {
+            for i in 0..n {
+                assert_eq!(o.get(i) as f32, want(i), "inner {inner}, element {i}");
+            }
+        };
+        binary(
+            &BinaryOp::Sub {
+                alpha: Scalar::Int(1),
+            },
+            Target::iter(&ov),
+            t(&xv),
+            t(&sv),
+            DType::F32,
+        )
+        .unwrap();
+        check(&|i| xs(i) - ss(i));
+        binary(
+            &BinaryOp::Sub {
+                alpha: Scalar::Int(1),
+            },
+            Target::iter(&ov),
+            t(&sv),
+            t(&xv),
+            DType::F32,
+        )
+        .unwrap();
+        check(&|i| ss(i) - xs(i));
+        binary(
+            &BinaryOp::Mul,
+            Target::iter(&ov),
+            t(&sv),
+            t(&bv),
+            DType::F32,
+        )
+        .unwrap();
+        check(&|i| ss(i) * bs(i));
+        unary(&UnaryOp::Neg, Target::iter(&ov), t(&sv), DType::F32).unwrap();
+        check(&|i| -ss(i));
+        let one = Scalar::Float(1.0);
+        for (a, b, c) in [(&xv, &sv, &bv), (&sv, &xv, &sv), (&sv, &sv, &xv)] {
+            ternary(
+                &TernaryOp::Addcmul { value: one },
+                Target::iter(&ov),
+                t(a),
+                t(b),
+                t(c),
+                DType::F32,
+            )
+            .unwrap();
+            let get = |v: &Strided, i: usize| {
+                if std::ptr::eq(v, &xv) {
+                    xs(i)
+                } else if std::ptr::eq(v, &sv) {
+                    ss(i)
+                } else {
+                    bs(i)
+                }
+            };
+            check(&|i| get(a, i) + get(b, i) * get(c, i));
+        }
+    }
+}

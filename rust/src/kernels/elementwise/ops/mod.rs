@@ -81,9 +81,9 @@ pub(crate) fn run1<A: Num, R: Num, F: Fn(A) -> R + Sync>(
     x: Operand,
     f: F,
 ) -> Result<(), KernelError> {
-    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
-        // SAFETY: the engine passes `n` contiguous elements of the declared dtypes.
-        unsafe { simd::map1(n, o[0] as *mut R, i[0] as *const A, &f) };
+    let k = move |r: &simd::Rows| -> Result<(), KernelError> {
+        // SAFETY: the engine passes rows of the declared dtypes.
+        unsafe { simd::rows1(r, &f) };
         Ok(())
     };
     iter::run_via(&[(out.t, R::DT)], &[(x, A::DT)], &k, out.via, out.layout)
@@ -96,9 +96,9 @@ pub(crate) fn run2<A: Num, B: Num, R: Num, F: Fn(A, B) -> R + Sync>(
     b: Operand,
     f: F,
 ) -> Result<(), KernelError> {
-    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+    let k = move |r: &simd::Rows| -> Result<(), KernelError> {
         // SAFETY: as in `run1`.
-        unsafe { simd::map2(n, o[0] as *mut R, i[0] as *const A, i[1] as *const B, &f) };
+        unsafe { simd::rows2(r, &f) };
         Ok(())
     };
     iter::run_via(
@@ -118,14 +118,17 @@ pub(crate) fn run2_nonzero<T: Int, F: Fn(T, T) -> T + Sync>(
     b: Operand,
     f: F,
 ) -> Result<(), KernelError> {
-    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+    let k = move |r: &simd::Rows| -> Result<(), KernelError> {
         // SAFETY: as in `run1`.
         unsafe {
-            let bs = std::slice::from_raw_parts(i[1] as *const T, n);
-            if bs.contains(&T::ZERO) {
-                return Err(zero_division());
+            // A broadcast divisor is one element per row.
+            let len = if r.bcast & 2 != 0 { 1 } else { r.n };
+            for j in 0..r.rows {
+                if std::slice::from_raw_parts(r.inp::<T>(1, j), len).contains(&T::ZERO) {
+                    return Err(zero_division());
+                }
             }
-            simd::map2(n, o[0] as *mut T, i[0] as *const T, i[1] as *const T, &f)
+            simd::rows2(r, &f)
         };
         Ok(())
     };
@@ -146,18 +149,9 @@ pub(crate) fn run3<A: Num, B: Num, C: Num, R: Num, F: Fn(A, B, C) -> R + Sync>(
     c: Operand,
     f: F,
 ) -> Result<(), KernelError> {
-    let k = move |n: usize, o: &[*mut u8], i: &[*const u8]| -> Result<(), KernelError> {
+    let k = move |r: &simd::Rows| -> Result<(), KernelError> {
         // SAFETY: as in `run1`.
-        unsafe {
-            simd::map3(
-                n,
-                o[0] as *mut R,
-                i[0] as *const A,
-                i[1] as *const B,
-                i[2] as *const C,
-                &f,
-            )
-        };
+        unsafe { simd::rows3(r, &f) };
         Ok(())
     };
     iter::run_via(
