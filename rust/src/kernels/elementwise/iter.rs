@@ -1090,11 +1090,17 @@ fn reorder_and_coalesce(shape: &[usize], ops: &mut [OpPlan]) -> Dims<usize> {
     sizes
 }
 
+/// Whether tensor input `op` of a plan is broadcast along the inner dim
+/// (stride 0) and already in its kernel dtype: one value per run, which a
+/// kernel holds in a register ([`Rows::bcast`]) or a block is filled with.
+fn broadcast_run(op: &OpPlan) -> bool {
+    op.strides[0] == 0 && op.kd == op.dtype && !op.round
+}
+
 /// Whether input `op` of a plan is one value along each run of the inner
-/// dim, already in its kernel dtype: a scalar, or a tensor broadcast along
-/// it (stride 0), which a kernel holds in a register ([`Rows::bcast`]).
+/// dim: a scalar, or a [`broadcast_run`].
 fn one_per_run(op: &OpPlan) -> bool {
-    op.mode == Mode::Const || (op.strides[0] == 0 && op.kd == op.dtype && !op.round)
+    op.mode == Mode::Const || broadcast_run(op)
 }
 
 impl Plan<'_, '_> {
@@ -1306,9 +1312,7 @@ impl Plan<'_, '_> {
                     // One value along the run, already in the kernel dtype:
                     // the kernel holds it ([`Rows::bcast`]) instead of a
                     // filled block.
-                    Mode::Staged
-                        if k >= nout && op.strides[0] == 0 && op.kd == op.dtype && !op.round =>
-                    {
+                    Mode::Staged if k >= nout && broadcast_run(op) => {
                         bcast |= 1 << (k - nout);
                         op.ptr.offset(offs[k] * op.dtype.size() as isize)
                     }
@@ -1374,13 +1378,7 @@ impl Plan<'_, '_> {
                 } else {
                     base.add(boff[k])
                 };
-                if k >= nout
-                    && op.mode != Mode::Const
-                    && !op.flat
-                    && op.strides[0] == 0
-                    && op.kd == op.dtype
-                    && !op.round
-                {
+                if k >= nout && op.mode != Mode::Const && !op.flat && broadcast_run(op) {
                     // Rows of one value each (a `[n, c, 1, 1]` scale over
                     // `h x w`): fills, all in one SIMD dispatch. Loading
                     // each row through `cast::load` (dtype checks, a
